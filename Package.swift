@@ -1,0 +1,48 @@
+// swift-tools-version:5.9
+import PackageDescription
+
+let package = Package(
+    name: "transferd",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "transferd", targets: ["transferd"]),
+        .library(name: "TransferCore", targets: ["TransferCore"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        .target(
+            name: "TransferCore",
+            dependencies: ["CCurl", "CCrypto"]
+        ),
+        .executableTarget(
+            name: "transferd",
+            dependencies: ["TransferCore"]
+        ),
+        .target(
+            name: "TestSupport",
+            dependencies: ["TransferCore"],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(
+            name: "UnitTests",
+            dependencies: ["TransferCore"]
+        ),
+        .testTarget(
+            name: "ConformanceTests",
+            dependencies: ["TransferCore", "TestSupport"]
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["TransferCore", "TestSupport"]
+        ),
+    ]
+)

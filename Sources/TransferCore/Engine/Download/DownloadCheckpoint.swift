@@ -1,0 +1,85 @@
+import Foundation
+
+/// Everything needed to resume a download, in any later process: which remote
+/// version the partial file holds and which of its bytes are on disk.
+public struct DownloadCheckpoint: Codable, Equatable, Sendable {
+    public static let currentVersion = 1
+
+    public var version: Int
+    public var url: String
+    public var validators: ResponseValidators
+    public var plan: SegmentPlan
+    /// False once the server showed it ignores Range requests.
+    public var rangesSupported: Bool
+
+    public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
+        self.version = Self.currentVersion
+        self.url = url
+        self.validators = validators
+        self.plan = plan
+        self.rangesSupported = rangesSupported
+    }
+}
+
+/// Where checkpoints live. A checkpoint must only be saved after the bytes it
+/// claims are durable (the engine fsyncs the partial file first).
+public protocol CheckpointStore: Sendable {
+    func load() throws -> DownloadCheckpoint?
+    func save(_ checkpoint: DownloadCheckpoint) throws
+    func remove() throws
+}
+
+/// A checkpoint kept as JSON beside the partial file (`NAME.part.state`),
+/// replaced atomically (write temp, fsync, rename), like aria2's control file.
+public struct FileCheckpointStore: CheckpointStore {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    public func load() throws -> DownloadCheckpoint? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard let checkpoint = try? JSONDecoder().decode(DownloadCheckpoint.self, from: data),
+              checkpoint.version == DownloadCheckpoint.currentVersion else {
+            return nil // unreadable or from another version: start over rather than guess
+        }
+        return checkpoint
+    }
+
+    public func save(_ checkpoint: DownloadCheckpoint) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = try encoder.encode(checkpoint)
+        try AtomicFile.write(data, to: path)
+    }
+
+    public func remove() throws {
+        if unlink(path) != 0 && errno != ENOENT { throw POSIXFailure(operation: "remove", path: path) }
+    }
+}
+
+/// Writes that either fully happen or not at all.
+enum AtomicFile {
+    static func write(_ data: Data, to path: String) throws {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw POSIXFailure(operation: "create", path: temporary) }
+        let written = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(fd) == 0 else {
+            let failure = POSIXFailure(operation: "write", path: temporary)
+            close(fd)
+            unlink(temporary)
+            throw failure
+        }
+        close(fd)
+        guard rename(temporary, path) == 0 else { throw POSIXFailure(operation: "rename", path: path) }
+    }
+
+    /// fsyncs a directory so a rename inside it survives a crash.
+    static func syncDirectory(of path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+}

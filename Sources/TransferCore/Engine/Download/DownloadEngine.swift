@@ -1,0 +1,309 @@
+import Foundation
+
+/// Downloads one URL to a file: probe, segmented or single stream into
+/// `NAME.part`, resume from checkpoints, retry by policy, verify, then an
+/// atomic rename. The destination appears only complete and verified.
+public final class DownloadEngine: @unchecked Sendable {
+    let transport: Transport
+    let options: DownloadOptions
+    let store: CheckpointStore
+    let onEvent: @Sendable (DownloadEvent) -> Void
+
+    public init(transport: Transport, options: DownloadOptions, store: CheckpointStore? = nil,
+                onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
+        self.transport = transport
+        self.options = options
+        self.store = store ?? FileCheckpointStore(path: options.statePath)
+        self.onEvent = onEvent
+    }
+
+    public func run() async throws -> DownloadResult {
+        let started = Date()
+        try transport.checkSupports(makeRequest(headers: options.headers))
+        if FileManager.default.fileExists(atPath: options.destination) {
+            switch options.overwrite {
+            case .refuse:
+                throw DownloadError.destinationExists(path: options.destination)
+            case .skipIfIdentical:
+                if let size = try await existingMatches() {
+                    return DownloadResult(path: options.destination, size: size, sha256: options.sha256,
+                                          bytesFetched: 0, resumedFrom: size, skipped: true, restarts: 0,
+                                          elapsed: Date().timeIntervalSince(started))
+                }
+            case .overwrite:
+                break
+            }
+        }
+
+        let state = try openPartialFile()
+        defer { close(state.fd) }
+        let resumedFrom = state.plan.bytesWritten
+        var restarts = 0
+        while true {
+            do {
+                try await fetchAll(state, fresh: state.plan.bytesWritten == 0)
+                break
+            } catch DownloadSignal.restart(let reason) {
+                restarts += 1
+                onEvent(.restarted(reason: reason))
+                guard restarts <= 3 else {
+                    throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: restarts)
+                }
+                try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
+            } catch {
+                // Keep what is on disk for the next run.
+                try? saveCheckpoint(state)
+                throw error
+            }
+        }
+        let (size, digest) = try finalize(state)
+        return DownloadResult(path: options.destination, size: size, sha256: digest,
+                              bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
+                              restarts: restarts, elapsed: Date().timeIntervalSince(started))
+    }
+
+    // MARK: Start
+
+    /// Opens `NAME.part`, resuming from the checkpoint when it describes this URL.
+    private func openPartialFile() throws -> DownloadState {
+        let part = options.partPath
+        var checkpoint = try? store.load()
+        if let existing = checkpoint,
+           existing.url != options.url.absoluteString || !FileManager.default.fileExists(atPath: part) {
+            checkpoint = nil
+        }
+        if checkpoint == nil {
+            // A partial file without a record cannot be trusted: start it over.
+            try? store.remove()
+        }
+        let flags = O_RDWR | O_CREAT | O_CLOEXEC | (checkpoint == nil ? O_TRUNC : 0)
+        let fd = open(part, flags, 0o644)
+        guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
+        let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
+                                                     plan: .single(totalSize: nil), rangesSupported: true)
+        return DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start)
+    }
+
+    /// For `.skipIfIdentical`: the existing file's size when it matches the remote.
+    private func existingMatches() async throws -> Int64? {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: options.destination)
+        guard let size = (attributes?[.size] as? NSNumber)?.int64Value else { return nil }
+        if let expected = options.sha256 {
+            return try SHA256Hasher.hex(ofFileAt: options.destination) == expected ? size : nil
+        }
+        let head = try await request(method: "HEAD", headers: options.headers)
+        guard (200..<300).contains(head.status),
+              let remoteSize = head.headers["Content-Length"].flatMap(Int64.init), remoteSize == size else {
+            return nil
+        }
+        if let modified = head.headers["Last-Modified"].flatMap(HTTPDate.parse),
+           let local = attributes?[.modificationDate] as? Date {
+            return abs(local.timeIntervalSince(modified)) < 1 ? size : nil
+        }
+        return size
+    }
+
+    private func request(method: String, headers: HTTPHeaders) async throws -> ResponseHead {
+        final class Discard: ResponseSink {
+            func receive(head: ResponseHead) throws {}
+            func receive(body: UnsafeRawBufferPointer) throws {}
+        }
+        return try await transport.execute(makeRequest(method: method, headers: headers), sink: Discard()).head
+    }
+
+    func makeRequest(method: String = "GET", headers: HTTPHeaders) -> TransferRequest {
+        let perConnectionRate = options.maxRate.map { max(1, $0 / Int64(options.connections)) }
+        return TransferRequest(method: method, url: options.url, headers: headers,
+                               connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
+                               maxRedirects: options.maxRedirects, tls: options.tls,
+                               maxReceiveRate: perConnectionRate)
+    }
+
+    // MARK: Fetch
+
+    /// Fetches every incomplete segment, checkpointing as it goes.
+    ///
+    /// A fresh segmented download first asks for one segment's worth of bytes
+    /// from 0: its 206 tells the size, the version and that ranges work, then
+    /// the rest is split over the connections. No separate probe request.
+    private func fetchAll(_ state: DownloadState, fresh: Bool) async throws {
+        let ticker = Task { [self] in await tick(state) }
+        defer { ticker.cancel() }
+        if fresh && options.connections > 1 {
+            try await fetchSegment(0, state: state, firstExchangeOnly: true)
+            if !state.plan.isComplete && state.rangesSupported {
+                state.update { $0.splitRemainder(connections: options.connections, minSegmentSize: options.minSegmentSize) }
+            }
+        }
+        onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: state.plan.bytesWritten,
+                         segments: state.plan.segments.filter { !$0.isComplete }.count))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in state.plan.segments.indices where !state.segment(index).isComplete {
+                group.addTask { try await self.fetchSegment(index, state: state) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// The most one exchange may ask for, for a transport without backpressure
+    /// (its unconsumed backlog is then bounded by this window).
+    var requestWindow: Int64? {
+        transport.capabilities.contains(.backpressure) ? nil : options.windowWithoutBackpressure
+    }
+
+    /// One segment's attempts, retried by policy; bytes written survive each failure.
+    /// - Parameter firstExchangeOnly: ask for at most `minSegmentSize` bytes and
+    ///   return after the first successful exchange (the start of a segmented download).
+    private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false) async throws {
+        var failures = 0
+        while !state.segment(index).isComplete {
+            let segment = state.segment(index)
+            let writtenBefore = state.plan.bytesWritten
+            var headers = options.headers
+            let span = [requestWindow, firstExchangeOnly ? options.minSegmentSize : nil].compactMap { $0 }.min()
+            let sendRange = state.rangesSupported && (segment.offset > 0 || state.plan.isSegmented || span != nil)
+            var requestEnd = segment.end
+            if let span, sendRange {
+                requestEnd = min(segment.end ?? Int64.max, segment.offset + span)
+            }
+            if segment.offset > 0 && !state.rangesSupported {
+                // The server cannot resume: start the single stream over.
+                try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: false)
+                continue
+            }
+            if sendRange {
+                let last = requestEnd.map { String($0 - 1) } ?? ""
+                headers.set("Range", "bytes=\(segment.offset)-\(last)")
+                if let ifRange = state.validators.ifRangeValue { headers.set("If-Range", ifRange) }
+            }
+            let sink = DownloadSink(state: state, segment: index, requestedOffset: segment.offset,
+                                    requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
+            do {
+                do {
+                    _ = try await transport.execute(makeRequest(headers: headers), sink: sink)
+                } catch DownloadSignal.segmentSatisfied {
+                }
+                try sink.finish()
+                let now = state.segment(index)
+                if now.end == nil {
+                    state.finishOpenSegment(index)
+                } else if !now.isComplete, now.offset < min(now.end!, requestEnd ?? Int64.max) {
+                    throw TransportError(.truncated, url: options.url,
+                                         message: "the response ended at byte \(now.offset) of \(now.end!)")
+                }
+                if firstExchangeOnly { return }
+            } catch {
+                try? sink.flush()
+                if case DownloadSignal.restart = error { throw error }
+                let madeProgress = state.plan.bytesWritten > writtenBefore
+                failures = madeProgress ? 1 : failures + 1
+                let (failure, described) = classify(error, sink: sink)
+                switch options.retry.decide(failure, attempt: failures, madeProgress: madeProgress) {
+                case .retry(let delay):
+                    onEvent(.retrying(attempt: failures, delay: delay, reason: described))
+                    if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+                case .giveUp(let reason):
+                    throw finalError(error, reason: reason)
+                }
+            }
+        }
+    }
+
+    private func classify(_ error: Error, sink: DownloadSink) -> (RetryPolicy.Failure, String) {
+        switch error {
+        case let failure as HTTPStatusFailure:
+            return (.http(status: failure.status, retryAfter: failure.retryAfter), "HTTP \(failure.status)")
+        case let transportError as TransportError:
+            if let status = sink.errorStatus {
+                return (.http(status: status.status, retryAfter: status.retryAfter), "HTTP \(status.status)")
+            }
+            return (.transport(transportError.kind), transportError.description)
+        case is POSIXFailure:
+            return (.local, String(describing: error))
+        case is CancellationError:
+            return (.transport(.cancelled), "cancelled")
+        default:
+            return (.transport(.other), String(describing: error))
+        }
+    }
+
+    private func finalError(_ error: Error, reason: String) -> Error {
+        switch error {
+        case let failure as HTTPStatusFailure:
+            return DownloadError.httpStatus(status: failure.status, url: Redaction.url(options.url),
+                                            message: failure.message, reason: failure.status >= 500 || failure.status == 429 || failure.status == 408 ? reason : nil)
+        case let transportError as TransportError:
+            if transportError.kind == .cancelled { return CancellationError() }
+            return DownloadError.transport(transportError, reason: reason)
+        case let failure as POSIXFailure:
+            return DownloadError.local(failure)
+        default:
+            return error
+        }
+    }
+
+    // MARK: Checkpoints and progress
+
+    /// Reports progress four times a second and checkpoints every `checkpointInterval`.
+    private func tick(_ state: DownloadState) async {
+        var lastCheckpoint = Date()
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: 250_000_000)
+            let plan = state.plan
+            onEvent(.progress(written: plan.bytesWritten, totalSize: plan.totalSize, received: state.bytesReceived))
+            if Date().timeIntervalSince(lastCheckpoint) >= options.checkpointInterval {
+                try? saveCheckpoint(state)
+                lastCheckpoint = Date()
+            }
+        }
+    }
+
+    /// Makes the written bytes durable, then records them: data before the claim.
+    func saveCheckpoint(_ state: DownloadState) throws {
+        let checkpoint = state.checkpoint()
+        guard fdatasync(state.fd) == 0 else { throw POSIXFailure(operation: "sync", path: state.partPath) }
+        try store.save(checkpoint)
+    }
+
+    // MARK: Finish
+
+    /// Checks length and checksum, syncs, and renames the partial file into place.
+    private func finalize(_ state: DownloadState) throws -> (Int64, String?) {
+        let plan = state.plan
+        var info = stat()
+        guard fstat(state.fd, &info) == 0 else {
+            throw DownloadError.local(POSIXFailure(operation: "stat", path: state.partPath))
+        }
+        let size = plan.totalSize ?? plan.bytesWritten
+        if Int64(info.st_size) > size {
+            ftruncate(state.fd, off_t(size))
+        } else if Int64(info.st_size) < size {
+            throw DownloadError.sizeMismatch(path: options.destination, expected: size, actual: Int64(info.st_size))
+        }
+        guard fsync(state.fd) == 0 else {
+            throw DownloadError.local(POSIXFailure(operation: "sync", path: state.partPath))
+        }
+        var digest: String?
+        if let expected = options.sha256 {
+            onEvent(.verifying)
+            let actual = try SHA256Hasher.hex(ofFileAt: state.partPath)
+            guard actual == expected else {
+                unlink(state.partPath)
+                try? store.remove()
+                throw DownloadError.checksumMismatch(path: options.destination, expected: expected, actual: actual)
+            }
+            digest = actual
+        }
+        if let modified = state.validators.lastModified.flatMap(HTTPDate.parse) {
+            var times = [timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0),
+                         timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0)]
+            futimens(state.fd, &times)
+        }
+        guard rename(state.partPath, options.destination) == 0 else {
+            throw DownloadError.local(POSIXFailure(operation: "rename", path: options.destination))
+        }
+        AtomicFile.syncDirectory(of: options.destination)
+        try? store.remove()
+        return (size, digest)
+    }
+}

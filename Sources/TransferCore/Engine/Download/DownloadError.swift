@@ -1,0 +1,40 @@
+import Foundation
+
+/// Why a download did not finish, each case naming what the user can do.
+public enum DownloadError: Error, CustomStringConvertible, Sendable {
+    /// The destination exists and the policy is to refuse.
+    case destinationExists(path: String)
+    /// The server answered with an error status that retrying will not fix (or retries ran out).
+    case httpStatus(status: Int, url: String, message: String, reason: String?)
+    /// A network failure that persisted through the retries.
+    case transport(TransportError, reason: String)
+    /// The finished file does not have the expected SHA-256.
+    case checksumMismatch(path: String, expected: String, actual: String)
+    /// The finished file is not as long as the server said.
+    case sizeMismatch(path: String, expected: Int64, actual: Int64)
+    /// A local file problem (disk full, permissions).
+    case local(POSIXFailure)
+    /// The remote file kept changing while being downloaded.
+    case unstableSource(url: String, restarts: Int)
+
+    public var description: String {
+        switch self {
+        case .destinationExists(let path):
+            return "\(path) already exists; pass --overwrite to replace it or --skip-existing to keep it"
+        case .httpStatus(let status, let url, let message, let reason):
+            let detail = message.isEmpty ? "" : ": \(message)"
+            let why = reason.map { " (\($0))" } ?? ""
+            return "HTTP \(status) from \(url)\(detail)\(why)"
+        case .transport(let error, let reason):
+            return "\(error) — \(reason)"
+        case .checksumMismatch(let path, let expected, let actual):
+            return "SHA-256 mismatch for \(path): expected \(expected), got \(actual); the file was removed — check the checksum or the source"
+        case .sizeMismatch(let path, let expected, let actual):
+            return "\(path) has \(actual) bytes but the server announced \(expected)"
+        case .local(let failure):
+            return failure.description
+        case .unstableSource(let url, let restarts):
+            return "\(url) changed \(restarts) times during the download; try again later"
+        }
+    }
+}

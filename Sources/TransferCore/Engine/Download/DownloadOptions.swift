@@ -1,0 +1,86 @@
+import Foundation
+
+/// What to do when the destination already exists.
+public enum OverwritePolicy: String, Sendable, Codable, CaseIterable {
+    /// Fail with a clear error; the existing file is untouched.
+    case refuse
+    /// Replace it, but only once the new file is complete and verified.
+    case overwrite
+    /// Keep it when it matches: same SHA-256 if one is given, else same size
+    /// and modification time as the remote Last-Modified.
+    case skipIfIdentical = "skip"
+}
+
+/// One download's settings.
+public struct DownloadOptions: Sendable {
+    public var url: URL
+    public var destination: String
+    public var headers: HTTPHeaders
+    /// Parallel range connections for one large file.
+    public var connections: Int
+    /// Segments smaller than this are not split further.
+    public var minSegmentSize: Int64
+    /// Expected SHA-256 in hex; checked before the file appears.
+    public var sha256: String?
+    public var overwrite: OverwritePolicy
+    public var retry: RetryPolicy
+    public var tls: TLSOptions
+    public var connectTimeout: TimeInterval
+    public var idleTimeout: TimeInterval
+    public var maxRedirects: Int
+    /// Bytes per second for the whole download (nil: unlimited).
+    public var maxRate: Int64?
+    /// Seconds between durable checkpoints.
+    public var checkpointInterval: TimeInterval
+    /// Largest range one request asks for on a transport without backpressure.
+    public var windowWithoutBackpressure: Int64 = 8 << 20
+
+    public init(url: URL, destination: String, headers: HTTPHeaders = [:], connections: Int = 1,
+                minSegmentSize: Int64 = 4 << 20, sha256: String? = nil, overwrite: OverwritePolicy = .refuse,
+                retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions(), connectTimeout: TimeInterval = 15,
+                idleTimeout: TimeInterval = 30, maxRedirects: Int = 10, maxRate: Int64? = nil,
+                checkpointInterval: TimeInterval = 1) {
+        self.url = url
+        self.destination = destination
+        self.headers = headers
+        self.connections = max(1, connections)
+        self.minSegmentSize = max(1, minSegmentSize)
+        self.sha256 = sha256?.lowercased()
+        self.overwrite = overwrite
+        self.retry = retry
+        self.tls = tls
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        self.maxRedirects = maxRedirects
+        self.maxRate = maxRate
+        self.checkpointInterval = checkpointInterval
+    }
+
+    public var partPath: String { destination + ".part" }
+    public var statePath: String { destination + ".part.state" }
+}
+
+/// What a finished download did.
+public struct DownloadResult: Sendable {
+    public var path: String
+    public var size: Int64
+    /// The file's SHA-256 when one was checked.
+    public var sha256: String?
+    /// Body bytes received over the network in this run (all attempts).
+    public var bytesFetched: Int64
+    /// Bytes already on disk from an earlier run when this one started.
+    public var resumedFrom: Int64
+    public var skipped: Bool
+    public var restarts: Int
+    public var elapsed: TimeInterval
+}
+
+/// Things a download reports while it runs.
+public enum DownloadEvent: Sendable {
+    /// Size known (or not), resuming from `resumedFrom` bytes, over `segments` connections.
+    case started(totalSize: Int64?, resumedFrom: Int64, segments: Int)
+    case progress(written: Int64, totalSize: Int64?, received: Int64)
+    case retrying(attempt: Int, delay: TimeInterval, reason: String)
+    case restarted(reason: String)
+    case verifying
+}

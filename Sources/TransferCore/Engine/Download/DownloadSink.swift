@@ -1,0 +1,184 @@
+import Foundation
+
+/// Receives one exchange of one segment and writes its bytes into the partial
+/// file at the right offset, in 1 MiB writes.
+///
+/// It checks the response against what the download expects: a 206 must start
+/// where the segment continues and name the same version; a 200 to a range
+/// request means the server ignored the range or the file changed, so the
+/// download starts over (in place for a single stream) and never splices two
+/// versions. Error statuses keep up to 4 KiB of the body for the message.
+final class DownloadSink: ResponseSink {
+    private enum Mode {
+        case awaitingHead
+        case writing
+        case errorBody(status: Int, retryAfter: RetryAfter?, text: Data)
+        case nothingLeft
+    }
+
+    static let bufferSize = 1 << 20
+
+    private let state: DownloadState
+    private let index: Int
+    private let requestedOffset: Int64
+    /// Where the requested range ends (exclusive), if the request had an end.
+    private var requestedEnd: Int64?
+    private let sentRange: Bool
+    private var mode = Mode.awaitingHead
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: DownloadSink.bufferSize, alignment: 64)
+    private var buffered = 0
+    /// File offset of the first byte in `buffer`.
+    private var bufferOffset: Int64 = 0
+
+    init(state: DownloadState, segment index: Int, requestedOffset: Int64, requestedEnd: Int64?, sentRange: Bool) {
+        self.requestedEnd = requestedEnd
+        self.state = state
+        self.index = index
+        self.requestedOffset = requestedOffset
+        self.sentRange = sentRange
+    }
+
+    deinit { buffer.deallocate() }
+
+    func receive(head: ResponseHead) throws {
+        let responseValidators = ResponseValidators(headers: head.headers)
+        switch head.status {
+        case 206:
+            guard let range = head.headers["Content-Range"].flatMap(ContentRange.init(header:)) else {
+                throw DownloadSignal.restart(reason: "206 without a usable Content-Range")
+            }
+            guard range.first == requestedOffset else {
+                throw DownloadSignal.restart(reason: "the server sent bytes from \(range.first), not \(requestedOffset)")
+            }
+            guard state.validators.matches(responseValidators) else {
+                throw DownloadSignal.restart(reason: "the remote file changed (validator differs)")
+            }
+            if state.validators.isEmpty {
+                // The first response of this download: it names the version every later range must match.
+                state.setValidators(responseValidators, rangesSupported: true)
+            }
+            if let complete = range.completeLength {
+                if let known = state.plan.totalSize, known != complete {
+                    throw DownloadSignal.restart(reason: "the remote size changed from \(known) to \(complete)")
+                }
+                if state.plan.totalSize == nil { state.learnTotalSize(complete) }
+            }
+            startWriting(at: requestedOffset)
+        case 200:
+            let size = head.headers["Content-Length"].flatMap(Int64.init)
+            let ranges = head.headers["Accept-Ranges"]?.lowercased().contains("bytes") ?? false
+            if sentRange {
+                let reason = state.validators.matches(responseValidators)
+                    ? "the server ignored the range request" : "the remote file changed"
+                guard !state.plan.isSegmented else { throw DownloadSignal.restart(reason: reason) }
+                // A single stream takes the full body in place: start the file over.
+                requestedEnd = nil
+                try state.reset(plan: .single(totalSize: size), validators: responseValidators,
+                                rangesSupported: ranges && state.validators.matches(responseValidators))
+            } else {
+                state.adoptFullResponse(validators: responseValidators, size: size, rangesSupported: ranges)
+            }
+            startWriting(at: 0)
+        case 416:
+            if let total = state.plan.totalSize, requestedOffset >= total {
+                mode = .nothingLeft
+            } else {
+                throw DownloadSignal.restart(reason: "the server rejected the range (416)")
+            }
+        case 200..<300:
+            throw TransportError(.protocolError, url: head.url, message: "unexpected status \(head.status) for a download")
+        default:
+            let retryAfter = head.headers["Retry-After"].flatMap(RetryAfter.init(header:))
+            mode = .errorBody(status: head.status, retryAfter: retryAfter, text: Data())
+        }
+    }
+
+    private func startWriting(at offset: Int64) {
+        mode = .writing
+        bufferOffset = offset
+        buffered = 0
+    }
+
+    func receive(body: UnsafeRawBufferPointer) throws {
+        state.recordReceived(body.count)
+        switch mode {
+        case .writing:
+            try write(body)
+        case .errorBody(let status, let retryAfter, var text):
+            if text.count < 4096 { text.append(contentsOf: body.prefix(4096 - text.count)) }
+            mode = .errorBody(status: status, retryAfter: retryAfter, text: text)
+        case .awaitingHead, .nothingLeft:
+            break
+        }
+    }
+
+    private func write(_ body: UnsafeRawBufferPointer) throws {
+        var remaining = body
+        // Never write past the segment's end, which may move while we run.
+        var limit = Int64.max
+        if let end = state.segment(index).end {
+            limit = min(end, requestedEnd ?? end) - (bufferOffset + Int64(buffered))
+        }
+        // More than the range allows (a moved end, or a server sending too much): stop there.
+        var satisfied = false
+        if Int64(remaining.count) > limit {
+            remaining = UnsafeRawBufferPointer(rebasing: remaining.prefix(Int(max(0, limit))))
+            satisfied = true
+        }
+        while !remaining.isEmpty {
+            let space = buffer.count - buffered
+            let take = min(space, remaining.count)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[buffered..<(buffered + take)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: remaining.prefix(take)))
+            buffered += take
+            remaining = UnsafeRawBufferPointer(rebasing: remaining.dropFirst(take))
+            if buffered == buffer.count { try flush() }
+        }
+        if satisfied {
+            try flush()
+            throw DownloadSignal.segmentSatisfied
+        }
+    }
+
+    /// Writes the buffered bytes to the file and records them in the plan.
+    func flush() throws {
+        guard case .writing = mode, buffered > 0 else { return }
+        var done = 0
+        while done < buffered {
+            let n = pwrite(state.fd, buffer.baseAddress! + done, buffered - done, off_t(bufferOffset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                let failure = POSIXFailure(operation: "write", path: state.partPath)
+                // Keep what did reach the file.
+                state.recordWritten(Int64(done), segment: index)
+                bufferOffset += Int64(done)
+                buffered = 0
+                throw failure
+            }
+            done += n
+        }
+        state.recordWritten(Int64(buffered), segment: index)
+        bufferOffset += Int64(buffered)
+        buffered = 0
+    }
+
+    /// After the exchange: flushes, and turns an error status into a failure.
+    func finish() throws {
+        try flush()
+        if case .errorBody(let status, let retryAfter, let text) = mode {
+            let message = String(decoding: text, as: UTF8.self)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+                .replacingOccurrences(of: "\n", with: " ")
+            throw HTTPStatusFailure(status: status, retryAfter: retryAfter, message: String(message.prefix(300)))
+        }
+    }
+
+    /// The status if the server answered with an error, for classifying a failed exchange.
+    var errorStatus: HTTPStatusFailure? {
+        if case .errorBody(let status, let retryAfter, let text) = mode {
+            return HTTPStatusFailure(status: status, retryAfter: retryAfter,
+                                     message: String(decoding: text.prefix(300), as: UTF8.self))
+        }
+        return nil
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+/// The shared, locked state of one running download: the partial file, its
+/// segment plan and the remote version it holds. Sinks on transport threads
+/// and the engine's tasks meet here.
+final class DownloadState: @unchecked Sendable {
+    let fd: Int32
+    let partPath: String
+    let url: URL
+
+    private struct Fields {
+        var plan: SegmentPlan
+        var validators: ResponseValidators
+        var rangesSupported: Bool
+        var bytesReceived: Int64 = 0
+    }
+
+    private let fields: Locked<Fields>
+
+    init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint) {
+        self.fd = fd
+        self.partPath = partPath
+        self.url = url
+        fields = Locked(Fields(plan: checkpoint.plan, validators: checkpoint.validators,
+                               rangesSupported: checkpoint.rangesSupported))
+    }
+
+    var plan: SegmentPlan { fields.withLock { $0.plan } }
+    var validators: ResponseValidators { fields.withLock { $0.validators } }
+    var rangesSupported: Bool { fields.withLock { $0.rangesSupported } }
+    var bytesReceived: Int64 { fields.withLock { $0.bytesReceived } }
+
+    func segment(_ index: Int) -> SegmentPlan.Segment { fields.withLock { $0.plan.segments[index] } }
+
+    func checkpoint() -> DownloadCheckpoint {
+        fields.withLock {
+            DownloadCheckpoint(url: url.absoluteString, validators: $0.validators, plan: $0.plan,
+                               rangesSupported: $0.rangesSupported)
+        }
+    }
+
+    func recordWritten(_ count: Int64, segment index: Int) {
+        fields.withLock { $0.plan.recordWritten(count, segment: index) }
+    }
+
+    func recordReceived(_ count: Int) {
+        fields.withLock { $0.bytesReceived += Int64(count) }
+    }
+
+    func finishOpenSegment(_ index: Int) {
+        fields.withLock { $0.plan.finishOpenSegment(index) }
+    }
+
+    /// A fresh full response (200 to a request without Range): remember what it says.
+    func adoptFullResponse(validators: ResponseValidators, size: Int64?, rangesSupported: Bool) {
+        fields.withLock {
+            $0.validators = validators
+            $0.rangesSupported = rangesSupported
+            if let size { $0.plan.learnTotalSize(size) }
+        }
+    }
+
+    /// A 206 told the size of a plan that did not know it.
+    func learnTotalSize(_ size: Int64) {
+        fields.withLock { $0.plan.learnTotalSize(size) }
+    }
+
+    /// Starts the file over from byte 0 with a new plan (a changed remote, or a
+    /// server that ignores ranges). The bytes already written are discarded.
+    func reset(plan: SegmentPlan, validators: ResponseValidators, rangesSupported: Bool) throws {
+        try fields.withLock {
+            guard ftruncate(fd, 0) == 0 else { throw POSIXFailure(operation: "truncate", path: partPath) }
+            $0.plan = plan
+            $0.validators = validators
+            $0.rangesSupported = rangesSupported
+        }
+    }
+
+    /// Replaces the plan (after a probe, or after splitting for an idle connection).
+    func update(_ body: (inout SegmentPlan) -> Void) {
+        fields.withLock { body(&$0.plan) }
+    }
+
+    func setValidators(_ validators: ResponseValidators, rangesSupported: Bool) {
+        fields.withLock {
+            $0.validators = validators
+            $0.rangesSupported = rangesSupported
+        }
+    }
+}
+
+/// Errors that steer the engine rather than end the download.
+enum DownloadSignal: Error {
+    /// The segment reached its (possibly moved) end: stop reading, it is done.
+    case segmentSatisfied
+    /// The remote version changed or the server ignored a range: start over from zero.
+    case restart(reason: String)
+}
+
+/// An error status from the server, with what the body said about it.
+struct HTTPStatusFailure: Error {
+    var status: Int
+    var retryAfter: RetryAfter?
+    var message: String
+}

@@ -1,0 +1,66 @@
+import Foundation
+
+/// What identifies one version of a remote file: the ETag and/or Last-Modified.
+public struct ResponseValidators: Codable, Equatable, Sendable {
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    public init(headers: HTTPHeaders) {
+        self.init(etag: headers["ETag"], lastModified: headers["Last-Modified"])
+    }
+
+    public var isEmpty: Bool { etag == nil && lastModified == nil }
+
+    /// The value for `If-Range`: a strong ETag, else Last-Modified (weak ETags are not allowed there).
+    public var ifRangeValue: String? {
+        if let etag, !etag.hasPrefix("W/") { return etag }
+        return lastModified
+    }
+
+    /// False when the response names a different version than these validators.
+    public func matches(_ other: ResponseValidators) -> Bool {
+        if let etag, let otherTag = other.etag { return etag == otherTag }
+        if let lastModified, let otherDate = other.lastModified { return lastModified == otherDate }
+        return true
+    }
+}
+
+/// A parsed `Content-Range: bytes first-last/complete` header.
+public struct ContentRange: Equatable, Sendable {
+    public var first: Int64
+    public var last: Int64
+    /// nil when the server sent `*`.
+    public var completeLength: Int64?
+
+    public init(first: Int64, last: Int64, completeLength: Int64?) {
+        self.first = first
+        self.last = last
+        self.completeLength = completeLength
+    }
+
+    public init?(header: String) {
+        let trimmed = header.trimmingCharacters(in: .whitespaces)
+        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = trimmed.dropFirst(6)
+        let parts = spec.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let bounds = parts[0].split(separator: "-", maxSplits: 1)
+        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first <= last else {
+            return nil
+        }
+        self.first = first
+        self.last = last
+        if parts[1] == "*" {
+            completeLength = nil
+        } else if let length = Int64(parts[1]), length > last {
+            completeLength = length
+        } else {
+            return nil
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+
+/// When and how long to wait before trying an exchange again. A pure value:
+/// it looks at a failure and the attempt count and returns a decision.
+///
+/// Defaults (base 1 s, factor 2, cap 30 s, ±20 % jitter, 5 attempts):
+///
+/// | failed attempt | delay before the next |
+/// |---|---|
+/// | 1 | 1 s ± 0.2 |
+/// | 2 | 2 s ± 0.4 |
+/// | 3 | 4 s ± 0.8 |
+/// | 4 | 8 s ± 1.6 |
+/// | 5 | give up |
+///
+/// A `Retry-After` from the server (seconds or HTTP-date) replaces the computed
+/// delay, up to `maxRetryAfter`; asking for longer fails with the server's wish
+/// in the message. An attempt that moved bytes resets the count and resumes at
+/// once: a connection that drops every few MiB still finishes, and only
+/// consecutive failures without progress use up attempts.
+public struct RetryPolicy: Sendable, Equatable {
+    public var maxAttempts: Int
+    public var baseDelay: TimeInterval
+    public var multiplier: Double
+    public var maxDelay: TimeInterval
+    /// Fraction of the delay added or removed at random.
+    public var jitter: Double
+    public var maxRetryAfter: TimeInterval
+
+    public static let `default` = RetryPolicy()
+
+    public init(maxAttempts: Int = 5, baseDelay: TimeInterval = 1, multiplier: Double = 2,
+                maxDelay: TimeInterval = 30, jitter: Double = 0.2, maxRetryAfter: TimeInterval = 600) {
+        self.maxAttempts = maxAttempts
+        self.baseDelay = baseDelay
+        self.multiplier = multiplier
+        self.maxDelay = maxDelay
+        self.jitter = jitter
+        self.maxRetryAfter = maxRetryAfter
+    }
+
+    public enum Decision: Equatable, Sendable {
+        case retry(after: TimeInterval)
+        case giveUp(reason: String)
+    }
+
+    /// - Parameters:
+    ///   - failure: what went wrong.
+    ///   - attempt: how many attempts without progress have failed so far, this one included (1-based).
+    ///   - madeProgress: whether this attempt moved any bytes.
+    ///   - random: a value in 0..<1 for the jitter (injected for tests).
+    public func decide(_ failure: Failure, attempt: Int, madeProgress: Bool = false, now: Date = Date(),
+                       random: Double = Double.random(in: 0..<1)) -> Decision {
+        switch failure.retryability {
+        case .never(let reason):
+            return .giveUp(reason: reason)
+        case .immediately:
+            return .retry(after: 0)
+        case .withBackoff(let retryAfter):
+            if madeProgress && retryAfter == nil { return .retry(after: 0) }
+            guard attempt < maxAttempts else {
+                return .giveUp(reason: "gave up after \(attempt) attempt\(attempt == 1 ? "" : "s")")
+            }
+            if let retryAfter {
+                let wait = retryAfter.delay(from: now)
+                guard wait <= maxRetryAfter else {
+                    return .giveUp(reason: "the server asked to retry in \(Int(wait)) s, more than the \(Int(maxRetryAfter)) s allowed")
+                }
+                return .retry(after: max(0, wait))
+            }
+            return .retry(after: backoff(attempt: attempt, random: random))
+        }
+    }
+
+    /// The delay after `attempt` failures, with jitter: base × factor^(attempt-1), capped.
+    public func backoff(attempt: Int, random: Double) -> TimeInterval {
+        let raw = min(maxDelay, baseDelay * pow(multiplier, Double(max(0, attempt - 1))))
+        let spread = raw * jitter * (random * 2 - 1)
+        return max(0, min(maxDelay, raw + spread))
+    }
+}
+
+extension RetryPolicy {
+    /// A failure as the policy sees it.
+    public enum Failure: Sendable, Equatable {
+        case transport(TransportError.Kind)
+        case http(status: Int, retryAfter: RetryAfter?)
+        /// Local disk or file problem: retrying will not help.
+        case local
+        /// The remote content changed or the server ignored a range: start over at once.
+        case restart
+
+        enum Retryability: Equatable {
+            case never(String)
+            case immediately
+            case withBackoff(RetryAfter?)
+        }
+
+        var retryability: Retryability {
+            switch self {
+            case .transport(let kind):
+                switch kind {
+                case .dns, .connect, .reset, .timeout, .truncated, .protocolError, .other:
+                    return .withBackoff(nil)
+                case .tls:
+                    return .never("TLS failure")
+                case .tooManyRedirects:
+                    return .never("too many redirects")
+                case .cancelled:
+                    return .never("cancelled")
+                case .unsupported:
+                    return .never("not supported by this transport")
+                }
+            case .http(let status, let retryAfter):
+                if status == 408 || status == 429 || (500...599).contains(status) {
+                    return .withBackoff(retryAfter)
+                }
+                return .never("HTTP \(status)")
+            case .local:
+                return .never("local file error")
+            case .restart:
+                return .immediately
+            }
+        }
+    }
+}
+
+/// A parsed `Retry-After` header: delay seconds or an HTTP-date.
+public enum RetryAfter: Sendable, Equatable {
+    case seconds(TimeInterval)
+    case date(Date)
+
+    public init?(header: String) {
+        let trimmed = header.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int(trimmed), seconds >= 0 {
+            self = .seconds(TimeInterval(seconds))
+        } else if let date = HTTPDate.parse(trimmed) {
+            self = .date(date)
+        } else {
+            return nil
+        }
+    }
+
+    public func delay(from now: Date) -> TimeInterval {
+        switch self {
+        case .seconds(let seconds): return seconds
+        case .date(let date): return max(0, date.timeIntervalSince(now))
+        }
+    }
+}
+
+/// HTTP-date parsing and formatting (RFC 9110: IMF-fixdate, plus the two obsolete forms).
+public enum HTTPDate {
+    private static let formats = ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
+
+    private static func formatter(_ format: String) -> DateFormatter {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = format
+        return formatter
+    }
+
+    public static func parse(_ text: String) -> Date? {
+        for format in formats {
+            if let date = formatter(format).date(from: text) { return date }
+        }
+        return nil
+    }
+
+    public static func format(_ date: Date) -> String {
+        formatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'").string(from: date)
+    }
+}

@@ -1,0 +1,258 @@
+import CCurl
+import Foundation
+
+/// One exchange's easy handle and the state its callbacks share.
+///
+/// Created on the caller's thread, then owned by a `CurlLoop` thread until
+/// `complete(code:)` resumes the continuation.
+final class CurlExchange {
+    let request: TransferRequest
+    let sink: ResponseSink
+    let easy: UnsafeMutableRawPointer
+    var continuation: CheckedContinuation<TransferOutcome, Error>?
+
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    private let cancelled = Locked(false)
+    private var body: CurlRequestBody
+    /// Header lines of the response being received (reset at every status line).
+    private var headerLines: [String] = []
+    private var head: ResponseHead?
+    private var sinkError: Error?
+    private var bytesReceived: Int64 = 0
+    /// When a byte last moved in either direction (for the idle timeout).
+    private var lastActivity = DispatchTime.now()
+    private var lastCounts: (Int64, Int64) = (-1, -1)
+    private var idleTimedOut = false
+
+    init(request: TransferRequest, sink: ResponseSink) throws {
+        guard let easy = curl_easy_init() else {
+            throw TransportError(.other, url: request.url, message: "curl_easy_init failed")
+        }
+        self.request = request
+        self.sink = sink
+        self.easy = easy
+        self.body = try CurlRequestBody(request.body, url: request.url)
+        errorBuffer.initialize(to: 0)
+        configure()
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        body.release()
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    var isCancelled: Bool { cancelled.current }
+
+    func markCancelled() { cancelled.withLock { $0 = true } }
+
+    // MARK: Options
+
+    private func configure() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        setString(CURLOPT_URL, request.url.absoluteString)
+        setLong(CURLOPT_NOSIGNAL, 1)
+        setLong(CURLOPT_TCP_KEEPALIVE, 1)
+        setLong(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
+        setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
+        setLong(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
+        setLong(CURLOPT_BUFFERSIZE, 256 * 1024)
+        tdc_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        if let rate = request.maxReceiveRate, rate > 0 {
+            tdc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
+        }
+        configureTLS()
+        configureMethodAndBody()
+
+        for field in request.headers {
+            let line = field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+            headerList = curl_slist_append(headerList, line)
+        }
+        if request.body != .none && !request.headers.contains("Expect") {
+            // No 100-continue round trip: the body follows the headers at once.
+            headerList = curl_slist_append(headerList, "Expect:")
+        }
+        tdc_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
+
+        tdc_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+        tdc_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        tdc_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback)
+        tdc_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+        setLong(CURLOPT_NOPROGRESS, 0)
+        tdc_easy_setopt_xferinfo_callback(easy, curlProgressCallback)
+        tdc_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, me)
+    }
+
+    private func configureTLS() {
+        let tls = request.tls
+        if let ca = tls.caBundlePath { setString(CURLOPT_CAINFO, ca) }
+        if let pin = tls.pinnedPublicKey { setString(CURLOPT_PINNEDPUBLICKEY, pin) }
+        if tls.insecure {
+            setLong(CURLOPT_SSL_VERIFYPEER, 0)
+            setLong(CURLOPT_SSL_VERIFYHOST, 0)
+        }
+    }
+
+    private func configureMethodAndBody() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let method = request.method.uppercased()
+        let length = curl_off_t(request.body.length)
+        let hasBody = request.body != .none
+        if hasBody {
+            tdc_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, curlReadCallback)
+            tdc_easy_setopt_pointer(easy, CURLOPT_READDATA, me)
+            tdc_easy_setopt_seek_callback(easy, curlSeekCallback)
+            tdc_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, me)
+        }
+        switch (method, hasBody) {
+        case ("GET", false):
+            setLong(CURLOPT_HTTPGET, 1)
+        case ("HEAD", _):
+            setLong(CURLOPT_NOBODY, 1)
+        case ("POST", _):
+            setLong(CURLOPT_POST, 1)
+            tdc_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, length)
+        case (_, true):
+            setLong(CURLOPT_UPLOAD, 1)
+            tdc_easy_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, length)
+            if method != "PUT" { setString(CURLOPT_CUSTOMREQUEST, method) }
+        default:
+            setString(CURLOPT_CUSTOMREQUEST, method)
+        }
+    }
+
+    private func setLong(_ option: CURLoption, _ value: Int) {
+        tdc_easy_setopt_long(easy, option, value)
+    }
+
+    private func setString(_ option: CURLoption, _ value: String) {
+        // libcurl copies string options (since 7.17), so a temporary C string is fine.
+        tdc_easy_setopt_string(easy, option, value)
+    }
+
+    // MARK: Callbacks (loop thread)
+
+    func handleHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if line.hasPrefix("HTTP/") {
+            headerLines = []
+        } else if !line.isEmpty {
+            headerLines.append(line)
+        }
+        return bytes.count
+    }
+
+    func handleBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        do {
+            try deliverHeadIfNeeded()
+            try sink.receive(body: bytes)
+            bytesReceived += Int64(bytes.count)
+            return bytes.count
+        } catch {
+            sinkError = error
+            return 0
+        }
+    }
+
+    /// Called by libcurl often while data moves and about once a second when idle.
+    /// The idle timeout is checked here: libcurl's own low-speed check averages
+    /// over several seconds and fires late.
+    func handleProgress(sent: Int64, received: Int64) -> Int32 {
+        if isCancelled { return 1 }
+        let now = DispatchTime.now()
+        if (sent, received) != lastCounts {
+            lastCounts = (sent, received)
+            lastActivity = now
+            request.onProgress?(sent, received)
+        } else if Double(now.uptimeNanoseconds - lastActivity.uptimeNanoseconds) / 1e9 > request.idleTimeout {
+            idleTimedOut = true
+            return 1
+        }
+        return 0
+    }
+
+    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        body.read(into: buffer)
+    }
+
+    func seekBody(to offset: Int64) -> Bool {
+        body.seek(to: offset)
+    }
+
+    private func deliverHeadIfNeeded() throws {
+        guard head == nil else { return }
+        var status = 0
+        tdc_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var effective: UnsafeMutablePointer<CChar>?
+        tdc_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        let url = effective.flatMap { URL(string: String(cString: $0)) } ?? request.url
+        let headers = HTTPHeaders(headerLines.compactMap(HTTPHeaders.parseLine))
+        let received = ResponseHead(status: status, headers: headers, url: url)
+        head = received
+        try sink.receive(head: received)
+    }
+
+    // MARK: Completion (loop thread)
+
+    func complete(code: CURLcode) {
+        guard let continuation else { return }
+        self.continuation = nil
+        if code == CURLE_OK {
+            do {
+                try deliverHeadIfNeeded()
+                var uploaded: curl_off_t = 0
+                tdc_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+                continuation.resume(returning: TransferOutcome(head: head!, bytesReceived: bytesReceived,
+                                                               bytesSent: Int64(uploaded)))
+            } catch {
+                continuation.resume(throwing: error)
+            }
+            return
+        }
+        if let sinkError {
+            continuation.resume(throwing: sinkError)
+        } else if idleTimedOut {
+            continuation.resume(throwing: TransportError(.timeout, url: request.url,
+                message: "no data moved for \(Int(request.idleTimeout)) s (idle timeout)"))
+        } else if isCancelled {
+            continuation.resume(throwing: TransportError(.cancelled, url: request.url, message: "cancelled"))
+        } else if let bodyError = body.failure {
+            continuation.resume(throwing: bodyError)
+        } else {
+            let detail = String(cString: errorBuffer)
+            let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            continuation.resume(throwing: TransportError(CurlErrorMapping.kind(of: code), url: request.url,
+                                                         message: message))
+        }
+    }
+}
+
+// C callbacks: non-capturing, with the exchange passed through the userdata pointer.
+
+let curlHeaderCallback: tdc_data_callback = { pointer, size, count, userdata in
+    let exchange = Unmanaged<CurlExchange>.fromOpaque(userdata!).takeUnretainedValue()
+    return exchange.handleHeader(UnsafeRawBufferPointer(start: pointer, count: size * count))
+}
+
+let curlWriteCallback: tdc_data_callback = { pointer, size, count, userdata in
+    let exchange = Unmanaged<CurlExchange>.fromOpaque(userdata!).takeUnretainedValue()
+    return exchange.handleBody(UnsafeRawBufferPointer(start: pointer, count: size * count))
+}
+
+let curlReadCallback: tdc_data_callback = { pointer, size, count, userdata in
+    let exchange = Unmanaged<CurlExchange>.fromOpaque(userdata!).takeUnretainedValue()
+    return exchange.readBody(into: UnsafeMutableRawBufferPointer(start: pointer, count: size * count))
+}
+
+let curlSeekCallback: tdc_seek_callback = { userdata, offset, origin in
+    let exchange = Unmanaged<CurlExchange>.fromOpaque(userdata!).takeUnretainedValue()
+    guard origin == SEEK_SET else { return tdc_seekfunc_cantseek }
+    return exchange.seekBody(to: Int64(offset)) ? tdc_seekfunc_ok : tdc_seekfunc_fail
+}
+
+let curlProgressCallback: tdc_xferinfo_callback = { userdata, _, received, _, sent in
+    let exchange = Unmanaged<CurlExchange>.fromOpaque(userdata!).takeUnretainedValue()
+    return exchange.handleProgress(sent: Int64(sent), received: Int64(received))
+}

@@ -1,0 +1,60 @@
+import CCurl
+import Foundation
+
+/// The libcurl backend.
+///
+/// Transfers run on a small pool of event-loop threads, each driving one curl
+/// multi handle (`CurlLoop`). A multi handle owns a connection cache, so
+/// consecutive exchanges with the same host reuse their connections (and TLS
+/// sessions) without a thread per transfer; two loops let a busy queue use
+/// both cores. A new exchange goes to the loop with the fewest active
+/// transfers, so a lone stream of requests stays on loop 0 and keeps reusing
+/// its connection.
+///
+/// libcurl's write callback is synchronous, so a slow sink slows the socket
+/// reads: memory stays bounded by curl's receive buffer.
+public final class CurlTransport: Transport, @unchecked Sendable {
+    public let name = "curl"
+    public let capabilities: TransportCapabilities = .all
+
+    private let loops: [CurlLoop]
+
+    /// - Parameter loops: event-loop threads; defaults to one per core, at most 2.
+    public init(loops: Int = min(2, max(1, ProcessInfo.processInfo.activeProcessorCount))) {
+        CurlGlobal.initialize()
+        self.loops = (0..<max(1, loops)).map { CurlLoop(index: $0) }
+    }
+
+    deinit {
+        for loop in loops { loop.stop() }
+    }
+
+    /// The libcurl version string, e.g. `libcurl/7.88.1 OpenSSL/3.0.19 ...`.
+    public static var libraryVersion: String {
+        String(cString: curl_version())
+    }
+
+    public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
+        try checkSupports(request)
+        try Task.checkCancellation()
+        let exchange = try CurlExchange(request: request, sink: sink)
+        let loop = loops.min { $0.activeCount < $1.activeCount }!
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransferOutcome, Error>) in
+                exchange.continuation = continuation
+                loop.add(exchange)
+            }
+        } onCancel: {
+            loop.cancel(exchange)
+        }
+    }
+}
+
+/// `curl_global_init` exactly once per process.
+enum CurlGlobal {
+    private static let once: Void = {
+        curl_global_init(Int(CURL_GLOBAL_ALL))
+    }()
+
+    static func initialize() { _ = once }
+}

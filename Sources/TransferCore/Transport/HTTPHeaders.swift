@@ -1,0 +1,59 @@
+/// An ordered list of HTTP header fields with case-insensitive lookup.
+///
+/// Order and duplicates are kept as sent or received; `subscript` returns the
+/// first value for a name.
+public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    public init() {}
+
+    public init(_ fields: [(String, String)]) {
+        self.fields = fields.map { (name: $0.0, value: $0.1) }
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init(elements)
+    }
+
+    public subscript(name: String) -> String? {
+        let lowered = name.lowercased()
+        return fields.first { $0.name.lowercased() == lowered }?.value
+    }
+
+    public func contains(_ name: String) -> Bool { self[name] != nil }
+
+    /// Appends a field, keeping any existing ones with the same name.
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append((name: name, value: value))
+    }
+
+    /// Replaces every field with this name by one field.
+    public mutating func set(_ name: String, _ value: String) {
+        remove(name)
+        add(name, value)
+    }
+
+    public mutating func remove(_ name: String) {
+        let lowered = name.lowercased()
+        fields.removeAll { $0.name.lowercased() == lowered }
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
+        fields.makeIterator()
+    }
+
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.count == rhs.fields.count
+            && zip(lhs.fields, rhs.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    /// Parses one raw header line (`Name: value`), as received from a server.
+    /// Returns nil for status lines, blank lines and malformed lines.
+    static func parseLine(_ line: String) -> (String, String)? {
+        guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return nil }
+        let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+        let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !name.contains(" ") else { return nil }
+        return (name, value)
+    }
+}

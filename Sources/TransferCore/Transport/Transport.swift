@@ -1,0 +1,178 @@
+import Foundation
+
+/// One HTTP exchange: a request (with an optional streamed body) whose response
+/// head and body are delivered, in order, to a `ResponseSink`.
+///
+/// A transport never interprets the status code: a 404 or a 503 is a normal
+/// exchange whose head and body reach the sink. It throws `TransportError` for
+/// what prevented the exchange (DNS, connect, reset, timeout, TLS, truncation),
+/// and rethrows whatever the sink threw. Cancellation is cooperative: cancelling
+/// the calling task aborts the exchange with `TransportError.Kind.cancelled`.
+public protocol Transport: Sendable {
+    /// The backend's name as users type it (`curl`, `urlsession`).
+    var name: String { get }
+    /// What this backend can do; requests needing more are refused up front.
+    var capabilities: TransportCapabilities { get }
+    func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome
+}
+
+/// Receives a response. Called on a transport's thread, never concurrently for
+/// one exchange. Throwing from either method aborts the exchange and the error
+/// is rethrown by `Transport.execute`.
+public protocol ResponseSink: AnyObject {
+    /// The final response's status and headers (after redirects), before any body byte.
+    func receive(head: ResponseHead) throws
+    /// The next piece of the body. The buffer is only valid during the call.
+    func receive(body: UnsafeRawBufferPointer) throws
+}
+
+/// Things a backend may or may not be able to do.
+public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    /// Trust a CA bundle given by path.
+    public static let customCA = TransportCapabilities(rawValue: 1 << 0)
+    /// Skip certificate verification on explicit request.
+    public static let insecureTLS = TransportCapabilities(rawValue: 1 << 1)
+    /// Pin the server's public key (`sha256//BASE64`).
+    public static let publicKeyPinning = TransportCapabilities(rawValue: 1 << 2)
+    /// Send a byte range of a file with an exact Content-Length, without a temporary copy.
+    public static let fileRegionBody = TransportCapabilities(rawValue: 1 << 3)
+    /// Stop reading from the network while the sink is busy (bounded memory by design).
+    public static let backpressure = TransportCapabilities(rawValue: 1 << 4)
+    /// Cap the receive rate of one exchange.
+    public static let receiveRateLimit = TransportCapabilities(rawValue: 1 << 5)
+
+    public static let all: TransportCapabilities = [.customCA, .insecureTLS, .publicKeyPinning,
+                                                     .fileRegionBody, .backpressure, .receiveRateLimit]
+
+    static let names: [(TransportCapabilities, String)] = [
+        (.customCA, "custom CA bundle (--cacert)"),
+        (.insecureTLS, "insecure TLS (--insecure)"),
+        (.publicKeyPinning, "public key pinning (--pin)"),
+        (.fileRegionBody, "file-region request bodies without a temporary copy"),
+        (.backpressure, "network backpressure"),
+        (.receiveRateLimit, "per-transfer rate limit"),
+    ]
+
+    public var description: String {
+        Self.names.filter { contains($0.0) }.map(\.1).joined(separator: ", ")
+    }
+}
+
+/// TLS settings for https URLs.
+public struct TLSOptions: Sendable, Equatable {
+    /// A PEM bundle of CA certificates to trust instead of the system's.
+    public var caBundlePath: String?
+    /// Skip certificate and host name verification (explicit opt-in only).
+    public var insecure: Bool
+    /// A public key pin in curl's format, `sha256//BASE64[;sha256//...]`.
+    public var pinnedPublicKey: String?
+
+    public init(caBundlePath: String? = nil, insecure: Bool = false, pinnedPublicKey: String? = nil) {
+        self.caBundlePath = caBundlePath
+        self.insecure = insecure
+        self.pinnedPublicKey = pinnedPublicKey
+    }
+
+    /// The capabilities a backend needs to honour these options.
+    public var requiredCapabilities: TransportCapabilities {
+        var needed: TransportCapabilities = []
+        if caBundlePath != nil { needed.insert(.customCA) }
+        if insecure { needed.insert(.insecureTLS) }
+        if pinnedPublicKey != nil { needed.insert(.publicKeyPinning) }
+        return needed
+    }
+}
+
+/// A request body, streamed by the transport from where it lives.
+public enum RequestBody: Sendable, Equatable {
+    case none
+    case data(Data)
+    /// `length` bytes of the file at `path`, starting at `offset`.
+    case file(path: String, offset: Int64, length: Int64)
+
+    public var length: Int64 {
+        switch self {
+        case .none: return 0
+        case .data(let data): return Int64(data.count)
+        case .file(_, _, let length): return length
+        }
+    }
+}
+
+/// Everything one exchange needs.
+public struct TransferRequest: Sendable {
+    public var method: String
+    public var url: URL
+    public var headers: HTTPHeaders
+    public var body: RequestBody
+    /// Seconds allowed to establish the connection (TCP and TLS).
+    public var connectTimeout: TimeInterval
+    /// Abort when no body byte arrives (or can be sent) for this many seconds.
+    public var idleTimeout: TimeInterval
+    public var maxRedirects: Int
+    public var tls: TLSOptions
+    /// Receive at most this many bytes per second (nil: unlimited).
+    public var maxReceiveRate: Int64?
+    /// Called with (bytes sent, bytes received) as the exchange progresses.
+    public var onProgress: (@Sendable (Int64, Int64) -> Void)?
+
+    public init(method: String = "GET", url: URL, headers: HTTPHeaders = [:], body: RequestBody = .none,
+                connectTimeout: TimeInterval = 15, idleTimeout: TimeInterval = 30, maxRedirects: Int = 10,
+                tls: TLSOptions = TLSOptions(), maxReceiveRate: Int64? = nil,
+                onProgress: (@Sendable (Int64, Int64) -> Void)? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        self.maxRedirects = maxRedirects
+        self.tls = tls
+        self.maxReceiveRate = maxReceiveRate
+        self.onProgress = onProgress
+    }
+
+    /// The capabilities a backend needs to carry out this request as asked.
+    public var requiredCapabilities: TransportCapabilities {
+        var needed = tls.requiredCapabilities
+        if maxReceiveRate != nil { needed.insert(.receiveRateLimit) }
+        return needed
+    }
+}
+
+/// The final response's status line and headers.
+public struct ResponseHead: Sendable, Equatable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    /// The URL that answered, after redirects.
+    public var url: URL
+
+    public init(status: Int, headers: HTTPHeaders, url: URL) {
+        self.status = status
+        self.headers = headers
+        self.url = url
+    }
+}
+
+/// What an exchange did.
+public struct TransferOutcome: Sendable {
+    public var head: ResponseHead
+    /// Body bytes delivered to the sink.
+    public var bytesReceived: Int64
+    /// Request body bytes sent.
+    public var bytesSent: Int64
+}
+
+extension Transport {
+    /// Throws `TransportError.unsupported` when this backend cannot honour the request.
+    public func checkSupports(_ request: TransferRequest) throws {
+        let missing = request.requiredCapabilities.subtracting(capabilities)
+        guard missing.isEmpty else {
+            throw TransportError(.unsupported, url: request.url,
+                                 message: "the \(name) backend cannot do \(missing); use --transport curl")
+        }
+    }
+}

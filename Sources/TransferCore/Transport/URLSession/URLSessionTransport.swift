@@ -1,0 +1,109 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The FoundationNetworking backend.
+///
+/// On Linux URLSession has no backpressure: every received chunk is queued for
+/// the delegate however slowly it is consumed, so one long response can pile
+/// up without bound. The backend declares this (no `.backpressure`), and the
+/// download engine then asks for bounded Range windows (8 MiB by default), so
+/// the backlog of one exchange can never exceed its window.
+///
+/// What it cannot do is declared in `capabilities`: no custom CA, insecure
+/// mode or pinning (no server-trust challenge reaches the delegate on Linux),
+/// and a file-region body is sent from a temporary copy because a streamed
+/// body is always sent chunked.
+public final class URLSessionTransport: Transport, @unchecked Sendable {
+    public let name = "urlsession"
+    public let capabilities: TransportCapabilities = []
+
+    private let session: URLSession
+    private let router: URLSessionRouter
+    private let delegateQueue: OperationQueue
+
+    public init(maxConnectionsPerHost: Int = 16) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieStorage = nil
+        delegateQueue = OperationQueue()
+        delegateQueue.maxConcurrentOperationCount = 1
+        delegateQueue.name = "transferd.urlsession"
+        router = URLSessionRouter()
+        session = URLSession(configuration: configuration, delegate: router, delegateQueue: delegateQueue)
+    }
+
+    deinit {
+        session.invalidateAndCancel()
+    }
+
+    public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
+        try checkSupports(request)
+        try Task.checkCancellation()
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method.uppercased()
+        urlRequest.timeoutInterval = request.idleTimeout
+        for field in request.headers {
+            urlRequest.addValue(field.value, forHTTPHeaderField: field.name)
+        }
+        if !request.headers.contains("Accept-Encoding") {
+            // The default asks for compressed bodies, which breaks ranges and lengths.
+            urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+
+        var temporaryCopy: String?
+        let task: URLSessionTask
+        switch request.body {
+        case .none:
+            task = session.dataTask(with: urlRequest)
+        case .data(let data):
+            urlRequest.httpBody = data
+            task = session.dataTask(with: urlRequest)
+        case .file(let path, let offset, let length):
+            let wholeFile = offset == 0 && (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64) == length
+            let uploadPath = wholeFile ? path : try Self.copyRegion(path: path, offset: offset, length: length)
+            if !wholeFile { temporaryCopy = uploadPath }
+            urlRequest.setValue(String(length), forHTTPHeaderField: "Content-Length")
+            task = session.uploadTask(with: urlRequest, fromFile: URL(fileURLWithPath: uploadPath))
+        }
+        defer { if let temporaryCopy { unlink(temporaryCopy) } }
+
+        let exchange = URLSessionExchange(request: request, sink: sink, task: task)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransferOutcome, Error>) in
+                exchange.continuation = continuation
+                router.register(exchange)
+                task.resume()
+            }
+        } onCancel: {
+            exchange.cancel(because: .cancelled)
+        }
+    }
+
+    /// Copies a byte range of a file to a temporary file (see the type's notes).
+    private static func copyRegion(path: String, offset: Int64, length: Int64) throws -> String {
+        let directory = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        let target = "\(directory)/transferd-body-\(UUID().uuidString)"
+        let input = open(path, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw POSIXFailure(operation: "open", path: path) }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw POSIXFailure(operation: "create", path: target) }
+        defer { close(output) }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var copied: Int64 = 0
+        while copied < length {
+            let n = pread(input, buffer, Int(min(Int64(1 << 20), length - copied)), off_t(offset + copied))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { unlink(target); throw POSIXFailure(operation: "read", path: path) }
+            guard write(output, buffer, n) == n else { unlink(target); throw POSIXFailure(operation: "write", path: target) }
+            copied += Int64(n)
+        }
+        return target
+    }
+}

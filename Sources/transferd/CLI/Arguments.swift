@@ -1,0 +1,127 @@
+import Foundation
+
+/// A command-line option: its spellings, whether it takes a value, and its help text.
+struct OptionSpec {
+    let names: [String]
+    let valueName: String?
+    let help: String
+
+    init(_ names: String..., value: String? = nil, help: String) {
+        self.names = names
+        self.valueName = value
+        self.help = help
+    }
+
+    var key: String { names.first { $0.hasPrefix("--") } ?? names[0] }
+}
+
+/// The parsed command line of one command.
+struct ParsedArguments {
+    var positionals: [String] = []
+    private var values: [String: [String]] = [:]
+
+    func has(_ key: String) -> Bool { values[key] != nil }
+    func value(_ key: String) -> String? { values[key]?.last }
+    func all(_ key: String) -> [String] { values[key] ?? [] }
+
+    mutating func record(_ key: String, _ value: String) { values[key, default: []].append(value) }
+
+    /// Parses `arguments` against `specs`: `--name value`, `--name=value`, `-n value`, `--` ends options.
+    static func parse(_ arguments: [String], specs: [OptionSpec], command: String) throws -> ParsedArguments {
+        var parsed = ParsedArguments()
+        var index = 0
+        var optionsEnded = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+                parsed.positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            var name = argument
+            var inlineValue: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                name = String(argument[..<equals])
+                inlineValue = String(argument[argument.index(after: equals)...])
+            }
+            guard let spec = specs.first(where: { $0.names.contains(name) }) else {
+                throw UsageError("unknown option \(name) for '\(command)'; see transferd \(command) --help")
+            }
+            if let valueName = spec.valueName {
+                if let inlineValue {
+                    parsed.record(spec.key, inlineValue)
+                } else {
+                    guard index < arguments.count else { throw UsageError("\(name) needs a value (\(valueName))") }
+                    parsed.record(spec.key, arguments[index])
+                    index += 1
+                }
+            } else {
+                guard inlineValue == nil else { throw UsageError("\(name) takes no value") }
+                parsed.record(spec.key, "")
+            }
+        }
+        return parsed
+    }
+
+    func integer(_ key: String, range: ClosedRange<Int>) throws -> Int? {
+        guard let text = value(key) else { return nil }
+        guard let number = Int(text), range.contains(number) else {
+            throw UsageError("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+        }
+        return number
+    }
+
+    func seconds(_ key: String) throws -> Double? {
+        guard let text = value(key) else { return nil }
+        guard let number = Double(text), number > 0 else {
+            throw UsageError("\(key) must be a number of seconds above 0, not '\(text)'")
+        }
+        return number
+    }
+
+    func byteSize(_ key: String) throws -> Int64? {
+        guard let text = value(key) else { return nil }
+        guard let bytes = ByteSize.parse(text), bytes > 0 else {
+            throw UsageError("\(key) must be a size like 500K, 10M or 1G, not '\(text)'")
+        }
+        return bytes
+    }
+}
+
+/// Sizes with binary suffixes: `1024`, `500K`, `10M`, `1.5G` (K = 1024).
+enum ByteSize {
+    static func parse(_ text: String) -> Int64? {
+        var digits = text.trimmingCharacters(in: .whitespaces).uppercased()
+        if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B") { digits.removeLast() }
+        let multipliers: [Character: Double] = ["K": 1024, "M": 1_048_576, "G": 1_073_741_824, "T": 1_099_511_627_776]
+        var multiplier: Double = 1
+        if let last = digits.last, let factor = multipliers[last] {
+            multiplier = factor
+            digits.removeLast()
+        }
+        guard let number = Double(digits), number >= 0 else { return nil }
+        return Int64(number * multiplier)
+    }
+}
+
+/// A mistake on the command line: exit code 2.
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Renders `--help` text for a command.
+func helpText(usage: String, summary: String, specs: [OptionSpec]) -> String {
+    var lines = ["usage: \(usage)", "", summary, "", "options:"]
+    for spec in specs {
+        var left = spec.names.joined(separator: ", ")
+        if let value = spec.valueName { left += " \(value)" }
+        let padding = String(repeating: " ", count: max(2, 30 - left.count))
+        lines.append("  \(left)\(padding)\(spec.help)")
+    }
+    return lines.joined(separator: "\n") + "\n"
+}

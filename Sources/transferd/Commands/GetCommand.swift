@@ -1,0 +1,126 @@
+import Foundation
+import TransferCore
+
+/// `transferd get URL`: one resumable download with a progress line.
+enum GetCommand {
+    static let specs: [OptionSpec] = [
+        OptionSpec("-o", "--output", value: "PATH", help: "where to save (a file, or an existing directory)"),
+        OptionSpec("-c", "--connections", value: "N", help: "parallel range connections for this file (default: 1)"),
+        OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
+        OptionSpec("--overwrite", help: "replace an existing destination once the new file is verified"),
+        OptionSpec("--skip-existing", help: "keep an existing destination that matches the remote"),
+        OptionSpec("-q", "--quiet", help: "print errors only"),
+        OptionSpec("-h", "--help", help: "show this help"),
+    ] + TransferFlags.specs
+
+    static let usage = "transferd get URL [-o PATH] [--transport curl|urlsession] [--connections N] [--sha256 HEX] [options]"
+
+    static func run(_ argv: [String]) async -> ExitCode {
+        let arguments: ParsedArguments
+        let options: DownloadOptions
+        let transport: Transport
+        do {
+            arguments = try ParsedArguments.parse(argv, specs: specs, command: "get")
+            if arguments.has("--help") {
+                Output.out(helpText(usage: usage, summary: "Download URL to a file, resumably: run the same command again after any failure.", specs: specs))
+                return .success
+            }
+            options = try downloadOptions(arguments)
+            transport = try TransferFlags.transport(arguments)
+        } catch {
+            Output.err("transferd get: \(error)\n")
+            return .usage
+        }
+
+        let reporter = ProgressLine(name: (options.destination as NSString).lastPathComponent,
+                                    quiet: arguments.has("--quiet"))
+        let engine = DownloadEngine(transport: transport, options: options) { reporter.handle($0) }
+        let task = Task { try await engine.run() }
+        let signals = SignalHandler { task.cancel() }
+        defer { signals.restore() }
+        do {
+            let result = try await task.value
+            reporter.finish(result)
+            return .success
+        } catch {
+            reporter.clear()
+            return report(error, options: options)
+        }
+    }
+
+    static func downloadOptions(_ arguments: ParsedArguments) throws -> DownloadOptions {
+        guard arguments.positionals.count == 1 else {
+            throw UsageError(arguments.positionals.isEmpty ? "missing URL; usage: \(usage)"
+                             : "one URL at a time (got \(arguments.positionals.count)); use a queue for many")
+        }
+        let text = arguments.positionals[0]
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              url.host != nil else {
+            throw UsageError("'\(text)' is not an http:// or https:// URL")
+        }
+        if arguments.has("--overwrite") && arguments.has("--skip-existing") {
+            throw UsageError("--overwrite and --skip-existing exclude each other")
+        }
+        if let digest = arguments.value("--sha256") {
+            guard digest.count == 64, digest.allSatisfy(\.isHexDigit) else {
+                throw UsageError("--sha256 needs 64 hex digits")
+            }
+        }
+        let overwrite: OverwritePolicy = arguments.has("--overwrite") ? .overwrite
+            : arguments.has("--skip-existing") ? .skipIfIdentical : .refuse
+        return DownloadOptions(
+            url: url,
+            destination: try destination(for: url, output: arguments.value("--output")),
+            headers: try TransferFlags.headers(arguments),
+            connections: try arguments.integer("--connections", range: 1...64) ?? 1,
+            sha256: arguments.value("--sha256"),
+            overwrite: overwrite,
+            retry: try TransferFlags.retry(arguments),
+            tls: try TransferFlags.tls(arguments),
+            connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
+            idleTimeout: try arguments.seconds("--idle-timeout") ?? 30,
+            maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
+            maxRate: try arguments.byteSize("--limit-rate"))
+    }
+
+    /// `-o` as given, a file named after the URL inside `-o` when it is a directory, or in the current directory.
+    static func destination(for url: URL, output: String?) throws -> String {
+        var name = url.lastPathComponent
+        if name.isEmpty || name == "/" { name = "index.html" }
+        guard let output else { return name }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
+            return (output as NSString).appendingPathComponent(name)
+        }
+        let parent = (output as NSString).deletingLastPathComponent
+        if !parent.isEmpty && !FileManager.default.fileExists(atPath: parent) {
+            throw UsageError("-o \(output): the folder \(parent) does not exist")
+        }
+        return output
+    }
+
+    static func report(_ error: Error, options: DownloadOptions) -> ExitCode {
+        switch error {
+        case is CancellationError:
+            Output.err("transferd get: interrupted; \(options.partPath) is kept — run the same command to resume\n")
+            return .interrupted
+        case let failure as DownloadError:
+            Output.err("transferd get: \(failure)\n")
+            switch failure {
+            case .destinationExists: return .destinationExists
+            case .checksumMismatch, .sizeMismatch: return .verificationFailed
+            case .local: return .localError
+            case .httpStatus, .transport, .unstableSource: return .transferFailed
+            }
+        case let failure as TransportError:
+            Output.err("transferd get: \(failure)\n")
+            return failure.kind == .unsupported ? .usage : .transferFailed
+        case let failure as POSIXFailure:
+            Output.err("transferd get: \(failure)\n")
+            return .localError
+        default:
+            Output.err("transferd get: \(error)\n")
+            return .transferFailed
+        }
+    }
+}

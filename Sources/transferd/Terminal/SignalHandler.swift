@@ -1,0 +1,37 @@
+import Dispatch
+import Foundation
+
+/// SIGINT/SIGTERM: the first asks the work to stop cleanly (checkpoint, exit
+/// resumable); a second exits at once (state on disk is still consistent,
+/// because checkpoints are only written after their data).
+final class SignalHandler: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+    private var count = 0
+    private let lock = NSLock()
+
+    init(onFirst: @escaping @Sendable () -> Void) {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in
+                lock.lock()
+                count += 1
+                let first = count == 1
+                lock.unlock()
+                if first {
+                    onFirst()
+                } else {
+                    _exit(130)
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func restore() {
+        for source in sources { source.cancel() }
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import TransferCore
+import TestSupport
+import XCTest
+
+/// Downloads through the engine, every case on both backends, against nginx
+/// and the fault server.
+final class DownloadConformanceTests: XCTestCase {
+    /// Fast retries so fault cases finish quickly; the policy itself is unit-tested.
+    let quickRetry = RetryPolicy(maxAttempts: 5, baseDelay: 0.05, maxDelay: 0.5)
+
+    func download(_ url: URL, with transport: Transport, connections: Int = 1, sha256: String? = nil,
+                  retry: RetryPolicy? = nil, tls: TLSOptions = TLSOptions(),
+                  function: String = #function) async throws -> (String, DownloadResult) {
+        let destination = (try scratchDirectory(function + transport.name) as NSString).appendingPathComponent("out.bin")
+        let options = DownloadOptions(url: url, destination: destination, connections: connections, sha256: sha256,
+                                      retry: retry ?? quickRetry, tls: tls, idleTimeout: 10)
+        let result = try await DownloadEngine(transport: transport, options: options).run()
+        return (destination, result)
+    }
+
+    func testOneGibibyteIsByteIdentical() async throws {
+        let servers = try TestServers.current()
+        let expected = try servers.sha256(of: "1g.bin")
+        for (name, transport) in Backends.all {
+            for connections in [1, 4] {
+                let (path, result) = try await download(servers.http.appendingPathComponent("1g.bin"), with: transport,
+                                                        connections: connections)
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), expected, "\(name) ×\(connections)")
+                XCTAssertEqual(result.size, 1 << 30, name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part"), name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part.state"), name)
+                try FileManager.default.removeItem(atPath: path)
+            }
+        }
+    }
+
+    func testDroppedConnectionsResumeInsteadOfRestarting() async throws {
+        let servers = try TestServers.current()
+        let size = try servers.size(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("64m.bin", ["drop_every": String(8 << 20)])
+            let (path, _) = try await download(url, with: transport)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: "64m.bin"), name)
+            let stats = try servers.stats(key: key)
+            XCTAssertGreaterThanOrEqual(stats.requests, 8, "\(name): the server dropped every 8 MiB")
+            XCTAssertLessThan(Double(stats.bytes_sent), 1.2 * Double(size), "\(name): resumed, not restarted")
+        }
+    }
+
+    func testChangedETagGivesTheNewContentWhole() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            for connections in [1, 4] {
+                let (url, key) = servers.fault("64m.bin", ["drop_every": String(8 << 20), "change_after": String(16 << 20),
+                                                           "alt": "64m-v2.bin"])
+                let (path, _) = try await download(url, with: transport, connections: connections)
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: "64m-v2.bin"),
+                               "\(name) ×\(connections): the new version, whole")
+                XCTAssertGreaterThanOrEqual(try servers.stats(key: key).requests, 3, name)
+            }
+        }
+    }
+
+    func testServerIgnoringRangeGivesACorrectFile() async throws {
+        let servers = try TestServers.current()
+        let expected = try servers.sha256(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            for connections in [1, 4] {
+                // The first response is cut short; the retry asks for a range and gets the whole file.
+                let (url, key) = servers.fault("64m.bin", ["ignore_range": "1", "short_by": String(20 << 20)])
+                let (path, _) = try await download(url, with: transport, connections: connections)
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), expected, "\(name) ×\(connections): not spliced")
+                XCTAssertTrue(try servers.stats(key: key).requests >= 2, name)
+            }
+        }
+    }
+
+    func testTruncatedBodyIsDetectedAndRetried() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("1m.bin", ["short_by": "1000", "short_count": "1"])
+            let (path, _) = try await download(url, with: transport)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: "1m.bin"), name)
+            XCTAssertEqual(try servers.stats(key: key).requests, 2, "\(name): one retry")
+        }
+    }
+
+    func testNotFoundFailsAtOnceWithStatusAndURL() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("missing.bin")
+            do {
+                _ = try await download(url, with: transport)
+                XCTFail("\(name): a 404 must fail")
+            } catch let error as DownloadError {
+                let message = error.description
+                XCTAssertTrue(message.contains("404"), "\(name): \(message)")
+                XCTAssertTrue(message.contains("/missing.bin"), "\(name): \(message)")
+            }
+            XCTAssertEqual(try servers.stats(key: key).requests, 1, "\(name): no retry for 404")
+        }
+    }
+
+    func testForbiddenCarriesTheServersMessage() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["status": "403"])
+            do {
+                _ = try await download(url, with: transport)
+                XCTFail("\(name): a 403 must fail")
+            } catch let error as DownloadError {
+                XCTAssertTrue(error.description.contains("access denied by policy"), "\(name): \(error)")
+            }
+        }
+    }
+
+    func testServiceUnavailableThreeTimesThenSuccess() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("1m.bin", ["fail": "503", "fail_count": "3"])
+            let (path, _) = try await download(url, with: transport)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: "1m.bin"), name)
+            XCTAssertEqual(try servers.stats(key: key).requests, 4, name)
+        }
+    }
+
+    func testRetryAfterIsHonoured() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            for header in ["retry_after", "retry_after_date"] {
+                let (url, _) = servers.fault("1m.bin", ["fail": "429", "fail_count": "1", header: "2"])
+                let started = Date()
+                let (path, _) = try await download(url, with: transport)
+                let waited = Date().timeIntervalSince(started)
+                XCTAssertGreaterThanOrEqual(waited, 1.0, "\(name) \(header)")
+                XCTAssertLessThan(waited, 4.5, "\(name) \(header)")
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: "1m.bin"), name)
+            }
+        }
+    }
+
+    func testPersistentFailureGivesUpAfterMaxAttempts() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("1m.bin", ["fail": "500", "fail_count": "100"])
+            do {
+                _ = try await download(url, with: transport, retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.01))
+                XCTFail("\(name): must give up")
+            } catch let error as DownloadError {
+                XCTAssertTrue(error.description.contains("500"), "\(name): \(error)")
+                XCTAssertTrue(error.description.contains("3 attempts"), "\(name): \(error)")
+            }
+            XCTAssertEqual(try servers.stats(key: key).requests, 3, name)
+        }
+    }
+
+    func testWrongChecksumLeavesNoFile() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            do {
+                _ = try await download(servers.http.appendingPathComponent("1m.bin"), with: transport,
+                                       sha256: String(repeating: "0", count: 64))
+                XCTFail("\(name): checksum must not match")
+            } catch DownloadError.checksumMismatch(let path, _, let actual) {
+                XCTAssertEqual(actual, try servers.sha256(of: "1m.bin"), name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path), name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part"), name)
+            }
+        }
+    }
+
+    func testExistingDestinationIsRefusedOverwrittenOrSkipped() async throws {
+        let servers = try TestServers.current()
+        let url = servers.http.appendingPathComponent("1m.bin")
+        for (name, transport) in Backends.all {
+            let destination = (try scratchDirectory() as NSString).appendingPathComponent("keep.bin")
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: destination))
+            do {
+                _ = try await DownloadEngine(transport: transport, options: DownloadOptions(url: url, destination: destination)).run()
+                XCTFail("\(name): must refuse")
+            } catch DownloadError.destinationExists {}
+            XCTAssertEqual(try String(contentsOfFile: destination, encoding: .utf8), "precious", name)
+
+            let replaced = try await DownloadEngine(transport: transport,
+                options: DownloadOptions(url: url, destination: destination, overwrite: .overwrite)).run()
+            XCTAssertFalse(replaced.skipped)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "1m.bin"), name)
+
+            let skipped = try await DownloadEngine(transport: transport,
+                options: DownloadOptions(url: url, destination: destination, overwrite: .skipIfIdentical)).run()
+            XCTAssertTrue(skipped.skipped, "\(name): same size and mtime as the remote")
+        }
+    }
+
+    func testCheckpointLetsASecondEngineFinishWhatTheFirstStarted() async throws {
+        let servers = try TestServers.current()
+        let size = try servers.size(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            // A slow server (16 MiB/s); the first engine is cancelled after about 24 MiB.
+            let (url, key) = servers.fault("64m.bin", ["rate": String(16 << 20)])
+            let destination = (try scratchDirectory(name) as NSString).appendingPathComponent("out.bin")
+            let options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 60,
+                                          checkpointInterval: 0.2)
+            let first = Task { try await DownloadEngine(transport: transport, options: options).run() }
+            try await waitUntil { (try? servers.stats(key: key).bytes_sent) ?? 0 >= 24 << 20 }
+            first.cancel()
+            _ = try? await first.value
+            let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: options.statePath).load(), name)
+            let kept = checkpoint.plan.bytesWritten
+            XCTAssertGreaterThan(kept, 16 << 20, "\(name): most of what arrived was checkpointed")
+
+            try await Task.sleep(nanoseconds: 300_000_000)
+            let sentBefore = try servers.stats(key: key).bytes_sent
+            let result = try await DownloadEngine(transport: transport, options: options).run()
+            XCTAssertEqual(result.resumedFrom, kept, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "64m.bin"), name)
+            let sentAfter = try servers.stats(key: key).bytes_sent
+            XCTAssertEqual(sentAfter - sentBefore, size - kept, "\(name): only the missing bytes")
+        }
+    }
+}
+

@@ -1,0 +1,138 @@
+import Foundation
+import TransferCore
+import TestSupport
+import XCTest
+
+/// `transferd get` as a user runs it: exit codes, messages, kill -9 and Ctrl-C.
+final class GetCommandTests: XCTestCase {
+    func testDownloadsAndReportsSuccess() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        let result = try TransferdProcess.run(["get", url, "--sha256", try servers.sha256(of: "1m.bin")], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("sha256 ok"), result.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/1m.bin"), try servers.sha256(of: "1m.bin"))
+    }
+
+    func testExitCodesNameTheProblem() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let missing = servers.http.appendingPathComponent("nowhere.bin").absoluteString
+
+        var result = try TransferdProcess.run(["get", missing], directory: directory)
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stderr.contains("HTTP 404") && result.stderr.contains("/nowhere.bin"), result.stderr)
+
+        result = try TransferdProcess.run(["get", "ftp://example.com/x"], directory: directory)
+        XCTAssertEqual(result.status, 2)
+        XCTAssertTrue(result.stderr.contains("not an http:// or https:// URL"), result.stderr)
+
+        result = try TransferdProcess.run(["get", missing, "--bogus"], directory: directory)
+        XCTAssertEqual(result.status, 2)
+        XCTAssertTrue(result.stderr.contains("unknown option --bogus"), result.stderr)
+
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        result = try TransferdProcess.run(["get", url, "--sha256", String(repeating: "a", count: 64)], directory: directory)
+        XCTAssertEqual(result.status, 3, result.stderr)
+        XCTAssertTrue(result.stderr.contains("SHA-256 mismatch"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/1m.bin"))
+
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: directory + "/1m.bin"))
+        result = try TransferdProcess.run(["get", url], directory: directory)
+        XCTAssertEqual(result.status, 5)
+        XCTAssertTrue(result.stderr.contains("--overwrite"), result.stderr)
+        XCTAssertEqual(try String(contentsOfFile: directory + "/1m.bin", encoding: .utf8), "mine")
+
+        let https = servers.https.appendingPathComponent("1m.bin").absoluteString
+        result = try TransferdProcess.run(["get", https, "-o", "tls.bin", "--transport", "urlsession", "--cacert", servers.caBundle],
+                                          directory: directory)
+        XCTAssertEqual(result.status, 2)
+        XCTAssertTrue(result.stderr.contains("--transport curl"), result.stderr)
+
+        result = try TransferdProcess.run(["get", https, "-o", "tls.bin", "--cacert", servers.caBundle], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+    }
+
+    func testUnreachableHostFailsWithAClearError() throws {
+        let directory = try scratchDirectory()
+        let result = try TransferdProcess.run(["get", "http://127.0.0.1:9/file.bin", "--retries", "2"], directory: directory)
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stderr.contains("connect error") && result.stderr.contains("127.0.0.1:9"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("gave up after 2 attempts"), result.stderr)
+    }
+
+    /// kill -9 mid-download, then the same command: only the missing bytes are fetched.
+    func testKillNineThenResumeFetchesOnlyTheMissingBytes() throws {
+        let servers = try TestServers.current()
+        let size = try servers.size(of: "64m.bin")
+        for backend in ["curl", "urlsession"] {
+            let directory = try scratchDirectory(backend)
+            let url = servers.http.appendingPathComponent("slow/64m.bin").absoluteString
+            let arguments = ["get", url, "-o", "out.bin", "--transport", backend]
+            let first = try TransferdProcess(arguments, directory: directory)
+            let statePath = directory + "/out.bin.part.state"
+            let deadline = Date().addingTimeInterval(20)
+            var written: Int64 = 0
+            while Date() < deadline {
+                written = (try? FileCheckpointStore(path: statePath).load())?.plan.bytesWritten ?? 0
+                if written >= 16 << 20 { break }
+                usleep(50_000)
+            }
+            kill(first.process.processIdentifier, SIGKILL)
+            _ = first.wait()
+            let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: statePath).load(), backend)
+            let kept = checkpoint.plan.bytesWritten
+            XCTAssertGreaterThanOrEqual(kept, 16 << 20, backend)
+            XCTAssertLessThan(kept, size, backend)
+
+            let logStart = try logSize(servers)
+            let second = try TransferdProcess.run(arguments, directory: directory)
+            XCTAssertEqual(second.status, 0, "\(backend): \(second.stderr)")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"), backend)
+            let fetched = try bytesServed(servers, path: "/slow/64m.bin", since: logStart)
+            XCTAssertEqual(fetched, size - kept, "\(backend): the second run fetched only what was missing")
+        }
+    }
+
+    func testCtrlCStopsResumablyAndTheNextRunFinishes() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let url = servers.http.appendingPathComponent("slow/64m.bin").absoluteString
+        let first = try TransferdProcess(["get", url, "-o", "out.bin"], directory: directory)
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(first.process.processIdentifier, SIGINT)
+        let stopped = Date()
+        let result = first.wait()
+        XCTAssertLessThan(Date().timeIntervalSince(stopped), 3)
+        XCTAssertEqual(result.status, 130, result.stderr)
+        XCTAssertTrue(result.stderr.contains("run the same command to resume"), result.stderr)
+        let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: directory + "/out.bin.part.state").load())
+        XCTAssertGreaterThan(checkpoint.plan.bytesWritten, 0)
+
+        let second = try TransferdProcess.run(["get", url, "-o", "out.bin"], directory: directory)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertTrue(second.stderr.contains("resum"), second.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"))
+    }
+
+    // MARK: nginx access log
+
+    private func logSize(_ servers: TestServers) throws -> UInt64 {
+        (try FileManager.default.attributesOfItem(atPath: servers.nginxLog)[.size] as! NSNumber).uint64Value
+    }
+
+    /// Body bytes nginx sent for `path` in log lines written after `offset`.
+    private func bytesServed(_ servers: TestServers, path: String, since offset: UInt64) throws -> Int64 {
+        Thread.sleep(forTimeInterval: 0.2) // nginx writes the line as the request ends
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: servers.nginxLog))
+        try handle.seek(toOffset: offset)
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        // Format: METHOD PATH PROTO STATUS BYTES "RANGE" ...
+        return text.split(separator: "\n").reduce(0) { total, line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, fields[1] == path else { return total }
+            return total + (Int64(fields[4]) ?? 0)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import TransferCore
+import XCTest
+
+/// The local servers that `scripts/test` started, read from its environment.
+/// Missing variables fail the test with the fix: run the tests through `scripts/test`.
+public struct TestServers {
+    public let http: URL
+    public let https: URL
+    public let fault: URL
+    public let caBundle: String
+    public let spkiPin: String
+    public let www: String
+    public let nginxLog: String
+
+    public static func current(file: StaticString = #filePath, line: UInt = #line) throws -> TestServers {
+        let environment = ProcessInfo.processInfo.environment
+        func value(_ name: String) throws -> String {
+            guard let value = environment[name], !value.isEmpty else {
+                XCTFail("\(name) is not set: run the tests with scripts/test, which starts the servers", file: file, line: line)
+                throw XCTSkip("no test servers")
+            }
+            return value
+        }
+        return TestServers(http: URL(string: try value("TRANSFERD_TEST_HTTP"))!,
+                           https: URL(string: try value("TRANSFERD_TEST_HTTPS"))!,
+                           fault: URL(string: try value("TRANSFERD_TEST_FAULT"))!,
+                           caBundle: try value("TRANSFERD_TEST_CA"),
+                           spkiPin: try value("TRANSFERD_TEST_SPKI"),
+                           www: try value("TRANSFERD_TEST_WWW"),
+                           nginxLog: try value("TRANSFERD_TEST_NGINX_LOG"))
+    }
+
+    /// A fault-server URL for `file` with the given fault parameters and a unique key.
+    public func fault(_ file: String, _ parameters: [String: String] = [:], key: String = UUID().uuidString) -> (URL, String) {
+        var components = URLComponents(url: fault.appendingPathComponent(file), resolvingAgainstBaseURL: false)!
+        components.queryItems = parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+            + [URLQueryItem(name: "key", value: key)]
+        return (components.url!, key)
+    }
+
+    public struct FaultStats: Decodable {
+        public let requests: Int
+        public let bytes_sent: Int64
+        public let ranges: [String?]
+    }
+
+    /// What the fault server saw for one key.
+    public func stats(key: String) throws -> FaultStats {
+        let url = URL(string: "\(fault.absoluteString)/_stats?key=\(key)")!
+        return try JSONDecoder().decode(FaultStats.self, from: Data(contentsOf: url))
+    }
+
+    public func path(_ file: String) -> String { (www as NSString).appendingPathComponent(file) }
+
+    /// SHA-256 of a served file, computed once per process.
+    public func sha256(of file: String) throws -> String {
+        try Self.digests.withLock { cache in
+            if let known = cache[file] { return known }
+            let digest = try SHA256Hasher.hex(ofFileAt: path(file))
+            cache[file] = digest
+            return digest
+        }
+    }
+
+    private static let digests = LockedBox<[String: String]>([:])
+
+    public func size(of file: String) throws -> Int64 {
+        (try FileManager.default.attributesOfItem(atPath: path(file))[.size] as! NSNumber).int64Value
+    }
+}
+
+public final class LockedBox<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    public init(_ value: Value) { self.value = value }
+    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
+
+/// Both backends, for running every conformance case against each.
+public enum Backends {
+    public static let all: [(String, Transport)] = [("curl", CurlTransport()), ("urlsession", URLSessionTransport())]
+}
+
+/// A fresh scratch directory per test.
+public func scratchDirectory(_ name: String = #function) throws -> String {
+    let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? NSTemporaryDirectory()
+    let clean = name.filter { $0.isLetter || $0.isNumber }
+    let path = (base as NSString).appendingPathComponent("transferd-tests/\(clean)-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+/// Collects a whole response in memory (small responses only).
+public final class CollectingSink: ResponseSink, @unchecked Sendable {
+    public var head: ResponseHead?
+    public var body = Data()
+    public var bodyBeforeHead = false
+    public init() {}
+    public func receive(head: ResponseHead) throws { self.head = head }
+    public func receive(body chunk: UnsafeRawBufferPointer) throws {
+        if head == nil { bodyBeforeHead = true }
+        body.append(contentsOf: chunk)
+    }
+}

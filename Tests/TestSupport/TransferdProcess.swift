@@ -1,0 +1,45 @@
+import Foundation
+import XCTest
+
+/// Runs the real `transferd` binary (built by scripts/test, path in TRANSFERD_BIN).
+public struct TransferdProcess {
+    public let process = Process()
+    let stdout = Pipe()
+    let stderr = Pipe()
+
+    static func binary() throws -> String {
+        guard let path = ProcessInfo.processInfo.environment["TRANSFERD_BIN"],
+              FileManager.default.isExecutableFile(atPath: path) else {
+            XCTFail("TRANSFERD_BIN is not set to the built binary: run the tests with scripts/test")
+            throw XCTSkip("no binary")
+        }
+        return path
+    }
+
+    public init(_ arguments: [String], directory: String) throws {
+        process.executableURL = URL(fileURLWithPath: try Self.binary())
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+    }
+
+    public struct Result {
+        public let status: Int32
+        public let stdout: String
+        public let stderr: String
+    }
+
+    public func wait() -> Result {
+        let out = stdout.fileHandleForReading.readDataToEndOfFile()
+        let err = stderr.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+                      stderr: String(decoding: err, as: UTF8.self))
+    }
+
+    public static func run(_ arguments: [String], directory: String) throws -> Result {
+        try TransferdProcess(arguments, directory: directory).wait()
+    }
+}

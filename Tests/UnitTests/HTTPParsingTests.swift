@@ -1,0 +1,70 @@
+import Foundation
+import TransferCore
+import XCTest
+
+final class HTTPParsingTests: XCTestCase {
+    func testContentRange() {
+        XCTAssertEqual(ContentRange(header: "bytes 0-99/1000"), ContentRange(first: 0, last: 99, completeLength: 1000))
+        XCTAssertEqual(ContentRange(header: "bytes 5-5/*"), ContentRange(first: 5, last: 5, completeLength: nil))
+        XCTAssertNil(ContentRange(header: "bytes 10-5/100"))
+        XCTAssertNil(ContentRange(header: "bytes 0-99/50"))
+        XCTAssertNil(ContentRange(header: "bytes */1000"))
+        XCTAssertNil(ContentRange(header: "items 0-1/2"))
+    }
+
+    func testValidatorsPreferStrongETagForIfRange() {
+        XCTAssertEqual(ResponseValidators(etag: "\"abc\"", lastModified: "x").ifRangeValue, "\"abc\"")
+        XCTAssertEqual(ResponseValidators(etag: "W/\"abc\"", lastModified: "Mon").ifRangeValue, "Mon")
+        XCTAssertNil(ResponseValidators(etag: "W/\"abc\"").ifRangeValue)
+    }
+
+    func testValidatorsMatchOnWhatBothHave() {
+        let known = ResponseValidators(etag: "\"1\"", lastModified: "Mon")
+        XCTAssertTrue(known.matches(ResponseValidators(etag: "\"1\"")))
+        XCTAssertFalse(known.matches(ResponseValidators(etag: "\"2\"", lastModified: "Mon")))
+        XCTAssertFalse(ResponseValidators(lastModified: "Mon").matches(ResponseValidators(lastModified: "Tue")))
+        XCTAssertTrue(ResponseValidators().matches(ResponseValidators(etag: "\"9\"")))
+    }
+
+    func testHeadersAreCaseInsensitiveAndOrdered() {
+        var headers: HTTPHeaders = ["Content-Type": "a", "X-One": "1"]
+        headers.add("x-one", "2")
+        XCTAssertEqual(headers["content-type"], "a")
+        XCTAssertEqual(headers["X-ONE"], "1")
+        headers.set("X-One", "3")
+        XCTAssertEqual(headers.fields.filter { $0.name.lowercased() == "x-one" }.map(\.value), ["3"])
+    }
+
+    func testRedactionHidesSecrets() {
+        let url = URL(string: "https://user:hunter2@example.com/a?X-Amz-Signature=abc&part=1&token=t")!
+        let shown = Redaction.url(url)
+        XCTAssertFalse(shown.contains("hunter2"))
+        XCTAssertFalse(shown.contains("abc"))
+        XCTAssertFalse(shown.contains("token=t"))
+        XCTAssertTrue(shown.contains("part=1"))
+        XCTAssertEqual(Redaction.headerValue(name: "Authorization", value: "AWS4 x"), "REDACTED")
+        XCTAssertEqual(Redaction.headerValue(name: "Range", value: "bytes=0-"), "bytes=0-")
+    }
+
+    func testSHA256KnownAnswers() {
+        XCTAssertEqual(SHA256Hasher.hex(of: Data()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        XCTAssertEqual(SHA256Hasher.hex(of: Data("abc".utf8)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    func testCheckpointRoundTripsThroughItsFile() throws {
+        let path = NSTemporaryDirectory() + "/transferd-checkpoint-\(UUID().uuidString).state"
+        defer { unlink(path) }
+        let store = FileCheckpointStore(path: path)
+        XCTAssertNil(try store.load())
+        var plan = SegmentPlan.split(totalSize: 100, connections: 2, minSegmentSize: 10)
+        plan.recordWritten(7, segment: 1)
+        let checkpoint = DownloadCheckpoint(url: "http://x/y", validators: ResponseValidators(etag: "\"e\""),
+                                            plan: plan, rangesSupported: true)
+        try store.save(checkpoint)
+        XCTAssertEqual(try store.load(), checkpoint)
+        try Data("not json".utf8).write(to: URL(fileURLWithPath: path))
+        XCTAssertNil(try store.load(), "an unreadable checkpoint means start over, not crash")
+        try store.remove()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+    }
+}

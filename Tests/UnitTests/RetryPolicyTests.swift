@@ -1,0 +1,77 @@
+import Foundation
+import TransferCore
+import XCTest
+
+final class RetryPolicyTests: XCTestCase {
+    let policy = RetryPolicy(maxAttempts: 5, baseDelay: 1, multiplier: 2, maxDelay: 30, jitter: 0.2, maxRetryAfter: 600)
+
+    func testBackoffDoublesAndIsCapped() {
+        // random 0.5 means no jitter.
+        XCTAssertEqual(policy.backoff(attempt: 1, random: 0.5), 1, accuracy: 1e-9)
+        XCTAssertEqual(policy.backoff(attempt: 2, random: 0.5), 2, accuracy: 1e-9)
+        XCTAssertEqual(policy.backoff(attempt: 4, random: 0.5), 8, accuracy: 1e-9)
+        XCTAssertEqual(policy.backoff(attempt: 10, random: 0.5), 30, accuracy: 1e-9)
+    }
+
+    func testJitterStaysWithinItsFraction() {
+        XCTAssertEqual(policy.backoff(attempt: 3, random: 0), 3.2, accuracy: 1e-9)
+        XCTAssertEqual(policy.backoff(attempt: 3, random: 0.999999), 4.8, accuracy: 1e-4)
+        XCTAssertLessThanOrEqual(policy.backoff(attempt: 20, random: 0.999), 30)
+    }
+
+    func testNetworkErrorsAndRetryableStatusesRetry() {
+        for kind: TransportError.Kind in [.dns, .connect, .reset, .timeout, .truncated] {
+            XCTAssertEqual(policy.decide(.transport(kind), attempt: 1, random: 0.5), .retry(after: 1), "\(kind)")
+        }
+        for status in [408, 429, 500, 502, 503, 504] {
+            XCTAssertEqual(policy.decide(.http(status: status, retryAfter: nil), attempt: 2, random: 0.5),
+                           .retry(after: 2), "\(status)")
+        }
+    }
+
+    func testOtherClientErrorsFailFast() {
+        for status in [400, 401, 403, 404, 410, 416] {
+            XCTAssertEqual(policy.decide(.http(status: status, retryAfter: nil), attempt: 1, random: 0.5),
+                           .giveUp(reason: "HTTP \(status)"), "\(status)")
+        }
+        for kind: TransportError.Kind in [.tls, .tooManyRedirects, .cancelled, .unsupported] {
+            if case .retry = policy.decide(.transport(kind), attempt: 1) { XCTFail("\(kind) must not retry") }
+        }
+        if case .retry = policy.decide(.local, attempt: 1) { XCTFail("local errors must not retry") }
+    }
+
+    func testGivesUpAfterMaxAttempts() {
+        XCTAssertEqual(policy.decide(.transport(.reset), attempt: 4, random: 0.5), .retry(after: 8))
+        XCTAssertEqual(policy.decide(.transport(.reset), attempt: 5, random: 0.5), .giveUp(reason: "gave up after 5 attempts"))
+    }
+
+    func testProgressResumesAtOnce() {
+        XCTAssertEqual(policy.decide(.transport(.reset), attempt: 1, madeProgress: true), .retry(after: 0))
+        XCTAssertEqual(policy.decide(.transport(.truncated), attempt: 1, madeProgress: true), .retry(after: 0))
+    }
+
+    func testRetryAfterSecondsAndDate() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        XCTAssertEqual(policy.decide(.http(status: 429, retryAfter: .seconds(2)), attempt: 1, now: now), .retry(after: 2))
+        let later = RetryAfter.date(now.addingTimeInterval(7))
+        XCTAssertEqual(policy.decide(.http(status: 503, retryAfter: later), attempt: 1, now: now), .retry(after: 7))
+        // Retry-After wins even when the attempt made progress.
+        XCTAssertEqual(policy.decide(.http(status: 503, retryAfter: .seconds(3)), attempt: 1, madeProgress: true, now: now),
+                       .retry(after: 3))
+        if case .retry = policy.decide(.http(status: 503, retryAfter: .seconds(3600)), attempt: 1, now: now) {
+            XCTFail("an hour is more than the 600 s allowed")
+        }
+    }
+
+    func testRetryAfterParsing() {
+        XCTAssertEqual(RetryAfter(header: "120"), .seconds(120))
+        XCTAssertEqual(RetryAfter(header: " 0 "), .seconds(0))
+        XCTAssertNil(RetryAfter(header: "-5"))
+        XCTAssertNil(RetryAfter(header: "soon"))
+        let date = RetryAfter(header: "Wed, 21 Oct 2015 07:28:00 GMT")
+        XCTAssertEqual(date, .date(Date(timeIntervalSince1970: 1_445_412_480)))
+        XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), Date(timeIntervalSince1970: 784_111_777))
+        XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), Date(timeIntervalSince1970: 784_111_777))
+        XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)), "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+}
