@@ -17,6 +17,12 @@ struct TransferdMain {
         """
 
     static func main() async {
+        #if canImport(Glibc)
+        // Few malloc arenas: transfer threads allocate many short-lived
+        // buffers, and one arena per thread multiplied peak RSS (measured:
+        // 8 URLSession connections, 95 MiB with the default, 60 MiB with 1).
+        _ = glibcMallopt(glibcMArenaMax, 1)
+        #endif
         var arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else {
             Output.err(usage)
@@ -44,3 +50,11 @@ struct TransferdMain {
 enum TransferdVersion {
     static let string = "0.1.0"
 }
+
+#if canImport(Glibc)
+/// glibc's `mallopt` (malloc.h is not part of Swift's Glibc module).
+@_silgen_name("mallopt")
+private func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32
+/// `M_ARENA_MAX` from malloc.h.
+private let glibcMArenaMax: Int32 = -8
+#endif

@@ -157,6 +157,9 @@ final class DownloadSink: ResponseSink {
             }
             done += n
         }
+        #if TRANSFERD_SLOW_DISK
+        SlowDisk.throttle(bytes: buffered)
+        #endif
         state.recordWritten(Int64(buffered), segment: index)
         bufferOffset += Int64(buffered)
         buffered = 0
