@@ -35,6 +35,21 @@ final class DownloadConformanceTests: XCTestCase {
         }
     }
 
+    func testIdleConnectionsTakeOverASlowSegment() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            // The first two responses to pass 512 KiB stall for 3 s: the opening request, then one
+            // of the four segment connections; the others finish and split its remainder.
+            let (url, key) = servers.fault("64m.bin", ["stall_after": String(512 << 10), "stall_seconds": "3",
+                                                       "stall_count": "2"])
+            let (path, result) = try await download(url, with: transport, connections: 4)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: "64m.bin"), name)
+            // The plan starts with 5 segments: the first 4 MiB, then the rest split in 4.
+            XCTAssertGreaterThan(result.segments, 5, "\(name): the stalled segment was split")
+            XCTAssertGreaterThanOrEqual(try servers.stats(key: key).requests, 6, name)
+        }
+    }
+
     func testDroppedConnectionsResumeInsteadOfRestarting() async throws {
         let servers = try TestServers.current()
         let size = try servers.size(of: "64m.bin")

@@ -62,6 +62,42 @@ final class GetCommandTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("gave up after 2 attempts"), result.stderr)
     }
 
+    /// A disk too small for the file: a clear error before any byte is fetched,
+    /// nothing else on the disk touched, and the same command finishes once there is room.
+    func testFullDiskIsReportedAndNothingIsLost() throws {
+        let servers = try TestServers.current()
+        guard let disk = ProcessInfo.processInfo.environment["TRANSFERD_TEST_SMALL_DISK"] else {
+            XCTFail("TRANSFERD_TEST_SMALL_DISK is not set: scripts/test mounts a 16 MiB tmpfs for this test")
+            return
+        }
+        let other = disk + "/someone-elses.txt"
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: other))
+        defer { try? FileManager.default.removeItem(atPath: other) }
+        let url = servers.http.appendingPathComponent("64m.bin").absoluteString
+        let result = try TransferdProcess.run(["get", url, "-o", disk + "/big.bin"], directory: disk)
+        XCTAssertEqual(result.status, 4, result.stderr)
+        XCTAssertTrue(result.stderr.contains("No space left on device"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("free some space and run the same command again"), result.stderr)
+        XCTAssertEqual(try String(contentsOfFile: other, encoding: .utf8), "keep me")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: disk + "/big.bin"))
+
+        XCTAssertEqual(try run("/bin/mount", "-o", "remount,size=96m", disk), 0, "remount the tmpfs larger")
+        defer { _ = try? run("/bin/mount", "-o", "remount,size=16m", disk) }
+        let again = try TransferdProcess.run(["get", url, "-o", disk + "/big.bin"], directory: disk)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: disk + "/big.bin"), try servers.sha256(of: "64m.bin"))
+        try FileManager.default.removeItem(atPath: disk + "/big.bin")
+    }
+
+    private func run(_ tool: String, _ arguments: String...) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
     /// kill -9 mid-download, then the same command: only the missing bytes are fetched.
     func testKillNineThenResumeFetchesOnlyTheMissingBytes() throws {
         let servers = try TestServers.current()

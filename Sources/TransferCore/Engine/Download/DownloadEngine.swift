@@ -27,7 +27,7 @@ public final class DownloadEngine: @unchecked Sendable {
             case .skipIfIdentical:
                 if let size = try await existingMatches() {
                     return DownloadResult(path: options.destination, size: size, sha256: options.sha256,
-                                          bytesFetched: 0, resumedFrom: size, skipped: true, restarts: 0,
+                                          bytesFetched: 0, resumedFrom: size, skipped: true, restarts: 0, segments: 0,
                                           elapsed: Date().timeIntervalSince(started))
                 }
             case .overwrite:
@@ -59,7 +59,8 @@ public final class DownloadEngine: @unchecked Sendable {
         let (size, digest) = try finalize(state)
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
-                              restarts: restarts, elapsed: Date().timeIntervalSince(started))
+                              restarts: restarts, segments: state.plan.segments.count,
+                              elapsed: Date().timeIntervalSince(started))
     }
 
     // MARK: Start
@@ -139,7 +140,14 @@ public final class DownloadEngine: @unchecked Sendable {
                          segments: state.plan.segments.filter { !$0.isComplete }.count))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in state.plan.segments.indices where !state.segment(index).isComplete {
-                group.addTask { try await self.fetchSegment(index, state: state) }
+                group.addTask {
+                    // A connection that finishes early takes half of the largest remaining segment.
+                    var current: Int? = index
+                    while let segment = current {
+                        try await self.fetchSegment(segment, state: state)
+                        current = state.plan.isSegmented ? state.stealWork(minSegmentSize: self.options.minSegmentSize) : nil
+                    }
+                }
             }
             try await group.waitForAll()
         }

@@ -73,6 +73,8 @@ public struct DownloadResult: Sendable {
     public var resumedFrom: Int64
     public var skipped: Bool
     public var restarts: Int
+    /// Segments in the final plan (more than planned when idle connections took over slow ones).
+    public var segments: Int
     public var elapsed: TimeInterval
 }
 

@@ -63,7 +63,7 @@ final class DownloadSink: ResponseSink {
                 }
                 if state.plan.totalSize == nil { state.learnTotalSize(complete) }
             }
-            startWriting(at: requestedOffset)
+            try startWriting(at: requestedOffset)
         case 200:
             let size = head.headers["Content-Length"].flatMap(Int64.init)
             let ranges = head.headers["Accept-Ranges"]?.lowercased().contains("bytes") ?? false
@@ -78,7 +78,7 @@ final class DownloadSink: ResponseSink {
             } else {
                 state.adoptFullResponse(validators: responseValidators, size: size, rangesSupported: ranges)
             }
-            startWriting(at: 0)
+            try startWriting(at: 0)
         case 416:
             if let total = state.plan.totalSize, requestedOffset >= total {
                 mode = .nothingLeft
@@ -93,7 +93,8 @@ final class DownloadSink: ResponseSink {
         }
     }
 
-    private func startWriting(at offset: Int64) {
+    private func startWriting(at offset: Int64) throws {
+        try state.reserveSpaceIfKnown()
         mode = .writing
         bufferOffset = offset
         buffered = 0

@@ -13,6 +13,8 @@ final class DownloadState: @unchecked Sendable {
         var validators: ResponseValidators
         var rangesSupported: Bool
         var bytesReceived: Int64 = 0
+        /// The size disk space was reserved for.
+        var reserved: Int64 = 0
     }
 
     private let fields: Locked<Fields>
@@ -74,6 +76,20 @@ final class DownloadState: @unchecked Sendable {
             $0.validators = validators
             $0.rangesSupported = rangesSupported
         }
+    }
+
+    /// Reserves disk space once the total size is known (see `Preallocation`).
+    func reserveSpaceIfKnown() throws {
+        try fields.withLock {
+            guard let total = $0.plan.totalSize, total != $0.reserved else { return }
+            try Preallocation.reserve(fd: fd, length: total, path: partPath)
+            $0.reserved = total
+        }
+    }
+
+    /// Gives an idle connection half of the largest remaining segment; returns its index.
+    func stealWork(minSegmentSize: Int64) -> Int? {
+        fields.withLock { $0.plan.splitLargestRemainder(minSegmentSize: minSegmentSize) }
     }
 
     /// Replaces the plan (after a probe, or after splitting for an idle connection).
