@@ -64,12 +64,12 @@ run() {
 run "curl -o"                            curl -s -o "$out/f" "$url"
 run "aria2c -x8 -s8 -k1M"                aria2c -q -x8 -s8 -k1M --file-allocation=none -d "$out" -o f "$url"
 run "wget2 --max-threads=8 (2-core ceiling)" wget2 -q --max-threads=8 --chunk-size=128M -O "$out/f" "$url"
-run "transferd curl ×1"                  "$transferd" get "$url" -o "$out/f" -q
-run "transferd curl ×8"                  "$transferd" get "$url" -o "$out/f" -q -c 8
-run "transferd urlsession ×1"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession
-run "transferd urlsession ×8"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession -c 8
-run "transferd curl ×1, slow disk"       "$slow" get "$url" -o "$out/f" -q
-run "transferd urlsession ×1, slow disk" "$slow" get "$url" -o "$out/f" -q --transport urlsession
+run "transferd curl x1"                  "$transferd" get "$url" -o "$out/f" -q
+run "transferd curl x8"                  "$transferd" get "$url" -o "$out/f" -q -c 8
+run "transferd urlsession x1"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession
+run "transferd urlsession x8"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession -c 8
+run "transferd curl x1, slow disk"       "$slow" get "$url" -o "$out/f" -q
+run "transferd urlsession x1, slow disk" "$slow" get "$url" -o "$out/f" -q --transport urlsession
 
 base="${wall[curl -o]}"
 printf '\n1 GiB from nginx on 127.0.0.1, median of %d runs, %s\n\n' "$runs" "$(date -u +%Y-%m-%d)"
@@ -77,5 +77,5 @@ printf '| %-40s | %7s | %9s | %12s | %13s |\n' case "wall s" "MiB/s" "vs curl -o
 printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..42})" "---------" "-----------" "--------------" "---------------"
 for name in "${names[@]}"; do
     awk -v n="$name" -v w="${wall[$name]}" -v b="$base" -v r="${rss[$name]}" -v s="$size" 'BEGIN {
-        printf "| %-40s | %7.2f | %9.0f | %11.2f× | %13.1f |\n", n, w, s / 1048576 / w, b / w, r / 1024 }'
+        printf "| %-40s | %7.2f | %9.0f | %11.2fx | %13.1f |\n", n, w, s / 1048576 / w, b / w, r / 1024 }'
 done
