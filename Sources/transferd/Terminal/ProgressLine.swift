@@ -14,6 +14,7 @@ final class ProgressLine: @unchecked Sendable {
     private var lastSample: (time: Date, written: Int64)?
     private var speed: Double = 0
     private var drawn = false
+    private var announced = false
 
     init(name: String, quiet: Bool) {
         self.name = name
@@ -29,16 +30,29 @@ final class ProgressLine: @unchecked Sendable {
         case .started(let total, let resumedFrom, let segments):
             started = Date()
             lastSample = (Date(), resumedFrom)
-            let size = total.map(Format.bytes) ?? "unknown size"
+            guard let total else {
+                // A fresh single stream learns its size from the first response: announce it then.
+                announced = resumedFrom == 0 ? false : { line("\(name): resuming at \(Format.bytes(resumedFrom))", permanent: true); return true }()
+                return
+            }
+            announced = true
             let resume = resumedFrom > 0 ? ", resuming at \(Format.bytes(resumedFrom))" : ""
             let connections = segments > 1 ? ", \(segments) connections" : ""
-            line("\(name): \(size)\(resume)\(connections)", permanent: true)
+            line("\(name): \(Format.bytes(total))\(resume)\(connections)", permanent: true)
         case .progress(let written, let total, _):
             updateSpeed(written)
+            if !announced, written > 0 {
+                announced = true
+                line("\(name): \(total.map(Format.bytes) ?? "size unknown")", permanent: true)
+            }
             guard interactive else { return }
             line(progressText(written: written, total: total), permanent: false)
-        case .retrying(let attempt, let delay, let reason):
-            line("\(name): retry \(attempt) in \(String(format: "%.1f", delay)) s: \(reason)", permanent: true)
+        case .retrying(let attempt, let delay, let reason, let resumeAt):
+            if let resumeAt, delay == 0 {
+                line("\(name): \(reason); resuming at \(Format.bytes(resumeAt))", permanent: true)
+            } else {
+                line("\(name): \(reason); retry \(attempt) in \(String(format: "%.1f", delay)) s", permanent: true)
+            }
         case .restarted(let reason):
             line("\(name): starting over: \(reason)", permanent: true)
         case .verifying:

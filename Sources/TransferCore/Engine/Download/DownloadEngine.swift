@@ -212,7 +212,8 @@ public final class DownloadEngine: @unchecked Sendable {
                 let (failure, described) = classify(error, sink: sink)
                 switch options.retry.decide(failure, attempt: failures, madeProgress: madeProgress) {
                 case .retry(let delay):
-                    onEvent(.retrying(attempt: failures, delay: delay, reason: described))
+                    onEvent(.retrying(attempt: failures, delay: delay, reason: described,
+                                      resumeAt: madeProgress ? state.segment(index).offset : nil))
                     if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
                 case .giveUp(let reason):
                     throw finalError(error, reason: reason)
@@ -229,7 +230,7 @@ public final class DownloadEngine: @unchecked Sendable {
             if let status = sink.errorStatus {
                 return (.http(status: status.status, retryAfter: status.retryAfter), "HTTP \(status.status)")
             }
-            return (.transport(transportError.kind), transportError.description)
+            return (.transport(transportError.kind), "\(transportError.kind.rawValue): \(transportError.message)")
         case is POSIXFailure:
             return (.local, String(describing: error))
         case is CancellationError:

@@ -83,7 +83,9 @@ public enum DownloadEvent: Sendable {
     /// Size known (or not), resuming from `resumedFrom` bytes, over `segments` connections.
     case started(totalSize: Int64?, resumedFrom: Int64, segments: Int)
     case progress(written: Int64, totalSize: Int64?, received: Int64)
-    case retrying(attempt: Int, delay: TimeInterval, reason: String)
+    /// An attempt failed; the next starts after `delay`. `resumeAt` is set when
+    /// the failed attempt moved bytes and the next one continues from there.
+    case retrying(attempt: Int, delay: TimeInterval, reason: String, resumeAt: Int64?)
     case restarted(reason: String)
     case verifying
 }
