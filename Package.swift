@@ -19,9 +19,14 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
         .target(
             name: "TransferCore",
-            dependencies: ["CCurl", "CCrypto"]
+            dependencies: ["CCurl", "CCrypto", "CSQLite"]
         ),
         .executableTarget(
             name: "transferd",

@@ -8,8 +8,16 @@ struct TransferdMain {
         usage: transferd COMMAND [options]
 
         commands:
-          get URL        download one URL, resumably (transferd get --help)
+          get URL        download one URL, resumably
+          run [QUEUE]    run the job queue (default ./queue.d) until nothing is runnable
+          status [QUEUE] every job's state, progress and last error
+          add URL...     write a job file into the queue
+          validate FILE  check job files without running them
+          retry ID       queue a failed job again (--failed: all of them)
+          cancel ID      cancel a job
           version        print versions of transferd and its libraries
+
+        `transferd COMMAND --help` lists a command's options.
 
         Exit codes: 0 done, 1 transfer failed, 2 usage error, 3 verification failed,
         4 local file error (e.g. disk full), 5 destination exists, 130 interrupted.
@@ -33,6 +41,18 @@ struct TransferdMain {
         switch command {
         case "get":
             code = await GetCommand.run(arguments)
+        case "run":
+            code = await RunCommand.run(arguments)
+        case "status":
+            code = QueueCommands.status(arguments)
+        case "add":
+            code = QueueCommands.add(arguments)
+        case "validate":
+            code = QueueCommands.validate(arguments)
+        case "retry":
+            code = QueueCommands.retry(arguments)
+        case "cancel":
+            code = QueueCommands.cancel(arguments)
         case "version", "--version":
             Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
             code = .success

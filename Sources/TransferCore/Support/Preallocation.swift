@@ -4,10 +4,13 @@ import Foundation
 /// is reported before the download starts rather than in the middle, and
 /// segments written out of order do not fragment the file.
 enum Preallocation {
+    static let minimumLength: Int64 = 1 << 20
+
     /// Reserves `length` bytes for `fd`. Filesystems that cannot reserve
     /// (EOPNOTSUPP) are left alone; a full disk throws.
     static func reserve(fd: Int32, length: Int64, path: String) throws {
-        guard length > 0 else { return }
+        // Small files are not worth a system call each.
+        guard length >= minimumLength else { return }
         #if os(Linux)
         // FALLOC_FL_KEEP_SIZE = 1: reserve blocks without changing the file's length.
         if linuxFallocate(fd, 1, off_t(0), off_t(length)) == 0 { return }

@@ -51,9 +51,17 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     /// Returns nil for status lines, blank lines and malformed lines.
     static func parseLine(_ line: String) -> (String, String)? {
         guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return nil }
-        let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
-        let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !name.contains(" ") else { return nil }
+        let name = trimmed(line[..<colon])
+        let value = trimmed(line[line.index(after: colon)...])
+        guard !name.isEmpty, !name.contains(" ") else { return nil }
         return (name, value)
+    }
+
+    /// Strips ASCII spaces, tabs and line ends (cheaper than Foundation's character sets).
+    static func trimmed(_ text: Substring) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" || $0 == "\r\n" }
+        guard let first = text.firstIndex(where: { !isSpace($0) }),
+              let last = text.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(text[first...last])
     }
 }

@@ -17,6 +17,7 @@ enum Output {
     }
 
     static var stderrIsTerminal: Bool { isatty(2) == 1 }
+    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
 
     static var terminalWidth: Int {
         var size = winsize()

@@ -60,7 +60,7 @@ public struct FileCheckpointStore: CheckpointStore {
 /// Writes that either fully happen or not at all.
 enum AtomicFile {
     static func write(_ data: Data, to path: String) throws {
-        let temporary = path + ".tmp"
+        let temporary = path + ".\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw POSIXFailure(operation: "create", path: temporary) }
         let written = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }

@@ -8,6 +8,8 @@ public final class DownloadEngine: @unchecked Sendable {
     let options: DownloadOptions
     let store: CheckpointStore
     let onEvent: @Sendable (DownloadEvent) -> Void
+    /// Checkpoints are written one at a time (the ticker and the error paths may meet).
+    private let checkpointLock = NSLock()
 
     public init(transport: Transport, options: DownloadOptions, store: CheckpointStore? = nil,
                 onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
@@ -20,6 +22,11 @@ public final class DownloadEngine: @unchecked Sendable {
     public func run() async throws -> DownloadResult {
         let started = Date()
         try transport.checkSupports(makeRequest(headers: options.headers))
+        if let finished = try finishedEarlier() {
+            return DownloadResult(path: options.destination, size: finished, sha256: nil, bytesFetched: 0,
+                                  resumedFrom: finished, skipped: false, completedPartPath: nil, restarts: 0, segments: 0,
+                                  elapsed: Date().timeIntervalSince(started))
+        }
         if FileManager.default.fileExists(atPath: options.destination) {
             switch options.overwrite {
             case .refuse:
@@ -27,7 +34,8 @@ public final class DownloadEngine: @unchecked Sendable {
             case .skipIfIdentical:
                 if let size = try await existingMatches() {
                     return DownloadResult(path: options.destination, size: size, sha256: options.sha256,
-                                          bytesFetched: 0, resumedFrom: size, skipped: true, restarts: 0, segments: 0,
+                                          bytesFetched: 0, resumedFrom: size, skipped: true, completedPartPath: nil,
+                                          restarts: 0, segments: 0,
                                           elapsed: Date().timeIntervalSince(started))
                 }
             case .overwrite:
@@ -59,6 +67,7 @@ public final class DownloadEngine: @unchecked Sendable {
         let (size, digest) = try finalize(state)
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
+                              completedPartPath: options.deferRename ? options.partPath : nil,
                               restarts: restarts, segments: state.plan.segments.count,
                               elapsed: Date().timeIntervalSince(started))
     }
@@ -82,7 +91,20 @@ public final class DownloadEngine: @unchecked Sendable {
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
-        return DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start)
+        return DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
+    }
+
+    /// A previous run finished this download but stopped between renaming the
+    /// file into place and forgetting its checkpoint: the checkpoint says
+    /// complete, the partial file is gone and the destination has the size.
+    private func finishedEarlier() throws -> Int64? {
+        guard let checkpoint = try? store.load(), checkpoint.url == options.url.absoluteString,
+              checkpoint.plan.isComplete, let total = checkpoint.plan.totalSize,
+              !FileManager.default.fileExists(atPath: options.partPath),
+              let size = (try? FileManager.default.attributesOfItem(atPath: options.destination))?[.size] as? NSNumber,
+              size.int64Value == total else { return nil }
+        try? store.remove()
+        return total
     }
 
     /// For `.skipIfIdentical`: the existing file's size when it matches the remote.
@@ -129,7 +151,19 @@ public final class DownloadEngine: @unchecked Sendable {
     /// the rest is split over the connections. No separate probe request.
     private func fetchAll(_ state: DownloadState, fresh: Bool) async throws {
         let ticker = Task { [self] in await tick(state) }
-        defer { ticker.cancel() }
+        do {
+            try await fetchSegments(state, fresh: fresh)
+        } catch {
+            ticker.cancel()
+            await ticker.value
+            throw error
+        }
+        // The ticker must be gone before finalising: its checkpoint would race the final one.
+        ticker.cancel()
+        await ticker.value
+    }
+
+    private func fetchSegments(_ state: DownloadState, fresh: Bool) async throws {
         if fresh && options.connections > 1 {
             try await fetchSegment(0, state: state, firstExchangeOnly: true)
             if !state.plan.isComplete && state.rangesSupported {
@@ -167,7 +201,7 @@ public final class DownloadEngine: @unchecked Sendable {
     /// - Parameter firstExchangeOnly: ask for at most `minSegmentSize` bytes and
     ///   return after the first successful exchange (the start of a segmented download).
     private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false) async throws {
-        var failures = 0
+        var failures = options.priorFailures
         while !state.segment(index).isComplete {
             let segment = state.segment(index)
             let writtenBefore = state.plan.bytesWritten
@@ -211,6 +245,8 @@ public final class DownloadEngine: @unchecked Sendable {
                 failures = madeProgress ? 1 : failures + 1
                 let (failure, described) = classify(error, sink: sink)
                 switch options.retry.decide(failure, attempt: failures, madeProgress: madeProgress) {
+                case .retry(let delay) where delay > 0 && !options.retryInPlace:
+                    throw DownloadDeferred(delay: delay, reason: described, failures: failures)
                 case .retry(let delay):
                     onEvent(.retrying(attempt: failures, delay: delay, reason: described,
                                       resumeAt: madeProgress ? state.segment(index).offset : nil))
@@ -272,9 +308,15 @@ public final class DownloadEngine: @unchecked Sendable {
     }
 
     /// Makes the written bytes durable, then records them: data before the claim.
+    /// With `syncEachFile` off, the caller makes the data durable in batches
+    /// (the queue calls `syncfs` before committing finished jobs).
     func saveCheckpoint(_ state: DownloadState) throws {
+        checkpointLock.lock()
+        defer { checkpointLock.unlock() }
         let checkpoint = state.checkpoint()
-        guard fdatasync(state.fd) == 0 else { throw POSIXFailure(operation: "sync", path: state.partPath) }
+        if options.syncEachFile {
+            guard fdatasync(state.fd) == 0 else { throw POSIXFailure(operation: "sync", path: state.partPath) }
+        }
         try store.save(checkpoint)
     }
 
@@ -293,8 +335,10 @@ public final class DownloadEngine: @unchecked Sendable {
         } else if Int64(info.st_size) < size {
             throw DownloadError.sizeMismatch(path: options.destination, expected: size, actual: Int64(info.st_size))
         }
-        guard fsync(state.fd) == 0 else {
-            throw DownloadError.local(POSIXFailure(operation: "sync", path: state.partPath))
+        if options.syncEachFile {
+            guard fsync(state.fd) == 0 else {
+                throw DownloadError.local(POSIXFailure(operation: "sync", path: state.partPath))
+            }
         }
         var digest: String?
         if let expected = options.sha256 {
@@ -312,10 +356,13 @@ public final class DownloadEngine: @unchecked Sendable {
                          timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0)]
             futimens(state.fd, &times)
         }
+        if options.deferRename { return (size, digest) }
+        // Record completion first: a crash right after the rename is then recognised as done.
+        try saveCheckpoint(state)
         guard rename(state.partPath, options.destination) == 0 else {
             throw DownloadError.local(POSIXFailure(operation: "rename", path: options.destination))
         }
-        AtomicFile.syncDirectory(of: options.destination)
+        if options.syncEachFile { AtomicFile.syncDirectory(of: options.destination) }
         try? store.remove()
         return (size, digest)
     }

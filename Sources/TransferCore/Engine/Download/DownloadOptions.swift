@@ -32,6 +32,19 @@ public struct DownloadOptions: Sendable {
     public var maxRate: Int64?
     /// Seconds between durable checkpoints.
     public var checkpointInterval: TimeInterval
+    /// A rate cap shared with other downloads (the queue's `--limit-rate`).
+    public var sharedLimiter: BandwidthLimiter?
+    /// False in the queue: a failure that needs a backoff delay ends the attempt
+    /// with `DownloadDeferred` so the job waits without holding a slot.
+    public var retryInPlace = true
+    /// fsync the file before each checkpoint and before the rename. The queue
+    /// turns this off and syncs the filesystem once per batch of finished jobs.
+    public var syncEachFile = true
+    /// Leave the verified file at `partPath` and let the caller rename it (the
+    /// queue renames a batch after recording it as `finishing`).
+    public var deferRename = false
+    /// Failed attempts without progress before this run (the job's count in the queue).
+    public var priorFailures = 0
     /// On a transport without backpressure, the most that all of this
     /// download's requests together may have asked for and not yet received.
     public var windowBudgetWithoutBackpressure: Int64 = 8 << 20
@@ -61,6 +74,15 @@ public struct DownloadOptions: Sendable {
     public var statePath: String { destination + ".part.state" }
 }
 
+/// A download attempt failed in a way that wants a pause before the next
+/// (only when `retryInPlace` is false): the queue schedules the retry.
+public struct DownloadDeferred: Error, CustomStringConvertible {
+    public var delay: TimeInterval
+    public var reason: String
+    public var failures: Int
+    public var description: String { reason }
+}
+
 /// What a finished download did.
 public struct DownloadResult: Sendable {
     public var path: String
@@ -72,6 +94,8 @@ public struct DownloadResult: Sendable {
     /// Bytes already on disk from an earlier run when this one started.
     public var resumedFrom: Int64
     public var skipped: Bool
+    /// Set when `deferRename` left the complete file at the partial path.
+    public var completedPartPath: String?
     public var restarts: Int
     /// Segments in the final plan (more than planned when idle connections took over slow ones).
     public var segments: Int

@@ -25,7 +25,8 @@ final class DownloadSink: ResponseSink {
     private var requestedEnd: Int64?
     private let sentRange: Bool
     private var mode = Mode.awaitingHead
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: DownloadSink.bufferSize, alignment: 64)
+    /// Allocated when the body starts, no bigger than the response needs.
+    private var buffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     private var buffered = 0
     /// File offset of the first byte in `buffer`.
     private var bufferOffset: Int64 = 0
@@ -40,8 +41,15 @@ final class DownloadSink: ResponseSink {
 
     deinit { buffer.deallocate() }
 
+    private func allocateBuffer(expected: Int64?) {
+        guard buffer.baseAddress == nil else { return }
+        let size = Int(min(Int64(Self.bufferSize), max(64 * 1024, expected ?? Int64(Self.bufferSize))))
+        buffer = .allocate(byteCount: size, alignment: 64)
+    }
+
     func receive(head: ResponseHead) throws {
         let responseValidators = ResponseValidators(headers: head.headers)
+        allocateBuffer(expected: head.headers["Content-Length"].flatMap(Int64.init))
         switch head.status {
         case 206:
             guard let range = head.headers["Content-Range"].flatMap(ContentRange.init(header:)) else {
@@ -102,6 +110,7 @@ final class DownloadSink: ResponseSink {
 
     func receive(body: UnsafeRawBufferPointer) throws {
         state.recordReceived(body.count)
+        state.limiter?.consume(body.count)
         switch mode {
         case .writing:
             try write(body)

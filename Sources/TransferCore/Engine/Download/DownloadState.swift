@@ -7,6 +7,7 @@ final class DownloadState: @unchecked Sendable {
     let fd: Int32
     let partPath: String
     let url: URL
+    let limiter: BandwidthLimiter?
 
     private struct Fields {
         var plan: SegmentPlan
@@ -19,7 +20,8 @@ final class DownloadState: @unchecked Sendable {
 
     private let fields: Locked<Fields>
 
-    init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint) {
+    init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil) {
+        self.limiter = limiter
         self.fd = fd
         self.partPath = partPath
         self.url = url

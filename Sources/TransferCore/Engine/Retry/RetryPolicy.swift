@@ -153,22 +153,57 @@ public enum RetryAfter: Sendable, Equatable {
 public enum HTTPDate {
     private static let formats = ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
 
-    private static func formatter(_ format: String) -> DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = format
-        return formatter
+    /// Formatters are costly to make: one set, used under a lock.
+    private static let formatters = Locked<[String: DateFormatter]>([:])
+
+    private static func withFormatter<R>(_ format: String, _ body: (DateFormatter) -> R) -> R {
+        formatters.withLock { cache in
+            let formatter = cache[format] ?? {
+                let made = DateFormatter()
+                made.locale = Locale(identifier: "en_US_POSIX")
+                made.timeZone = TimeZone(identifier: "GMT")
+                made.dateFormat = format
+                cache[format] = made
+                return made
+            }()
+            return body(formatter)
+        }
     }
 
     public static func parse(_ text: String) -> Date? {
+        if let date = parseIMFFixdate(text) { return date }
         for format in formats {
-            if let date = formatter(format).date(from: text) { return date }
+            if let date = withFormatter(format, { $0.date(from: text) }) { return date }
         }
         return nil
     }
 
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// The one format servers send today (`Sun, 06 Nov 1994 08:49:37 GMT`), parsed
+    /// without a formatter: it is on the path of every download.
+    static func parseIMFFixdate(_ text: String) -> Date? {
+        let parts = text.split(separator: " ")
+        guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
+              let day = Int(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]) else {
+            return nil
+        }
+        let clock = parts[4].split(separator: ":")
+        guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
+              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else {
+            return nil
+        }
+        var fields = tm()
+        fields.tm_year = Int32(year - 1900)
+        fields.tm_mon = Int32(monthIndex)
+        fields.tm_mday = Int32(day)
+        fields.tm_hour = Int32(hour)
+        fields.tm_min = Int32(minute)
+        fields.tm_sec = Int32(second)
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&fields)))
+    }
+
     public static func format(_ date: Date) -> String {
-        formatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'").string(from: date)
+        withFormatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'") { $0.string(from: date) }
     }
 }

@@ -135,7 +135,7 @@ final class CurlExchange {
     // MARK: Callbacks (loop thread)
 
     func handleHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
-        let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = HTTPHeaders.trimmed(Substring(String(decoding: bytes, as: UTF8.self)))
         if line.hasPrefix("HTTP/") {
             headerLines = []
         } else if !line.isEmpty {

@@ -1,0 +1,31 @@
+import Foundation
+
+/// A token bucket shared by every transfer of a run (`--limit-rate`): the
+/// total receive rate stays at the cap however many transfers are active.
+/// Writers call `consume` before using bytes and sleep when ahead of the rate.
+public final class BandwidthLimiter: @unchecked Sendable {
+    public let bytesPerSecond: Double
+    private let burst: Double
+    private var tokens: Double
+    private var last: DispatchTime
+    private let lock = NSLock()
+
+    public init(bytesPerSecond: Int64) {
+        self.bytesPerSecond = Double(bytesPerSecond)
+        burst = max(Double(bytesPerSecond) / 10, 64 * 1024)
+        tokens = burst
+        last = .now()
+    }
+
+    /// Takes `count` bytes from the bucket, sleeping the caller until they are available.
+    public func consume(_ count: Int) {
+        lock.lock()
+        let now = DispatchTime.now()
+        let elapsed = Double(now.uptimeNanoseconds - last.uptimeNanoseconds) / 1e9
+        last = now
+        tokens = min(burst, tokens + elapsed * bytesPerSecond) - Double(count)
+        let wait = tokens < 0 ? -tokens / bytesPerSecond : 0
+        lock.unlock()
+        if wait > 0 { usleep(UInt32(min(wait, 5) * 1_000_000)) }
+    }
+}

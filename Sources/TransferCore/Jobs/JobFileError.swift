@@ -1,0 +1,35 @@
+/// One thing wrong with a job file: where, what, and how to fix it.
+public struct JobFileError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var file: String
+    /// 1-based position of the job in the file (or line in a `.urls` list).
+    public var job: Int?
+    public var id: String?
+    public var field: String?
+    public var message: String
+    public var fix: String?
+
+    public init(file: String, job: Int? = nil, id: String? = nil, field: String? = nil, message: String, fix: String? = nil) {
+        self.file = file
+        self.job = job
+        self.id = id
+        self.field = field
+        self.message = message
+        self.fix = fix
+    }
+
+    public var description: String {
+        var text = file
+        if let job { text += ": job \(job)" }
+        if let id { text += " (id \"\(id)\")" }
+        if let field { text += ": field \"\(field)\"" }
+        text += ": \(message)"
+        if let fix { text += " — \(fix)" }
+        return text
+    }
+}
+
+/// All problems found in one file.
+public struct JobFileRejection: Error, Sendable, CustomStringConvertible {
+    public var errors: [JobFileError]
+    public var description: String { errors.map(\.description).joined(separator: "\n") }
+}

@@ -1,0 +1,339 @@
+import Foundation
+
+/// Reads job files, version 1: JSON (`NAME.json`: one job, or `{"jobs": [...]}`)
+/// and URL lists (`NAME.urls`: `URL [DEST_DIR]` per line, `#` comments).
+///
+/// Validation is strict — unknown keys, wrong types, empty URLs, unsupported
+/// schemes, paths that leave the root and duplicate ids are errors that name
+/// the file, the job, the field and the fix. Nothing is expanded here:
+/// `${env:NAME}` references stay as written.
+public struct JobFileParser: Sendable {
+    /// Larger files are rejected unread: split them.
+    public static let maxFileSize = 8 << 20
+    public static let formatVersion = 1
+
+    /// Destinations and upload sources must lie inside this directory.
+    public let root: String
+
+    public init(root: String) {
+        self.root = PathNormalization.normalize(root)
+    }
+
+    /// The extensions ingest reads; other files in the queue folder are left alone.
+    public static func isJobFile(_ name: String) -> Bool {
+        !name.hasPrefix(".") && (name.hasSuffix(".json") || name.hasSuffix(".urls"))
+    }
+
+    public func parse(name: String, data: Data) -> Result<[JobSpec], JobFileRejection> {
+        func reject(_ message: String, fix: String? = nil) -> Result<[JobSpec], JobFileRejection> {
+            .failure(JobFileRejection(errors: [JobFileError(file: name, message: message, fix: fix)]))
+        }
+        guard data.count <= Self.maxFileSize else {
+            return reject("the file is \(data.count) bytes; the limit is \(Self.maxFileSize) bytes",
+                          fix: "split it into several job files")
+        }
+        guard let text = String(data: data, encoding: .utf8), !text.contains("\u{0}") else {
+            return reject("not UTF-8 text (binary data?)", fix: "job files are JSON or URL lists")
+        }
+        guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            return reject("the file is empty", fix: "write one job as a JSON object, or one URL per line in a .urls file")
+        }
+        let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
+        let tag = "\(stem)-\(SHA256Hasher.hex(of: data).prefix(6))"
+        var context = Context(file: name, idPrefix: tag, root: root)
+        if name.hasSuffix(".urls") {
+            context.parseList(text)
+        } else {
+            do {
+                context.parseDocument(try JSONValue.parse(data))
+            } catch {
+                return reject("not valid JSON (\(Self.describe(error)))", fix: "check the syntax, e.g. with `jq . \(name)`")
+            }
+        }
+        return context.errors.isEmpty ? .success(context.jobs) : .failure(JobFileRejection(errors: context.errors))
+    }
+
+    static func describe(_ error: Error) -> String {
+        if case DecodingError.dataCorrupted(let context) = error {
+            return (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
+                ?? context.debugDescription
+        }
+        return "\(error)"
+    }
+}
+
+/// The accumulating state of parsing one file.
+struct Context {
+    let file: String
+    let idPrefix: String
+    let root: String
+    var jobs: [JobSpec] = []
+    var errors: [JobFileError] = []
+    private var seenIDs: Set<String> = []
+
+    init(file: String, idPrefix: String, root: String) {
+        self.file = file
+        self.idPrefix = idPrefix
+        self.root = root
+    }
+
+    mutating func fail(_ job: Int?, _ id: String?, _ field: String?, _ message: String, fix: String? = nil) {
+        if errors.count < 50 {
+            errors.append(JobFileError(file: file, job: job, id: id, field: field, message: message, fix: fix))
+        }
+    }
+
+    // MARK: URL lists
+
+    mutating func parseList(_ text: String) {
+        for (offset, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty, !line.hasPrefix("#") else { continue }
+            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let number = offset + 1
+            guard parts.count <= 2 else {
+                fail(number, nil, nil, "line \(number) has \(parts.count) words", fix: "write `URL [DEST_DIR]`")
+                continue
+            }
+            let id = "\(idPrefix)-\(jobs.count + errors.count + 1)"
+            guard let url = checkURL(parts[0], kind: .download, job: number, id: id) else { continue }
+            let directory = parts.count == 2 ? parts[1] + "/" : nil
+            guard let destination = resolveDestination(directory, url: url, job: number, id: id) else { continue }
+            var spec = JobSpec(id: id, kind: .download, url: url, destination: destination)
+            spec.priority = 0
+            jobs.append(spec)
+        }
+        if jobs.isEmpty && errors.isEmpty {
+            fail(nil, nil, nil, "the list has no URLs", fix: "write one URL per line")
+        }
+    }
+
+    // MARK: JSON
+
+    mutating func parseDocument(_ document: JSONValue) {
+        guard case .object(let top) = document else {
+            fail(nil, nil, nil, "the top level is \(document.typeName)",
+                 fix: "write one job as an object, or {\"jobs\": [...]} for several")
+            return
+        }
+        if let version = top["version"] {
+            guard case .integer(let number) = version, number == Int64(JobFileParser.formatVersion) else {
+                fail(nil, nil, "version", "this transferd reads version \(JobFileParser.formatVersion), found \(describe(version))",
+                     fix: "write \"version\": 1 or use a newer transferd")
+                return
+            }
+        }
+        if let list = top["jobs"] {
+            let extra = Set(top.keys).subtracting(["jobs", "version"])
+            for key in extra.sorted() {
+                fail(nil, nil, key, "unknown key next to \"jobs\"", fix: "put job fields inside the objects of \"jobs\"")
+            }
+            guard case .array(let items) = list else {
+                fail(nil, nil, "jobs", "must be a list of job objects, not \(list.typeName)")
+                return
+            }
+            guard !items.isEmpty else {
+                fail(nil, nil, "jobs", "the list is empty", fix: "add at least one job")
+                return
+            }
+            for (index, item) in items.enumerated() {
+                guard case .object(let fields) = item else {
+                    fail(index + 1, nil, nil, "is \(item.typeName), not a job object")
+                    continue
+                }
+                parseJob(fields, number: index + 1)
+            }
+        } else {
+            var fields = top
+            fields["version"] = nil
+            parseJob(fields, number: 1)
+        }
+    }
+
+    private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate"]
+    private static let keysByKind: [JobSpec.Kind: Set<String>] = [
+        .download: ["dest", "connections", "sha256", "overwrite"],
+        .put: ["source", "method", "content_type", "sha256"],
+        .form: ["fields", "files"],
+        .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type"],
+    ]
+
+    mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
+        let errorsBefore = errors.count
+        var reader = FieldReader(fields: fields)
+        let givenID = reader.string("id")
+        let id = givenID ?? "\(idPrefix)-\(number)"
+        let display = givenID
+        func fail(_ field: String?, _ message: String, fix: String? = nil) {
+            self.fail(number, display, field, message, fix: fix)
+        }
+
+        if let givenID {
+            if givenID.isEmpty || givenID.count > 128
+                || !givenID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._:-".contains($0)) }) {
+                fail("id", "must be 1–128 letters, digits or . _ : -", fix: "pick a simple stable name")
+            } else if seenIDs.contains(givenID) {
+                fail("id", "the same id is used twice in this file", fix: "ids must be unique")
+            }
+            seenIDs.insert(givenID)
+        }
+
+        let typeName = reader.string("type") ?? "download"
+        guard let kind = JobSpec.Kind(rawValue: typeName) else {
+            fail("type", "unknown job type \"\(typeName)\"",
+                 fix: "use one of \(JobSpec.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+            return
+        }
+        let allowed = Self.commonKeys.union(Self.keysByKind[kind]!)
+        for key in fields.keys.sorted() where !allowed.contains(key) {
+            let suggestion = Spelling.closest(to: key, in: allowed).map { "did you mean \"\($0)\"?" }
+            let elsewhere = Self.keysByKind.first { $0.value.contains(key) }.map { "it belongs to \"\($0.key.rawValue)\" jobs" }
+            fail(key, "unknown key for a \(kind.rawValue) job", fix: suggestion ?? elsewhere ?? "remove it")
+        }
+
+        guard let rawURL = reader.string("url") else {
+            fail("url", reader.has("url") ? "must be a string" : "is missing", fix: "every job needs a \"url\"")
+            reportTypeErrors(reader, number: number, id: display)
+            return
+        }
+        let url = checkURL(rawURL, kind: kind, job: number, id: display)
+        var spec = JobSpec(id: id, kind: kind, url: url ?? rawURL)
+
+        spec.priority = reader.integer("priority", in: -1000...1000).map(Int.init) ?? 0
+        if let transport = reader.string("transport") {
+            if ["curl", "urlsession"].contains(transport) { spec.transport = transport } else {
+                fail("transport", "unknown transport \"\(transport)\"", fix: "use \"curl\" or \"urlsession\"")
+            }
+        }
+        if let headers = reader.stringMap("headers") {
+            for (name, value) in headers {
+                if let problem = EnvironmentReference.problem(in: value) {
+                    fail("headers", "\(name): \(problem)", fix: "write a secret as ${env:NAME}")
+                }
+                if name.isEmpty || name.contains(where: { $0 == ":" || $0 == " " || $0 == "\n" }) {
+                    fail("headers", "\"\(name)\" is not a header name")
+                }
+            }
+            spec.headers = headers
+        }
+        spec.retries = reader.integer("retries", in: 1...1000).map(Int.init)
+        if let rate = reader.string("limit_rate") {
+            if let bytes = ByteSize.parse(rate), bytes > 0 { spec.limitRate = bytes } else {
+                fail("limit_rate", "\"\(rate)\" is not a rate", fix: "write e.g. \"500K\" or \"10M\" (bytes per second)")
+            }
+        }
+
+        switch kind {
+        case .download:
+            spec.connections = reader.integer("connections", in: 1...64).map(Int.init)
+            spec.sha256 = reader.string("sha256")?.lowercased()
+            if let sha = spec.sha256, !(sha.count == 64 && sha.allSatisfy(\.isHexDigit)) {
+                fail("sha256", "must be 64 hex digits")
+            }
+            if let policy = reader.string("overwrite") {
+                if let value = OverwritePolicy(rawValue: policy) { spec.overwrite = value } else {
+                    fail("overwrite", "unknown policy \"\(policy)\"", fix: "use \"refuse\", \"overwrite\" or \"skip\"")
+                }
+            }
+            if let url, errors.count == errorsBefore || reader.string("dest") != nil {
+                spec.destination = resolveDestination(reader.string("dest"), url: url, job: number, id: display)
+            }
+        case .put:
+            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
+            spec.method = reader.string("method")?.uppercased()
+            if let method = spec.method, !["PUT", "POST"].contains(method) {
+                fail("method", "must be \"PUT\" or \"POST\"")
+            }
+            spec.contentType = reader.string("content_type")
+            spec.sha256 = reader.string("sha256")?.lowercased()
+        case .form:
+            spec.fields = reader.stringMap("fields")
+            spec.files = reader.formFiles("files")?.map { file in
+                var copy = file
+                copy.path = resolveSource(file.path, job: number, id: display, required: true) ?? file.path
+                return copy
+            }
+            if (spec.fields ?? [:]).isEmpty && (spec.files ?? []).isEmpty {
+                fail("fields", "a form job needs \"fields\" or \"files\"")
+            }
+        case .s3Upload:
+            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
+            spec.partSize = reader.string("part_size").flatMap { text in
+                guard let bytes = ByteSize.parse(text), bytes >= 5 << 20 else {
+                    fail("part_size", "\"\(text)\" is below S3's 5 MiB minimum or not a size", fix: "write e.g. \"16M\"")
+                    return nil
+                }
+                return bytes
+            }
+            spec.partsInFlight = reader.integer("parts_in_flight", in: 1...64).map(Int.init)
+            spec.region = reader.string("region")
+            spec.endpoint = reader.string("endpoint")
+            spec.profile = reader.string("profile")
+            spec.contentType = reader.string("content_type")
+        }
+        reportTypeErrors(reader, number: number, id: display)
+        if errors.count == errorsBefore { jobs.append(spec) }
+    }
+
+    private mutating func reportTypeErrors(_ reader: FieldReader, number: Int, id: String?) {
+        for problem in reader.problems { fail(number, id, problem.field, problem.message) }
+    }
+
+    private func describe(_ value: JSONValue) -> String {
+        if case .integer(let number) = value { return String(number) }
+        return value.typeName
+    }
+
+    // MARK: URLs and paths
+
+    mutating func checkURL(_ text: String, kind: JobSpec.Kind, job: Int, id: String?) -> String? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else {
+            fail(job, id, "url", "is empty", fix: "give the address to transfer")
+            return nil
+        }
+        guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased() else {
+            fail(job, id, "url", "\"\(trimmed)\" is not a URL")
+            return nil
+        }
+        let schemes: [String] = kind == .s3Upload ? ["s3"] : ["http", "https"]
+        guard schemes.contains(scheme) else {
+            fail(job, id, "url", "the scheme \"\(scheme)\" is not supported for \(kind.rawValue) jobs",
+                 fix: "use \(schemes.map { "\($0)://" }.joined(separator: " or "))")
+            return nil
+        }
+        guard url.host?.isEmpty == false else {
+            fail(job, id, "url", "\"\(trimmed)\" has no host")
+            return nil
+        }
+        return trimmed
+    }
+
+    /// An absolute, normalised path inside the root, or nil after recording why not.
+    mutating func resolveInsideRoot(_ path: String, field: String, job: Int, id: String?) -> String? {
+        let absolute = path.hasPrefix("/") ? path : (root as NSString).appendingPathComponent(path)
+        let normalised = PathNormalization.normalize(absolute)
+        guard normalised == root || normalised.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
+            fail(job, id, field, "\"\(path)\" is outside the root \(root)",
+                 fix: "use a path inside the root, or run with --root set to a folder that contains it")
+            return nil
+        }
+        return normalised
+    }
+
+    mutating func resolveDestination(_ dest: String?, url: String, job: Int, id: String?) -> String? {
+        var name = URL(string: url)?.lastPathComponent ?? ""
+        if name.isEmpty || name == "/" { name = "index.html" }
+        guard let dest, !dest.isEmpty else { return resolveInsideRoot(name, field: "dest", job: job, id: id) }
+        let path = dest.hasSuffix("/") ? dest + name : dest
+        return resolveInsideRoot(path, field: "dest", job: job, id: id)
+    }
+
+    mutating func resolveSource(_ source: String?, job: Int, id: String?, required: Bool) -> String? {
+        guard let source, !source.isEmpty else {
+            if required { fail(job, id, "source", "is missing", fix: "name the local file to upload") }
+            return nil
+        }
+        return resolveInsideRoot(source, field: "source", job: job, id: id)
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+
+/// One job as the user described it, validated. Secrets stay as `${env:NAME}`
+/// references here and in the store; they are expanded only when the job runs.
+public struct JobSpec: Codable, Equatable, Sendable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
+        /// HTTP(S) download to a file.
+        case download
+        /// Streamed PUT (or POST) of one file's bytes.
+        case put
+        /// Streamed multipart/form-data POST of fields and files.
+        case form
+        /// S3 multipart upload of a file or a directory.
+        case s3Upload = "s3-upload"
+    }
+
+    /// One file part of a multipart/form-data upload.
+    public struct FormFile: Codable, Equatable, Sendable {
+        public var field: String
+        public var path: String
+        public var filename: String?
+        public var contentType: String?
+    }
+
+    public var id: String
+    public var kind: Kind
+    public var url: String
+    /// Download: where the file goes (absolute, inside the root). Uploads: unused.
+    public var destination: String?
+    /// Uploads: the local file (or directory for S3).
+    public var source: String?
+    public var headers: [String: String]
+    public var priority: Int
+    public var transport: String?
+    public var connections: Int?
+    public var sha256: String?
+    public var overwrite: OverwritePolicy?
+    public var retries: Int?
+    public var limitRate: Int64?
+    // Uploads (executed from the upload engine onward).
+    public var method: String?
+    public var contentType: String?
+    public var fields: [String: String]?
+    public var files: [FormFile]?
+    public var partSize: Int64?
+    public var partsInFlight: Int?
+    public var region: String?
+    public var endpoint: String?
+    public var profile: String?
+
+    public init(id: String, kind: Kind, url: String, destination: String? = nil, source: String? = nil,
+                headers: [String: String] = [:], priority: Int = 0) {
+        self.id = id
+        self.kind = kind
+        self.url = url
+        self.destination = destination
+        self.source = source
+        self.headers = headers
+        self.priority = priority
+    }
+
+    /// The host jobs are grouped by for the per-host connection limit.
+    public var host: String { URL(string: url)?.host ?? "" }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// The folders of a queue directory.
+///
+/// ```
+/// queue.d/            job files dropped by users (*.json, *.urls)
+///   accepted/         ingested files, moved here once their jobs are recorded
+///   rejected/         invalid files, each with NAME.error beside it
+///   done/  failed/    one result file per finished job (ID.json)
+///   .transferd/       the state store (state.db) and the run lock
+/// ```
+public struct QueueLayout: Sendable {
+    public let directory: String
+    /// Destinations and upload sources must lie inside this folder.
+    public let root: String
+
+    public init(directory: String, root: String? = nil) {
+        func absolute(_ path: String) -> String {
+            let full = path.hasPrefix("/") ? path
+                : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+            return PathNormalization.normalize(full)
+        }
+        self.directory = absolute(directory)
+        self.root = root.map(absolute) ?? (absolute(directory) as NSString).deletingLastPathComponent
+    }
+
+    public var accepted: String { path("accepted") }
+    public var rejected: String { path("rejected") }
+    public var done: String { path("done") }
+    public var failed: String { path("failed") }
+    public var stateDirectory: String { path(".transferd") }
+    public var database: String { path(".transferd/state.db") }
+    public var lockFile: String { path(".transferd/run.lock") }
+
+    public func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+
+    /// Creates the folders; throws with the path when the queue folder is missing.
+    public func prepare() throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw QueueError.noQueue(directory)
+        }
+        for folder in [accepted, rejected, done, failed, stateDirectory] {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
+    }
+}
+
+public enum QueueError: Error, CustomStringConvertible {
+    case noQueue(String)
+    case locked(String)
+    case unknownJob(String)
+
+    public var description: String {
+        switch self {
+        case .noQueue(let path): return "\(path) is not a folder; create it (mkdir -p \(path)) or name another queue"
+        case .locked(let detail): return detail
+        case .unknownJob(let id): return "no job with id \"\(id)\"; `transferd status` lists them"
+        }
+    }
+}
+
+/// The lock that keeps two `transferd run` processes off one queue: an
+/// exclusive `flock` on `.transferd/run.lock`, released by the kernel when the
+/// process dies, so a crash never leaves a stale lock behind.
+public final class RunLock {
+    private let fd: Int32
+
+    public init(path: String) throws {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw POSIXFailure(operation: "open", path: path) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let n = pread(fd, &buffer, 63, 0)
+            let holder = n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
+            close(fd)
+            throw QueueError.locked("another transferd run (pid \(holder)) is working this queue; wait for it to finish or stop it first")
+        }
+        let pid = "\(getpid())\n"
+        ftruncate(fd, 0)
+        _ = pid.withCString { pwrite(fd, $0, strlen($0), 0) }
+    }
+
+    deinit {
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}

@@ -1,0 +1,275 @@
+import Foundation
+
+/// Works a queue: ingests job files, claims runnable jobs under the limits,
+/// runs them, records every outcome, and stops when nothing is left to run
+/// (or keeps watching with `watch`).
+///
+/// One loop owns the decisions; jobs run as tasks and report back through a
+/// mailbox (`Wake`). Its cost per step follows the active jobs: claiming asks
+/// the store's index for as many jobs as there are free slots.
+public final class QueueRunner: @unchecked Sendable {
+    enum Wake: Sendable {
+        case tick
+        case files
+        case stop
+        case finished(String, JobOutcome)
+    }
+
+    enum JobOutcome: Sendable {
+        case done(DownloadResult)
+        case retry(delay: TimeInterval, reason: String, failures: Int)
+        case failed(String)
+        case interrupted
+        case cancelled
+    }
+
+    /// A job being transferred.
+    final class ActiveJob: @unchecked Sendable {
+        let record: JobRecord
+        let connections: Int
+        var task: Task<Void, Never>?
+        let progress = Locked(ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0))
+        let cancelledByUser = Locked(false)
+        init(record: JobRecord, connections: Int) {
+            self.record = record
+            self.connections = connections
+        }
+    }
+
+    let layout: QueueLayout
+    let store: QueueStore
+    let options: RunOptions
+    let onEvent: @Sendable (QueueEvent) -> Void
+    let transports: TransportPool
+    let limiter: BandwidthLimiter?
+    let results: ResultFiles
+    private let mailbox: AsyncStream<Wake>
+    private let post: AsyncStream<Wake>.Continuation
+    private var active: [String: ActiveJob] = [:]
+    /// Read once: building the environment dictionary is costly.
+    let environment = ProcessInfo.processInfo.environment
+    /// Destination folders known to exist.
+    private let folders = Locked<Set<String>>([])
+    /// Finished downloads whose "done" is committed in the next batch, after one filesystem sync.
+    private var pendingDone: [(job: ActiveJob, result: DownloadResult, elapsed: TimeInterval?)] = []
+    private var lastFlush = Date()
+    /// Job files whose result files are out of date.
+    private var changedSources: Set<String> = []
+    private var lastResultUpdate = Date()
+
+    public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
+                onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
+        self.layout = layout
+        self.store = store
+        self.options = options
+        self.onEvent = onEvent
+        self.transports = TransportPool()
+        self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
+        self.results = ResultFiles(layout: layout, store: store)
+        (mailbox, post) = AsyncStream<Wake>.makeStream()
+    }
+
+    /// Asks the run to stop: no new jobs; running ones checkpoint and pause.
+    public func stop() { post.yield(.stop) }
+
+    public func run() async throws -> RunSummary {
+        var summary = RunSummary()
+        try completeFinishing()
+        _ = try store.recoverInterrupted()
+        try ingest()
+        let ticker = Task { [post] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 500_000_000)
+                post.yield(.tick)
+            }
+        }
+        defer { ticker.cancel() }
+        let watcher = options.watch ? DirectoryWatcher(path: layout.directory) { [post] in post.yield(.files) } : nil
+        defer { watcher?.stop() }
+
+        var stopping = false
+        post.yield(.tick)
+        for await wake in mailbox {
+            switch wake {
+            case .tick:
+                try saveProgressAndHonourCancels()
+                if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
+            case .files:
+                if !stopping { try ingest() }
+            case .stop:
+                if !stopping {
+                    stopping = true
+                    summary.interrupted = true
+                    for job in active.values { job.task?.cancel() }
+                }
+            case .finished(let id, let outcome):
+                if let job = active.removeValue(forKey: id) {
+                    try record(outcome, for: job, into: &summary)
+                }
+            }
+            if !stopping { try fillSlots() }
+            if !pendingDone.isEmpty && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
+                try flushDone(into: &summary)
+            }
+            if active.isEmpty {
+                if stopping { break }
+                if !options.watch, try store.nextWakeup() == nil { break }
+            }
+        }
+        try updateResultFiles()
+        summary.failedInStore = try store.counts()[.failed] ?? 0
+        return summary
+    }
+
+    // MARK: Steps
+
+    private func ingest() throws {
+        let report = try QueueIngestor(layout: layout, store: store).ingestAll()
+        if report.files > 0 {
+            onEvent(.ingested(files: report.files, jobs: report.jobsAdded, rejected: report.rejected.map(\.errors)))
+        }
+    }
+
+    private func fillSlots() throws {
+        let free = options.maxJobs - active.count
+        // Claim in groups (a quarter of the slots) rather than one job per transaction.
+        guard free > 0, free >= max(1, options.maxJobs / 4) || active.isEmpty else { return }
+        var hostUse: [String: Int] = [:]
+        for job in active.values { hostUse[job.record.spec.host, default: 0] += job.connections }
+        let claimed = try store.claimRunnable(limit: free, now: Date()) { record in
+            let connections = self.connections(for: record.spec)
+            let used = hostUse[record.spec.host, default: 0]
+            // A job wider than the limit may still run alone on its host.
+            guard used == 0 || used + connections <= options.maxConnectionsPerHost else { return false }
+            hostUse[record.spec.host] = used + connections
+            return true
+        }
+        for record in claimed { start(record) }
+    }
+
+    private func connections(for spec: JobSpec) -> Int {
+        min(spec.connections ?? options.connections, max(1, options.maxConnectionsPerHost))
+    }
+
+    private func start(_ record: JobRecord) {
+        let job = ActiveJob(record: record, connections: connections(for: record.spec))
+        active[record.id] = job
+        onEvent(.started(id: record.id, url: Redaction.url(URL(string: record.spec.url)!), destination: record.spec.destination))
+        job.task = Task { [self, post] in
+            let outcome = await execute(job)
+            post.yield(.finished(record.id, outcome))
+        }
+    }
+
+    private func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {
+        let record = job.record
+        let elapsed = record.startedAt.map { Date().timeIntervalSince($0) }
+        switch outcome {
+        case .done(let result):
+            pendingDone.append((job, result, elapsed))
+        case .retry(let delay, let reason, let failures):
+            try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: failures)
+            onEvent(.retrying(id: record.id, delay: delay, reason: reason))
+        case .failed(let message):
+            try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
+            changedSources.insert(record.sourceFile)
+            summary.failed += 1
+            onEvent(.finished(id: record.id, state: .failed, bytes: nil, elapsed: elapsed, error: message))
+        case .cancelled:
+            try store.finish(record.id, state: .cancelled, error: "cancelled by the user", bytes: nil, sha256: nil, at: Date())
+            changedSources.insert(record.sourceFile)
+            summary.cancelled += 1
+            onEvent(.finished(id: record.id, state: .cancelled, bytes: nil, elapsed: elapsed, error: nil))
+        case .interrupted:
+            try store.pause([record.id])
+            onEvent(.paused(count: 1))
+        }
+    }
+
+    /// Makes the finished files durable with one `syncfs` of the root's
+    /// filesystem, then commits their "done" in one transaction.
+    private func flushDone(into summary: inout RunSummary) throws {
+        let batch = pendingDone
+        pendingDone = []
+        lastFlush = Date()
+        let fd = open(layout.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            _ = linuxSyncfs(fd)
+            close(fd)
+        }
+        let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
+        // Recorded as finishing before the renames, so a run that dies among them completes them next time.
+        try store.markFinishing(finished)
+        for item in batch {
+            if let part = item.result.completedPartPath, rename(part, item.result.path) != 0 {
+                throw POSIXFailure(operation: "rename \(part) to", path: item.result.path)
+            }
+        }
+        try store.finishDone(finished, at: Date())
+        for item in batch {
+            let record = item.job.record
+            changedSources.insert(record.sourceFile)
+            summary.done += 1
+            onEvent(.finished(id: record.id, state: .done, bytes: item.result.size, elapsed: item.elapsed, error: nil))
+        }
+    }
+
+    /// Creates a destination folder once per run.
+    func ensureFolder(_ path: String) throws {
+        guard !folders.withLock({ $0.contains(path) }) else { return }
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        folders.withLock { _ = $0.insert(path) }
+    }
+
+    /// Jobs an earlier run left `finishing`: rename what is still at the partial path, then done.
+    private func completeFinishing() throws {
+        let jobs = try store.jobs(in: .finishing)
+        var finished: [(id: String, bytes: Int64, sha256: String?)] = []
+        for job in jobs {
+            guard let destination = job.spec.destination else { continue }
+            let part = destination + ".part"
+            if FileManager.default.fileExists(atPath: part) && rename(part, destination) != 0 {
+                throw POSIXFailure(operation: "rename \(part) to", path: destination)
+            }
+            finished.append((job.id, job.bytesTotal ?? job.bytesDone, job.sha256))
+            changedSources.insert(job.sourceFile)
+        }
+        try store.finishDone(finished, at: Date())
+    }
+
+    private func updateResultFiles() throws {
+        lastResultUpdate = Date()
+        guard !changedSources.isEmpty else { return }
+        try results.update(sourceFiles: changedSources)
+        changedSources = []
+    }
+
+    private func saveProgressAndHonourCancels() throws {
+        var snapshots: [String: ProgressSnapshot] = [:]
+        for (id, job) in active { snapshots[id] = job.progress.current }
+        try store.saveProgress(snapshots)
+        for id in try store.cancelRequested(among: Array(active.keys)) {
+            guard let job = active[id] else { continue }
+            job.cancelledByUser.withLock { $0 = true }
+            job.task?.cancel()
+        }
+    }
+}
+
+/// One instance of each backend for the whole run, made on first use.
+final class TransportPool: @unchecked Sendable {
+    private let transports = Locked<[String: Transport]>([:])
+
+    func transport(named name: String) -> Transport {
+        transports.withLock { pool in
+            if let existing = pool[name] { return existing }
+            let made: Transport = name == "urlsession" ? URLSessionTransport() : CurlTransport()
+            pool[name] = made
+            return made
+        }
+    }
+}
+
+/// syncfs(2): flushes one filesystem (declared only under _GNU_SOURCE, which Swift's Glibc module lacks).
+@_silgen_name("syncfs")
+private func linuxSyncfs(_ fd: Int32) -> Int32

@@ -1,0 +1,46 @@
+import Foundation
+
+/// How `transferd run` works a queue.
+public struct RunOptions: Sendable {
+    /// Jobs transferring at once.
+    public var maxJobs = 8
+    /// Connections to one host at once, over all jobs (a segmented job counts each segment).
+    public var maxConnectionsPerHost = 16
+    /// Range connections per download job, unless the job says otherwise.
+    public var connections = 1
+    /// Backend for jobs that do not name one.
+    public var transport = "curl"
+    /// Attempts without progress before a job fails, unless the job says otherwise.
+    public var retries = 5
+    /// Total receive rate over all jobs (nil: unlimited).
+    public var limitRate: Int64?
+    public var tls = TLSOptions()
+    public var connectTimeout: TimeInterval = 15
+    public var idleTimeout: TimeInterval = 30
+    public var maxRedirects = 10
+    /// Keep running and pick up new job files as they appear.
+    public var watch = false
+    /// Base of the backoff between a job's attempts (tests shorten it).
+    public var retryBaseDelay: TimeInterval = 1
+
+    public init() {}
+}
+
+/// What the runner tells the screen.
+public enum QueueEvent: Sendable {
+    case ingested(files: Int, jobs: Int, rejected: [String])
+    case started(id: String, url: String, destination: String?)
+    case retrying(id: String, delay: TimeInterval, reason: String)
+    case finished(id: String, state: JobState, bytes: Int64?, elapsed: TimeInterval?, error: String?)
+    case paused(count: Int)
+}
+
+/// How a run ended.
+public struct RunSummary: Sendable {
+    public var done = 0
+    public var failed = 0
+    public var cancelled = 0
+    /// Jobs of earlier runs that are in the failed state.
+    public var failedInStore = 0
+    public var interrupted = false
+}

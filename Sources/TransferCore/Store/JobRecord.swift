@@ -1,0 +1,93 @@
+import Foundation
+
+/// Where a job is in its life:
+/// `queued → running → (waiting → running)* → finishing → done | failed | cancelled`,
+/// with `paused` for jobs stopped by a shutdown (resumed by the next run).
+/// `finishing` is brief: the file is complete, verified and synced, and is
+/// being renamed into place; a run that dies there completes it next time.
+public enum JobState: String, Codable, Sendable, CaseIterable {
+    case queued, running, waiting, paused, finishing, done, failed, cancelled
+
+    public var isFinal: Bool { self == .done || self == .failed || self == .cancelled }
+}
+
+/// A job as the store holds it: the spec plus its state and progress.
+public struct JobRecord: Sendable, Equatable {
+    public var seq: Int64
+    public var spec: JobSpec
+    public var state: JobState
+    public var attempts: Int
+    public var nextAttemptAt: Date?
+    public var lastError: String?
+    public var bytesDone: Int64
+    public var bytesTotal: Int64?
+    public var speed: Double?
+    public var sha256: String?
+    public var sourceFile: String
+    public var createdAt: Date
+    public var startedAt: Date?
+    public var finishedAt: Date?
+    public var cancelRequested: Bool
+    /// The resume checkpoint (JSON), read with the job so starting it costs no extra query.
+    public var checkpoint: String?
+
+    public var id: String { spec.id }
+}
+
+/// Progress of a running job, as snapshotted into the store for `status`.
+public struct ProgressSnapshot: Sendable, Equatable {
+    public var bytesDone: Int64
+    public var bytesTotal: Int64?
+    public var speed: Double
+
+    public init(bytesDone: Int64, bytesTotal: Int64?, speed: Double) {
+        self.bytesDone = bytesDone
+        self.bytesTotal = bytesTotal
+        self.speed = speed
+    }
+}
+
+/// What ingesting one file did.
+public struct IngestOutcome: Sendable, Equatable {
+    /// Jobs recorded.
+    public var added: Int
+    /// Jobs already in the store with the same id and spec.
+    public var alreadyKnown: Int
+    /// The same content was ingested before; nothing was recorded.
+    public var duplicateFile: Bool
+}
+
+/// The persistent queue: the single source of truth for jobs, their states
+/// and their resume checkpoints. SQLite is the embedded implementation; the
+/// protocol keeps SQL and claiming logic behind it.
+public protocol QueueStore: AnyObject, Sendable {
+    /// Records a file's jobs in one transaction, unless this content was seen before.
+    func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome
+    /// Jobs left `running` or `paused` by an earlier process become `queued` again.
+    func recoverInterrupted() throws -> Int
+    /// Marks up to `limit` runnable jobs `running` (by priority, then age) and returns them.
+    /// `accept` sees candidates in order and says which to take (per-host limits).
+    func claimRunnable(limit: Int, now: Date, accept: (JobRecord) -> Bool) throws -> [JobRecord]
+    func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws
+    /// Marks many jobs done in one transaction.
+    func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws
+    /// Marks many jobs `finishing` (complete and synced, about to be renamed into place).
+    func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws
+    func jobs(in state: JobState) throws -> [JobRecord]
+    func scheduleRetry(_ id: String, at: Date, error: String, attempts: Int) throws
+    func pause(_ ids: [String]) throws
+    func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws
+    func job(_ id: String) throws -> JobRecord?
+    func jobs() throws -> [JobRecord]
+    func jobs(fromFile name: String) throws -> [JobRecord]
+    func counts() throws -> [JobState: Int]
+    /// When the earliest waiting job becomes runnable.
+    func nextWakeup() throws -> Date?
+    /// Failed or cancelled jobs (all, or those with `id`) go back to `queued`; returns how many.
+    func requeue(id: String?) throws -> Int
+    /// Cancels a job; a running one is flagged and stopped by its runner. Returns the state it had.
+    func cancel(_ id: String) throws -> JobState?
+    func cancelRequested(among ids: [String]) throws -> [String]
+    func checkpoint(for id: String) throws -> String?
+    func saveCheckpoint(_ json: String?, for id: String) throws
+}

@@ -1,0 +1,365 @@
+import Foundation
+
+/// The queue in SQLite (WAL mode), at `queue.d/.transferd/state.db`.
+///
+/// WAL with `synchronous=NORMAL`: a commit is ordered and atomic, and survives
+/// a killed process; only an OS crash can lose the last commits, never
+/// corrupt the file. Partial files are synced before a checkpoint naming their
+/// bytes is committed, so a checkpoint never claims data that is not there.
+public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
+    public static let schemaVersion = 1
+    private let database: SQLiteDatabase
+    private let lock = NSLock()
+
+    public init(path: String) throws {
+        database = try SQLiteDatabase(path: path)
+        try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        try migrate()
+    }
+
+    @discardableResult
+    private func locked<R>(_ body: () throws -> R) throws -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: Schema
+
+    /// Each entry brings the schema from version `index` to `index + 1`.
+    private static let migrations: [String] = [
+        """
+        CREATE TABLE jobs (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,
+            host TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            source_file TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL,
+            last_error TEXT,
+            bytes_done INTEGER NOT NULL DEFAULT 0,
+            bytes_total INTEGER,
+            speed REAL,
+            sha256 TEXT,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            checkpoint TEXT
+        );
+        CREATE INDEX jobs_runnable ON jobs(state, priority DESC, seq);
+        CREATE INDEX jobs_source ON jobs(source_file);
+        CREATE TABLE ingested_files (
+            content_sha256 TEXT PRIMARY KEY,
+            file_name TEXT NOT NULL,
+            jobs INTEGER NOT NULL,
+            ingested_at REAL NOT NULL
+        );
+        """,
+    ]
+
+    private func migrate() throws {
+        let version = Int(try database.query("PRAGMA user_version").first?.first?.int ?? 0)
+        guard version <= Self.migrations.count else {
+            throw StoreError.schemaTooNew(path: database.path, found: version, supported: Self.migrations.count)
+        }
+        for step in version..<Self.migrations.count {
+            try database.transaction {
+                try database.execute(Self.migrations[step])
+                try database.execute("PRAGMA user_version = \(step + 1)")
+            }
+        }
+    }
+
+    // MARK: Ingest
+
+    public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
+        try locked {
+            try database.transaction {
+                if try !database.query("SELECT 1 FROM ingested_files WHERE content_sha256 = ?", [.text(contentHash)]).isEmpty {
+                    return IngestOutcome(added: 0, alreadyKnown: jobs.count, duplicateFile: true)
+                }
+                var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                let now = Date().timeIntervalSince1970
+                for job in jobs {
+                    let spec = String(decoding: try encoder.encode(job), as: UTF8.self)
+                    if let existing = try database.query("SELECT spec, source_file FROM jobs WHERE id = ?", [.text(job.id)]).first {
+                        guard existing[0].string == spec else {
+                            throw JobFileRejection(errors: [JobFileError(
+                                file: fileName, id: job.id, field: "id",
+                                message: "a different job with this id came from \(existing[1].string ?? "another file")",
+                                fix: "give the new job its own id")])
+                        }
+                        outcome.alreadyKnown += 1
+                        continue
+                    }
+                    try database.query("""
+                        INSERT INTO jobs (id, kind, host, spec, source_file, priority, state, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)
+                        """, [.text(job.id), .text(job.kind.rawValue), .text(job.host), .text(spec), .text(fileName),
+                              .integer(Int64(job.priority)), .real(now)])
+                    outcome.added += 1
+                }
+                try database.query("INSERT INTO ingested_files (content_sha256, file_name, jobs, ingested_at) VALUES (?, ?, ?, ?)",
+                                   [.text(contentHash), .text(fileName), .integer(Int64(jobs.count)), .real(now)])
+                return outcome
+            }
+        }
+    }
+
+    // MARK: Scheduling
+
+    public func recoverInterrupted() throws -> Int {
+        try locked {
+            try database.query("UPDATE jobs SET state = 'queued' WHERE state IN ('running', 'paused')")
+            return database.changes
+        }
+    }
+
+    public func claimRunnable(limit: Int, now: Date, accept: (JobRecord) -> Bool) throws -> [JobRecord] {
+        guard limit > 0 else { return [] }
+        return try locked {
+            try database.transaction {
+                // Ready jobs only, through the (state, priority, seq) index: the cost follows
+                // the slots to fill, not the queue's length.
+                let rows = try database.query("""
+                    SELECT \(Self.columns) FROM jobs
+                    WHERE state = 'queued' OR (state = 'waiting' AND next_attempt_at <= ?)
+                    ORDER BY priority DESC, seq LIMIT ?
+                    """, [.real(now.timeIntervalSince1970), .integer(Int64(limit * 4 + 16))])
+                var claimed: [JobRecord] = []
+                for row in rows {
+                    guard claimed.count < limit else { break }
+                    let record = try Self.record(row)
+                    guard accept(record) else { continue }
+                    try database.query("UPDATE jobs SET state = 'running', started_at = ? WHERE id = ?",
+                                       [.real(now.timeIntervalSince1970), .text(record.id)])
+                    var running = record
+                    running.state = .running
+                    running.startedAt = now
+                    claimed.append(running)
+                }
+                return claimed
+            }
+        }
+    }
+
+    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws {
+        try locked {
+            try database.query("""
+                UPDATE jobs SET state = ?, last_error = ?, bytes_done = COALESCE(?, bytes_done),
+                    bytes_total = COALESCE(?, bytes_total), sha256 = ?, finished_at = ?, speed = NULL,
+                    next_attempt_at = NULL, checkpoint = NULL, cancel_requested = 0
+                WHERE id = ?
+                """, [.text(state.rawValue), SQLValue(error), SQLValue(bytes), SQLValue(state == .done ? bytes : nil),
+                      SQLValue(sha256), .real(date.timeIntervalSince1970), .text(id)])
+        }
+    }
+
+    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws {
+        guard !jobs.isEmpty else { return }
+        try locked {
+            try database.transaction {
+                for job in jobs {
+                    try database.query("""
+                        UPDATE jobs SET state = 'done', last_error = NULL, bytes_done = ?, bytes_total = ?, sha256 = ?,
+                            finished_at = ?, speed = NULL, next_attempt_at = NULL, checkpoint = NULL, cancel_requested = 0
+                        WHERE id = ?
+                        """, [.integer(job.bytes), .integer(job.bytes), SQLValue(job.sha256),
+                              .real(date.timeIntervalSince1970), .text(job.id)])
+                }
+            }
+        }
+    }
+
+    public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws {
+        guard !jobs.isEmpty else { return }
+        try locked {
+            try database.transaction {
+                for job in jobs {
+                    try database.query("""
+                        UPDATE jobs SET state = 'finishing', bytes_done = ?, bytes_total = ?, sha256 = ? WHERE id = ?
+                        """, [.integer(job.bytes), .integer(job.bytes), SQLValue(job.sha256), .text(job.id)])
+                }
+            }
+        }
+    }
+
+    public func jobs(in state: JobState) throws -> [JobRecord] {
+        try locked {
+            try database.query("SELECT \(Self.columns) FROM jobs WHERE state = ? ORDER BY seq", [.text(state.rawValue)]).map(Self.record)
+        }
+    }
+
+    public func scheduleRetry(_ id: String, at date: Date, error: String, attempts: Int) throws {
+        try locked {
+            try database.query("""
+                UPDATE jobs SET state = 'waiting', next_attempt_at = ?, last_error = ?, attempts = ?, speed = NULL
+                WHERE id = ?
+                """, [.real(date.timeIntervalSince1970), .text(error), .integer(Int64(attempts)), .text(id)])
+        }
+    }
+
+    public func pause(_ ids: [String]) throws {
+        try locked {
+            try database.transaction {
+                for id in ids {
+                    try database.query("UPDATE jobs SET state = 'paused', speed = NULL WHERE id = ? AND state = 'running'", [.text(id)])
+                }
+            }
+        }
+    }
+
+    public func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws {
+        guard !snapshots.isEmpty else { return }
+        try locked {
+            try database.transaction {
+                for (id, snapshot) in snapshots {
+                    try database.query("UPDATE jobs SET bytes_done = ?, bytes_total = ?, speed = ? WHERE id = ? AND state = 'running'",
+                                       [.integer(snapshot.bytesDone), SQLValue(snapshot.bytesTotal), .real(snapshot.speed), .text(id)])
+                }
+            }
+        }
+    }
+
+    public func nextWakeup() throws -> Date? {
+        try locked {
+            try database.query("SELECT MIN(next_attempt_at) FROM jobs WHERE state = 'waiting'").first?.first?.double
+                .map(Date.init(timeIntervalSince1970:))
+        }
+    }
+
+    // MARK: Reading
+
+    private static let columns = """
+        seq, spec, state, attempts, next_attempt_at, last_error, bytes_done, bytes_total, speed, sha256,
+        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint
+        """
+
+    private static let decoder = JSONDecoder()
+
+    private static func record(_ row: [SQLValue]) throws -> JobRecord {
+        let spec = try decoder.decode(JobSpec.self, from: Data((row[1].string ?? "").utf8))
+        return JobRecord(seq: row[0].int ?? 0, spec: spec, state: JobState(rawValue: row[2].string ?? "") ?? .queued,
+                         attempts: Int(row[3].int ?? 0), nextAttemptAt: row[4].double.map(Date.init(timeIntervalSince1970:)),
+                         lastError: row[5].string, bytesDone: row[6].int ?? 0, bytesTotal: row[7].int, speed: row[8].double,
+                         sha256: row[9].string, sourceFile: row[10].string ?? "",
+                         createdAt: Date(timeIntervalSince1970: row[11].double ?? 0),
+                         startedAt: row[12].double.map(Date.init(timeIntervalSince1970:)),
+                         finishedAt: row[13].double.map(Date.init(timeIntervalSince1970:)),
+                         cancelRequested: (row[14].int ?? 0) != 0, checkpoint: row[15].string)
+    }
+
+    public func job(_ id: String) throws -> JobRecord? {
+        try locked {
+            try database.query("SELECT \(Self.columns) FROM jobs WHERE id = ?", [.text(id)]).first.map(Self.record)
+        }
+    }
+
+    public func jobs() throws -> [JobRecord] {
+        try locked { try database.query("SELECT \(Self.columns) FROM jobs ORDER BY seq").map(Self.record) }
+    }
+
+    public func jobs(fromFile name: String) throws -> [JobRecord] {
+        try locked {
+            try database.query("SELECT \(Self.columns) FROM jobs WHERE source_file = ? ORDER BY seq", [.text(name)]).map(Self.record)
+        }
+    }
+
+    public func counts() throws -> [JobState: Int] {
+        try locked {
+            var result: [JobState: Int] = [:]
+            for row in try database.query("SELECT state, COUNT(*) FROM jobs GROUP BY state") {
+                if let state = row[0].string.flatMap(JobState.init(rawValue:)) { result[state] = Int(row[1].int ?? 0) }
+            }
+            return result
+        }
+    }
+
+    // MARK: User actions
+
+    public func requeue(id: String?) throws -> Int {
+        try locked {
+            let reset = """
+                UPDATE jobs SET state = 'queued', attempts = 0, last_error = NULL, next_attempt_at = NULL,
+                    finished_at = NULL, cancel_requested = 0
+                """
+            if let id {
+                try database.query(reset + " WHERE id = ? AND state IN ('failed', 'cancelled', 'waiting')", [.text(id)])
+            } else {
+                try database.query(reset + " WHERE state = 'failed'")
+            }
+            return database.changes
+        }
+    }
+
+    public func cancel(_ id: String) throws -> JobState? {
+        try locked {
+            try database.transaction {
+                guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
+                    .flatMap(JobState.init(rawValue:)) else { return nil }
+                switch state {
+                case .queued, .waiting, .paused:
+                    try database.query("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
+                                       [.real(Date().timeIntervalSince1970), .text(id)])
+                case .running:
+                    try database.query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", [.text(id)])
+                case .done, .failed, .cancelled, .finishing:
+                    break
+                }
+                return state
+            }
+        }
+    }
+
+    public func cancelRequested(among ids: [String]) throws -> [String] {
+        guard !ids.isEmpty else { return [] }
+        return try locked {
+            try database.query("SELECT id FROM jobs WHERE cancel_requested = 1 AND state = 'running'").compactMap { $0[0].string }
+                .filter(ids.contains)
+        }
+    }
+
+    // MARK: Checkpoints
+
+    public func checkpoint(for id: String) throws -> String? {
+        try locked { try database.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string }
+    }
+
+    public func saveCheckpoint(_ json: String?, for id: String) throws {
+        try locked { try database.query("UPDATE jobs SET checkpoint = ? WHERE id = ?", [SQLValue(json), .text(id)]) }
+    }
+}
+
+/// A download's checkpoint kept in the job's row.
+public struct JobCheckpointStore: CheckpointStore {
+    public let store: QueueStore
+    public let jobID: String
+    /// The checkpoint read with the job, saving a query when the job starts.
+    let initial: String?
+
+    public init(store: QueueStore, jobID: String, initial: String?) {
+        self.store = store
+        self.jobID = jobID
+        self.initial = initial
+    }
+
+    public func load() throws -> DownloadCheckpoint? {
+        guard let json = initial else { return nil }
+        return try? JSONDecoder().decode(DownloadCheckpoint.self, from: Data(json.utf8))
+    }
+
+    public func save(_ checkpoint: DownloadCheckpoint) throws {
+        try store.saveCheckpoint(String(decoding: try JSONEncoder().encode(checkpoint), as: UTF8.self), for: jobID)
+    }
+
+    public func remove() throws {
+        // Cleared with the job's final state, in the same statement.
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import TransferCore
+
+/// `status`, `add`, `validate`, `retry` and `cancel`: the queue commands that do not transfer.
+enum QueueCommands {
+    static let help = OptionSpec("-h", "--help", help: "show this help")
+
+    // MARK: status
+
+    static func status(_ argv: [String]) -> ExitCode {
+        let specs = [QueueFlags.rootSpec, OptionSpec("--json", help: "one JSON object per job"), help]
+        return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json]",
+                       summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
+            let layout = QueueFlags.layout(arguments)
+            let store = try QueueFlags.openStore(layout)
+            let jobs = try store.jobs()
+            if arguments.has("--json") {
+                for job in jobs { Output.out(StatusTable.json(job) + "\n") }
+                return .success
+            }
+            Output.out(StatusTable.render(jobs, width: Output.stdoutIsTerminal ? Output.terminalWidth : 200))
+            return .success
+        }
+    }
+
+    // MARK: add
+
+    static func add(_ argv: [String]) -> ExitCode {
+        let specs = [OptionSpec("-o", "--output", value: "DIR", help: "folder (relative to the root) to download into"),
+                     OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"),
+                     QueueFlags.rootSpec, help]
+        return command("add", argv, specs: specs, usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR]",
+                       summary: "Writes a job file with one download job per URL into the queue.") { arguments in
+            guard !arguments.positionals.isEmpty else { throw UsageError("give at least one URL") }
+            let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d", root: arguments.value("--root"))
+            try layout.prepare()
+            var jobs: [[String: String]] = []
+            for url in arguments.positionals {
+                var job = ["url": url]
+                if let folder = arguments.value("--output") { job["dest"] = folder.hasSuffix("/") ? folder : folder + "/" }
+                jobs.append(job)
+            }
+            let data = try JSONSerialization.data(withJSONObject: ["version": 1, "jobs": jobs], options: [.prettyPrinted, .sortedKeys])
+            let name = "add-\(Int(Date().timeIntervalSince1970))-\(UUID().uuidString.prefix(8).lowercased()).json"
+            if case .failure(let rejection) = JobFileParser(root: layout.root).parse(name: name, data: data) {
+                throw UsageError(rejection.description)
+            }
+            // Write-then-rename, so a running `transferd run --watch` never reads half a file.
+            let temporary = layout.path("." + name + ".tmp")
+            try data.write(to: URL(fileURLWithPath: temporary))
+            guard rename(temporary, layout.path(name)) == 0 else { throw POSIXFailure(operation: "rename", path: temporary) }
+            Output.out("\(layout.path(name)): \(jobs.count) job\(jobs.count == 1 ? "" : "s")\n")
+            return .success
+        }
+    }
+
+    // MARK: validate
+
+    static func validate(_ argv: [String]) -> ExitCode {
+        let specs = [QueueFlags.rootSpec, help]
+        return command("validate", argv, specs: specs, usage: "transferd validate FILE... [--root DIR]",
+                       summary: "Checks job files without running anything. Exit 0 when all are valid, 2 otherwise.") { arguments in
+            guard !arguments.positionals.isEmpty else { throw UsageError("give at least one job file") }
+            var allValid = true
+            for path in arguments.positionals {
+                let root = arguments.value("--root")
+                    ?? (((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
+                let parser = JobFileParser(root: root.isEmpty ? FileManager.default.currentDirectoryPath : root)
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    Output.err("\(path): cannot read the file\n")
+                    allValid = false
+                    continue
+                }
+                switch parser.parse(name: path, data: data) {
+                case .success(let jobs):
+                    Output.out("\(path): ok, \(jobs.count) job\(jobs.count == 1 ? "" : "s")\n")
+                case .failure(let rejection):
+                    Output.err(rejection.description + "\n")
+                    allValid = false
+                }
+            }
+            return allValid ? .success : .usage
+        }
+    }
+
+    // MARK: retry, cancel
+
+    static func retry(_ argv: [String]) -> ExitCode {
+        let specs = [OptionSpec("--failed", help: "every failed job"),
+                     OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), help]
+        return command("retry", argv, specs: specs, usage: "transferd retry ID|--failed [--queue QUEUE_DIR]",
+                       summary: "Puts failed or cancelled jobs back in the queue; the next `transferd run` runs them.") { arguments in
+            let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d")
+            let store = try QueueFlags.openStore(layout)
+            let id: String? = arguments.has("--failed") ? nil : arguments.positionals.first
+            guard arguments.has("--failed") || arguments.positionals.count == 1 else {
+                throw UsageError("give one job ID or --failed")
+            }
+            if let id, try store.job(id) == nil { throw QueueError.unknownJob(id) }
+            let touched = Set(try store.jobs().filter { $0.state == .failed && (id == nil || $0.id == id) }.map(\.sourceFile))
+            let count = try store.requeue(id: id)
+            try ResultFiles(layout: layout, store: store).update(sourceFiles: touched)
+            Output.out("\(count) job\(count == 1 ? "" : "s") queued again\n")
+            return .success
+        }
+    }
+
+    static func cancel(_ argv: [String]) -> ExitCode {
+        let specs = [OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), help]
+        return command("cancel", argv, specs: specs, usage: "transferd cancel ID [--queue QUEUE_DIR]",
+                       summary: "Cancels a job; a running one is stopped by the `transferd run` working it.") { arguments in
+            guard arguments.positionals.count == 1 else { throw UsageError("give one job ID") }
+            let id = arguments.positionals[0]
+            let store = try QueueFlags.openStore(QueueLayout(directory: arguments.value("--queue") ?? "queue.d"))
+            guard let previous = try store.cancel(id) else { throw QueueError.unknownJob(id) }
+            switch previous {
+            case .running: Output.out("\(id): the running transfer will stop within a second\n")
+            case .done, .failed, .cancelled: Output.out("\(id) is already \(previous.rawValue)\n")
+            default: Output.out("\(id): cancelled\n")
+            }
+            return .success
+        }
+    }
+
+    /// Parses, handles --help, runs `body`, and maps errors to exit codes.
+    private static func command(_ name: String, _ argv: [String], specs: [OptionSpec], usage: String, summary: String,
+                                _ body: (ParsedArguments) throws -> ExitCode) -> ExitCode {
+        do {
+            let arguments = try ParsedArguments.parse(argv, specs: specs, command: name)
+            if arguments.has("--help") {
+                Output.out(helpText(usage: usage, summary: summary, specs: specs))
+                return .success
+            }
+            return try body(arguments)
+        } catch {
+            Output.err("transferd \(name): \(error)\n")
+            return error is UsageError || error is QueueError ? .usage : .localError
+        }
+    }
+}
