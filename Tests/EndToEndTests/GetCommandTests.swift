@@ -122,11 +122,11 @@ final class GetCommandTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(kept, 16 << 20, backend)
             XCTAssertLessThan(kept, size, backend)
 
-            let logStart = try logSize(servers)
+            let logStart = try nginxLogSize(servers)
             let second = try TransferdProcess.run(arguments, directory: directory)
             XCTAssertEqual(second.status, 0, "\(backend): \(second.stderr)")
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"), backend)
-            let fetched = try bytesServed(servers, path: "/slow/64m.bin", since: logStart)
+            let fetched = try nginxBytesServed(servers, pathPrefix: "/slow/64m.bin", since: logStart)
             XCTAssertEqual(fetched, size - kept, "\(backend): the second run fetched only what was missing")
         }
     }
@@ -150,25 +150,5 @@ final class GetCommandTests: XCTestCase {
         XCTAssertEqual(second.status, 0, second.stderr)
         XCTAssertTrue(second.stderr.contains("resum"), second.stderr)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"))
-    }
-
-    // MARK: nginx access log
-
-    private func logSize(_ servers: TestServers) throws -> UInt64 {
-        (try FileManager.default.attributesOfItem(atPath: servers.nginxLog)[.size] as! NSNumber).uint64Value
-    }
-
-    /// Body bytes nginx sent for `path` in log lines written after `offset`.
-    private func bytesServed(_ servers: TestServers, path: String, since offset: UInt64) throws -> Int64 {
-        Thread.sleep(forTimeInterval: 0.2) // nginx writes the line as the request ends
-        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: servers.nginxLog))
-        try handle.seek(toOffset: offset)
-        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-        // Format: METHOD PATH PROTO STATUS BYTES "RANGE" ...
-        return text.split(separator: "\n").reduce(0) { total, line in
-            let fields = line.split(separator: " ")
-            guard fields.count > 4, fields[1] == path else { return total }
-            return total + (Int64(fields[4]) ?? 0)
-        }
     }
 }

@@ -53,6 +53,7 @@ public final class QueueRunner: @unchecked Sendable {
     /// Finished downloads whose "done" is committed in the next batch, after one filesystem sync.
     private var pendingDone: [(job: ActiveJob, result: DownloadResult, elapsed: TimeInterval?)] = []
     private var lastFlush = Date()
+    private var rejectedFiles = 0
     /// Job files whose result files are out of date.
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
@@ -118,6 +119,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
         try updateResultFiles()
         summary.failedInStore = try store.counts()[.failed] ?? 0
+        summary.rejectedFiles = rejectedFiles
         return summary
     }
 
@@ -125,6 +127,7 @@ public final class QueueRunner: @unchecked Sendable {
 
     private func ingest() throws {
         let report = try QueueIngestor(layout: layout, store: store).ingestAll()
+        rejectedFiles += report.rejected.count
         if report.files > 0 {
             onEvent(.ingested(files: report.files, jobs: report.jobsAdded, rejected: report.rejected.map(\.errors)))
         }

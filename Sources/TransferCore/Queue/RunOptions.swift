@@ -42,5 +42,7 @@ public struct RunSummary: Sendable {
     public var cancelled = 0
     /// Jobs of earlier runs that are in the failed state.
     public var failedInStore = 0
+    /// Job files rejected during this run.
+    public var rejectedFiles = 0
     public var interrupted = false
 }

@@ -23,7 +23,8 @@ enum RunCommand {
             if arguments.has("--help") {
                 Output.out(helpText(usage: usage, summary: """
                     Ingests the job files in QUEUE_DIR (default ./queue.d), runs every runnable job and exits:
-                    0 when every job is done, 1 when any failed, 2 for usage errors, 130 when interrupted.
+                    0 when every job is done, 1 when any failed, 2 for usage errors or rejected job files,
+                    130 when interrupted.
                     """, specs: specs))
                 return .success
             }
@@ -72,7 +73,8 @@ enum RunCommand {
             withExtendedLifetime(lock) {}
             printer.summary(summary, layout: layout)
             if summary.interrupted { return .interrupted }
-            return summary.failedInStore > 0 ? .transferFailed : .success
+            if summary.failedInStore > 0 { return .transferFailed }
+            return summary.rejectedFiles > 0 ? .usage : .success
         } catch {
             Output.err("transferd run: \(error)\n")
             return .localError

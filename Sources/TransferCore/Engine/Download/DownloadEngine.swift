@@ -91,7 +91,13 @@ public final class DownloadEngine: @unchecked Sendable {
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
-        return DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
+        let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
+        state.writeBufferSize = options.writeBufferSize
+        if let every = options.checkpointBytes {
+            state.checkpointEvery = every
+            state.persistCheckpoint = { [weak self, unowned state] in try? self?.saveCheckpoint(state) }
+        }
+        return state
     }
 
     /// A previous run finished this download but stopped between renaming the
@@ -297,7 +303,7 @@ public final class DownloadEngine: @unchecked Sendable {
     private func tick(_ state: DownloadState) async {
         var lastCheckpoint = Date()
         while !Task.isCancelled {
-            try? await Task.sleep(nanoseconds: 250_000_000)
+            try? await Task.sleep(nanoseconds: UInt64(min(0.25, options.checkpointInterval) * 1e9))
             let plan = state.plan
             onEvent(.progress(written: plan.bytesWritten, totalSize: plan.totalSize, received: state.bytesReceived))
             if Date().timeIntervalSince(lastCheckpoint) >= options.checkpointInterval {
@@ -314,6 +320,7 @@ public final class DownloadEngine: @unchecked Sendable {
         checkpointLock.lock()
         defer { checkpointLock.unlock() }
         let checkpoint = state.checkpoint()
+        state.checkpointTaken()
         if options.syncEachFile {
             guard fdatasync(state.fd) == 0 else { throw POSIXFailure(operation: "sync", path: state.partPath) }
         }

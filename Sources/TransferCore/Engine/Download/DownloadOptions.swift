@@ -40,6 +40,13 @@ public struct DownloadOptions: Sendable {
     /// fsync the file before each checkpoint and before the rename. The queue
     /// turns this off and syncs the filesystem once per batch of finished jobs.
     public var syncEachFile = true
+    /// Also checkpoint whenever this many bytes were written since the last
+    /// one (the queue: 256 KiB, so a crash re-fetches little per segment;
+    /// its checkpoints cost a database row, not an fsync).
+    public var checkpointBytes: Int64?
+    /// Bytes gathered before each write to the file (whole MiB writes beat
+    /// small ones; the queue uses less so a crash loses less).
+    public var writeBufferSize = 1 << 20
     /// Leave the verified file at `partPath` and let the caller rename it (the
     /// queue renames a batch after recording it as `finishing`).
     public var deferRename = false

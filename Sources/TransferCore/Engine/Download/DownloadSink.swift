@@ -16,8 +16,6 @@ final class DownloadSink: ResponseSink {
         case nothingLeft
     }
 
-    static let bufferSize = 1 << 20
-
     private let state: DownloadState
     private let index: Int
     private let requestedOffset: Int64
@@ -43,7 +41,8 @@ final class DownloadSink: ResponseSink {
 
     private func allocateBuffer(expected: Int64?) {
         guard buffer.baseAddress == nil else { return }
-        let size = Int(min(Int64(Self.bufferSize), max(64 * 1024, expected ?? Int64(Self.bufferSize))))
+        let limit = Int64(state.writeBufferSize)
+        let size = Int(min(limit, max(64 * 1024, expected ?? limit)))
         buffer = .allocate(byteCount: size, alignment: 64)
     }
 

@@ -16,7 +16,14 @@ final class DownloadState: @unchecked Sendable {
         var bytesReceived: Int64 = 0
         /// The size disk space was reserved for.
         var reserved: Int64 = 0
+        /// Bytes written since the last checkpoint.
+        var sinceCheckpoint: Int64 = 0
     }
+
+    var writeBufferSize = 1 << 20
+    /// Checkpoint after this many bytes (nil: by time only), and how.
+    var checkpointEvery: Int64?
+    var persistCheckpoint: (() -> Void)?
 
     private let fields: Locked<Fields>
 
@@ -44,7 +51,17 @@ final class DownloadState: @unchecked Sendable {
     }
 
     func recordWritten(_ count: Int64, segment index: Int) {
-        fields.withLock { $0.plan.recordWritten(count, segment: index) }
+        let due = fields.withLock { fields -> Bool in
+            fields.plan.recordWritten(count, segment: index)
+            fields.sinceCheckpoint += count
+            return checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false
+        }
+        if due { persistCheckpoint?() }
+    }
+
+    /// Called by a checkpoint as it takes its snapshot.
+    func checkpointTaken() {
+        fields.withLock { $0.sinceCheckpoint = 0 }
     }
 
     func recordReceived(_ count: Int) {

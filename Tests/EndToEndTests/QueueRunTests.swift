@@ -1,0 +1,225 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// `transferd run` on real queue folders.
+final class QueueRunTests: XCTestCase {
+    func testTwoHundredJobsEndDoneOrFailedWithMatchingResults() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let sizes = (0..<190).map { [16 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20][$0 % 5] + $0 }
+        let files = try Fixtures.makeFiles(in: servers, folder: "q200", sizes: sizes)
+        var jobs: [[String: Any]] = []
+        for (index, file) in files.enumerated() {
+            var url = servers.http.appendingPathComponent(file).absoluteString
+            if index >= 150 {
+                // 40 through the fault server, four kinds of trouble.
+                let faults = ["drop_every=100000", "fail=503&fail_count=2", "short_by=1000&short_count=1", "rate=4000000"]
+                url = "\(servers.fault.absoluteString)/\(file)?\(faults[index % 4])&key=q200-\(index)-\(UUID().uuidString)"
+            }
+            jobs.append(["id": "ok-\(index)", "url": url, "dest": "out/\(index).bin", "priority": index % 3])
+        }
+        for index in 0..<10 {
+            jobs.append(["id": "missing-\(index)", "url": servers.http.appendingPathComponent("q200/none-\(index).bin").absoluteString,
+                         "dest": "out/missing-\(index).bin"])
+        }
+        try fixture.drop("batch.json", jobs: jobs)
+
+        let result = try fixture.run(["--jobs", "16"])
+        XCTAssertEqual(result.status, 1, "some jobs failed: \(result.stderr.suffix(2000))")
+        let store = try fixture.store()
+        XCTAssertEqual(try store.counts(), [.done: 190, .failed: 10])
+        for (index, file) in files.enumerated() {
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: file), file)
+        }
+        for index in 0..<10 {
+            let job = try XCTUnwrap(try store.job("missing-\(index)"))
+            XCTAssertTrue(job.lastError?.contains("HTTP 404") ?? false, "\(job.lastError ?? "")")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/missing-\(index).bin"))
+        }
+        let done = try fixture.results("done", "batch.json")
+        let failed = try fixture.results("failed", "batch.json")
+        XCTAssertEqual(Set(done.compactMap { $0["id"] as? String }), Set((0..<190).map { "ok-\($0)" }))
+        XCTAssertEqual(done.count, 190)
+        XCTAssertEqual(Set(failed.compactMap { $0["id"] as? String }), Set((0..<10).map { "missing-\($0)" }))
+        XCTAssertTrue(failed.allSatisfy { ($0["last_error"] as? String)?.contains("404") ?? false })
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/batch.json"))
+        XCTAssertTrue(result.stderr.contains("transferd retry missing-"), "the failure says what to do")
+    }
+
+    /// Crash torture: kill -9 at 20 random moments, restart each time.
+    func testKilledTwentyTimesEveryJobIsDoneExactlyOnce() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        var generator = SeededGenerator(seed: 20)
+        let sizes = (0..<200).map { _ in Int.random(in: (2 << 20)...(10 << 20), using: &generator) }
+        let files = try Fixtures.makeFiles(in: servers, folder: "torture", sizes: sizes)
+        let total = Int64(sizes.reduce(0, +))
+        let jobs: [[String: Any]] = files.enumerated().map { index, file in
+            ["id": "t\(index)", "url": servers.http.appendingPathComponent("slow/" + file).absoluteString,
+             "dest": "out/\(index).bin"]
+        }
+        try fixture.drop("torture.json", jobs: jobs)
+        let logStart = try nginxLogSize(servers)
+
+        var kills = 0
+        while kills < 20 {
+            let run = try fixture.start(["--jobs", "4", "--quiet"])
+            usleep(UInt32.random(in: 400_000...1_200_000, using: &generator))
+            if !run.process.isRunning { break }
+            kill(run.process.processIdentifier, SIGKILL)
+            _ = run.wait()
+            kills += 1
+        }
+        let final = try fixture.run(["--jobs", "4", "--quiet"])
+        XCTAssertEqual(final.status, 0, final.stderr)
+        XCTAssertEqual(kills, 20, "the queue should outlast 20 kills")
+
+        let store = try fixture.store()
+        XCTAssertEqual(try store.counts(), [.done: 200], "no job lost, none left over")
+        let done = try fixture.results("done", "torture.json")
+        XCTAssertEqual(done.count, 200)
+        XCTAssertEqual(Set(done.compactMap { $0["id"] as? String }).count, 200, "each job listed once")
+        for (index, file) in files.enumerated() {
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: file), file)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/\(index).bin.part"))
+        }
+        let fetched = try nginxBytesServed(servers, pathPrefix: "/slow/torture/", since: logStart)
+        XCTAssertLessThan(Double(fetched), 1.1 * Double(total), "fetched \(fetched) bytes for \(total) bytes of data")
+        print("crash torture: \(kills) kills, fetched \(fetched) bytes for \(total) (\(String(format: "%.3f", Double(fetched) / Double(total)))×)")
+    }
+
+    func testBrokenJobFilesAreRejectedOneByOneWhileValidOnesRun() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        try fixture.drop("a-invalid.json", #"{"url": "\#(url)" "dest": "x"}"#)
+        try fixture.drop("b-unknown-key.json", #"{"url": "\#(url)", "dset": "x"}"#)
+        try fixture.drop("c-wrong-type.json", #"{"url": "\#(url)", "priority": "high"}"#)
+        try fixture.drop("d-escape.json", #"{"url": "\#(url)", "dest": "../../etc/cron.d/evil"}"#)
+        try fixture.drop("e-duplicate-id.json", #"{"jobs": [{"id": "x", "url": "\#(url)"}, {"id": "x", "url": "\#(url)"}]}"#)
+        try fixture.drop("f-empty.json", "")
+        try fixture.drop("g-huge.json", String(repeating: " ", count: 50_000_000))
+        var garbage = Data(count: 4096)
+        for index in garbage.indices { garbage[index] = UInt8(truncatingIfNeeded: index &* 7919) }
+        try garbage.write(to: URL(fileURLWithPath: fixture.queue + "/h-garbage.json"))
+        try fixture.drop("z-valid.json", #"{"id": "good", "url": "\#(url)", "dest": "ok/1m.bin"}"#)
+        try fixture.drop(".hidden.json", #"{"url": "\#(url)"}"#)
+        try fixture.drop("partial.json.tmp", #"{"url": "#)
+        try fixture.drop("notes.txt", "not a job file")
+
+        let result = try fixture.run()
+        XCTAssertEqual(result.status, 2, "rejected files are a configuration error: \(result.stderr)")
+        XCTAssertEqual(try fixture.store().job("good")?.state, .done)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/ok/1m.bin"), try servers.sha256(of: "1m.bin"))
+
+        let expected: [String: [String]] = [
+            "a-invalid.json": ["a-invalid.json: not valid JSON"],
+            "b-unknown-key.json": ["job 1", "field \"dset\"", "did you mean \"dest\"?"],
+            "c-wrong-type.json": ["field \"priority\"", "must be a whole number, not a string"],
+            "d-escape.json": ["field \"dest\"", "outside the root"],
+            "e-duplicate-id.json": ["job 2 (id \"x\")", "the same id is used twice"],
+            "f-empty.json": ["the file is empty"],
+            "g-huge.json": ["50000000 bytes; the limit is"],
+            "h-garbage.json": ["not UTF-8"],
+        ]
+        for (name, fragments) in expected {
+            let error = try String(contentsOfFile: "\(fixture.queue)/rejected/\(name).error", encoding: .utf8)
+            for fragment in fragments { XCTAssertTrue(error.contains(fragment), "\(name): \(error)") }
+            XCTAssertTrue(FileManager.default.fileExists(atPath: "\(fixture.queue)/rejected/\(name)"), "kept, not deleted")
+        }
+        for untouched in [".hidden.json", "partial.json.tmp", "notes.txt"] {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: "\(fixture.queue)/\(untouched)"), untouched)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/../etc/cron.d/evil"))
+    }
+
+    func testSameContentOrSameIDTwiceDoesNotDuplicateJobs() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let job = #"{"id": "once", "url": "\#(servers.http.appendingPathComponent("1m.bin").absoluteString)"}"#
+        try fixture.drop("one.json", job)
+        XCTAssertEqual(try fixture.run().status, 0)
+        try fixture.drop("one.json", job)
+        try fixture.drop("copy.json", job)
+        let again = try fixture.run()
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try fixture.store().jobs().count, 1)
+        XCTAssertEqual(try fixture.results("done", "one.json").count, 1)
+    }
+
+    func testCtrlCPausesAndTheNextRunResumes() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let jobs: [[String: Any]] = (0..<3).map { index in
+            ["id": "slow-\(index)", "url": servers.http.appendingPathComponent("slow/64m.bin").absoluteString,
+             "dest": "out/\(index).bin"]
+        }
+        try fixture.drop("slow.json", jobs: jobs)
+        let logStart = try nginxLogSize(servers)
+        let run = try fixture.start()
+        Thread.sleep(forTimeInterval: 1.5)
+        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(status.status, 0)
+        XCTAssertTrue(status.stdout.contains("running"), "status works from another process while run is active:\n\(status.stdout)")
+
+        let second = try fixture.run()
+        XCTAssertEqual(second.status, 2)
+        XCTAssertTrue(second.stderr.contains("another transferd run"), second.stderr)
+
+        kill(run.process.processIdentifier, SIGINT)
+        let stopped = run.wait()
+        XCTAssertEqual(stopped.status, 130, stopped.stderr)
+        XCTAssertTrue(stopped.stderr.contains("paused"), stopped.stderr)
+        let store = try fixture.store()
+        XCTAssertEqual(try store.counts()[.paused], 3)
+        XCTAssertTrue(try store.jobs().allSatisfy { $0.checkpoint != nil }, "each kept its progress")
+
+        let resumed = try fixture.run()
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 3])
+        for index in 0..<3 {
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: "64m.bin"))
+        }
+        let fetched = try nginxBytesServed(servers, pathPrefix: "/slow/64m.bin", since: logStart)
+        XCTAssertLessThan(Double(fetched), 1.1 * 3 * 64 * 1048576, "resumed, not restarted")
+    }
+
+    func testAddRetryAndCancel() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let added = try TransferdProcess.run(["add", servers.http.appendingPathComponent("1m.bin").absoluteString,
+                                              servers.http.appendingPathComponent("gone.bin").absoluteString,
+                                              "-o", "incoming", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(added.status, 0, added.stderr)
+        XCTAssertEqual(try fixture.run().status, 1)
+        let store = try fixture.store()
+        let failed = try XCTUnwrap(try store.jobs().first { $0.state == .failed })
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.root + "/incoming/1m.bin"))
+
+        let retried = try TransferdProcess.run(["retry", failed.id, "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(retried.status, 0, retried.stderr)
+        XCTAssertEqual(try store.job(failed.id)?.state, .queued)
+        let cancelled = try TransferdProcess.run(["cancel", failed.id, "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(cancelled.status, 0, cancelled.stderr)
+        XCTAssertEqual(try store.job(failed.id)?.state, .cancelled)
+        XCTAssertEqual(try fixture.run().status, 0, "nothing failed any more")
+        let unknown = try TransferdProcess.run(["retry", "nope", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("no job with id"), unknown.stderr)
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so the torture is repeatable.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+@testable import TransferCore
+import XCTest
+
+final class JobFileParserTests: XCTestCase {
+    let parser = JobFileParser(root: "/data")
+
+    func parse(_ text: String, name: String = "jobs.json") -> Result<[JobSpec], JobFileRejection> {
+        parser.parse(name: name, data: Data(text.utf8))
+    }
+
+    func errors(_ text: String, name: String = "jobs.json") -> [JobFileError] {
+        guard case .failure(let rejection) = parse(text, name: name) else {
+            XCTFail("expected a rejection for \(text)")
+            return []
+        }
+        return rejection.errors
+    }
+
+    func testOneJobWithDefaults() throws {
+        let jobs = try parse(#"{"url": "https://example.com/files/a.iso"}"#).get()
+        XCTAssertEqual(jobs.count, 1)
+        XCTAssertEqual(jobs[0].kind, .download)
+        XCTAssertEqual(jobs[0].destination, "/data/a.iso")
+        XCTAssertEqual(jobs[0].priority, 0)
+        XCTAssertTrue(jobs[0].id.hasPrefix("jobs-"), jobs[0].id)
+    }
+
+    func testJobsListWithEveryDownloadField() throws {
+        let text = """
+            {"version": 1, "jobs": [
+              {"id": "iso", "url": "https://example.com/a.iso", "dest": "isos/", "priority": 5, "connections": 4,
+               "sha256": "\(String(repeating: "ab", count: 32))", "overwrite": "skip", "transport": "urlsession",
+               "headers": {"Authorization": "Bearer ${env:TOKEN}"}, "retries": 9, "limit_rate": "10M"},
+              {"url": "http://example.com/b.bin", "dest": "/data/deep/b.bin"}
+            ]}
+            """
+        let jobs = try parse(text).get()
+        XCTAssertEqual(jobs.map(\.destination), ["/data/isos/a.iso", "/data/deep/b.bin"])
+        XCTAssertEqual(jobs[0].connections, 4)
+        XCTAssertEqual(jobs[0].overwrite, .skipIfIdentical)
+        XCTAssertEqual(jobs[0].headers["Authorization"], "Bearer ${env:TOKEN}", "references stay unexpanded")
+        XCTAssertEqual(jobs[0].limitRate, 10 << 20)
+        XCTAssertEqual(jobs[0].retries, 9)
+    }
+
+    func testURLListWithDestinations() throws {
+        let text = """
+            # mirror
+            https://example.com/one.bin
+            https://example.com/two.bin   mirror/sub
+
+            """
+        let jobs = try parse(text, name: "list.urls").get()
+        XCTAssertEqual(jobs.map(\.destination), ["/data/one.bin", "/data/mirror/sub/two.bin"])
+        XCTAssertEqual(Set(jobs.map(\.id)).count, 2)
+    }
+
+    func testInvalidJSONNamesTheFileAndPosition() {
+        let found = errors(#"{"url": "https://example.com/a" "dest": "x"}"#)
+        XCTAssertEqual(found.count, 1)
+        XCTAssertTrue(found.first?.description.hasPrefix("jobs.json: not valid JSON") ?? false, "\(found)")
+    }
+
+    func testUnknownKeySuggestsTheRightOne() {
+        let found = errors(#"{"url": "https://example.com/a", "dset": "x/"}"#)
+        XCTAssertEqual(found.first?.field, "dset")
+        XCTAssertEqual(found.first?.fix, "did you mean \"dest\"?")
+        let misplaced = errors(#"{"url": "https://example.com/a", "part_size": "8M"}"#)
+        XCTAssertEqual(misplaced.first?.fix, "it belongs to \"s3-upload\" jobs")
+    }
+
+    func testWrongTypesAreNamed() {
+        let found = errors(#"{"jobs": [{"url": "https://example.com/a", "priority": "high", "connections": 2.5}]}"#)
+        XCTAssertEqual(Set(found.compactMap(\.field)), ["priority", "connections"])
+        XCTAssertTrue(found.allSatisfy { $0.job == 1 })
+        XCTAssertTrue(found.contains { $0.message == "must be a whole number, not a string" })
+    }
+
+    func testPathsMayNotLeaveTheRoot() {
+        for dest in ["../etc/passwd", "/etc/passwd", "a/../../b", "/data2/x"] {
+            let found = errors(#"{"url": "https://example.com/a", "dest": "\#(dest)"}"#)
+            XCTAssertEqual(found.first?.field, "dest", dest)
+            XCTAssertTrue(found.first?.message.contains("outside the root /data") ?? false, dest)
+        }
+        XCTAssertNoThrow(try parse(#"{"url": "https://example.com/a", "dest": "a/../b/"}"#).get())
+    }
+
+    func testDuplicateIDsInOneFile() {
+        let found = errors(#"{"jobs": [{"id": "x", "url": "https://e.com/a"}, {"id": "x", "url": "https://e.com/b"}]}"#)
+        XCTAssertEqual(found.count, 1)
+        XCTAssertEqual(found[0].job, 2)
+        XCTAssertEqual(found[0].id, "x")
+        XCTAssertEqual(found[0].field, "id")
+    }
+
+    func testEmptyBinaryAndHugeFiles() {
+        XCTAssertTrue(errors("").first?.message.contains("empty") ?? false)
+        XCTAssertTrue(errors("  \n ").first?.message.contains("empty") ?? false)
+        let garbage = Data([0x00, 0xFF, 0xFE, 0x13, 0x37, 0x00, 0x80])
+        guard case .failure(let rejection) = parser.parse(name: "blob.json", data: garbage) else { return XCTFail() }
+        XCTAssertTrue(rejection.errors[0].message.contains("not UTF-8"), rejection.description)
+        let huge = Data(repeating: 0x20, count: JobFileParser.maxFileSize + 1)
+        guard case .failure(let tooBig) = parser.parse(name: "huge.json", data: huge) else { return XCTFail() }
+        XCTAssertTrue(tooBig.errors[0].message.contains("limit"), tooBig.description)
+    }
+
+    func testURLsMustBeUsable() {
+        XCTAssertEqual(errors(#"{"url": ""}"#).first?.message, "is empty")
+        XCTAssertTrue(errors(#"{"url": "ftp://example.com/a"}"#).first?.message.contains("not supported") ?? false)
+        XCTAssertEqual(errors(#"{"dest": "a"}"#).first?.message, "is missing")
+        XCTAssertTrue(errors("ftp://x/y", name: "l.urls").first?.message.contains("not supported") ?? false)
+    }
+
+    func testSecretsAreReferencesNotTemplates() {
+        let found = errors(#"{"url": "https://e.com/a", "headers": {"Authorization": "Bearer ${TOKEN}"}}"#)
+        XCTAssertEqual(found.first?.field, "headers")
+        XCTAssertEqual(try EnvironmentReference.expand("Bearer ${env:T}", environment: ["T": "s3cr3t"]), "Bearer s3cr3t")
+        XCTAssertThrowsError(try EnvironmentReference.expand("${env:MISSING}", environment: [:]))
+    }
+
+    func testUploadJobsAreDefined() throws {
+        let text = """
+            {"jobs": [
+              {"type": "put", "url": "https://e.com/up/a", "source": "a.bin", "method": "POST", "content_type": "text/plain"},
+              {"type": "form", "url": "https://e.com/form", "fields": {"name": "x"},
+               "files": [{"field": "f", "path": "a.bin", "filename": "ä \\"q\\".bin"}]},
+              {"type": "s3-upload", "url": "s3://bucket/prefix/", "source": "dir", "part_size": "16M", "parts_in_flight": 4}
+            ]}
+            """
+        let jobs = try parse(text).get()
+        XCTAssertEqual(jobs.map(\.kind), [.put, .form, .s3Upload])
+        XCTAssertEqual(jobs[0].source, "/data/a.bin")
+        XCTAssertEqual(jobs[1].files?.first?.path, "/data/a.bin")
+        XCTAssertEqual(jobs[2].partSize, 16 << 20)
+        XCTAssertTrue(errors(#"{"type": "s3-upload", "url": "s3://b/k", "source": "a", "part_size": "1M"}"#)
+            .contains { $0.field == "part_size" })
+    }
+
+    func testPathNormalisationIsLexical() {
+        XCTAssertEqual(PathNormalization.normalize("/a/./b//c/../d"), "/a/b/d")
+        XCTAssertEqual(PathNormalization.normalize("/../x"), "/x")
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import TransferCore
+import XCTest
+
+final class QueueStoreTests: XCTestCase {
+    var path = ""
+    var store: SQLiteQueueStore!
+
+    override func setUpWithError() throws {
+        path = NSTemporaryDirectory() + "/transferd-store-\(UUID().uuidString).db"
+        store = try SQLiteQueueStore(path: path)
+    }
+
+    override func tearDown() {
+        store = nil
+        for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+    }
+
+    func job(_ id: String, priority: Int = 0, host: String = "a.example") -> JobSpec {
+        JobSpec(id: id, kind: .download, url: "https://\(host)/\(id)", destination: "/data/\(id)", priority: priority)
+    }
+
+    func testIngestingTheSameContentTwiceAddsNothing() throws {
+        XCTAssertEqual(try store.ingest(fileName: "a.json", contentHash: "h1", jobs: [job("1"), job("2")]).added, 2)
+        let again = try store.ingest(fileName: "a-copy.json", contentHash: "h1", jobs: [job("1"), job("2")])
+        XCTAssertTrue(again.duplicateFile)
+        XCTAssertEqual(again.added, 0)
+        let sameIDs = try store.ingest(fileName: "b.json", contentHash: "h2", jobs: [job("1"), job("3")])
+        XCTAssertEqual(sameIDs.added, 1)
+        XCTAssertEqual(sameIDs.alreadyKnown, 1)
+        XCTAssertEqual(try store.jobs().count, 3)
+    }
+
+    func testAnIDReusedForADifferentJobIsRejected() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h1", jobs: [job("1")])
+        var other = job("1")
+        other.url = "https://a.example/other"
+        XCTAssertThrowsError(try store.ingest(fileName: "b.json", contentHash: "h2", jobs: [job("9"), other])) { error in
+            XCTAssertTrue(String(describing: error).contains("a different job with this id came from a.json"))
+        }
+        XCTAssertNil(try store.job("9"), "the whole file is one transaction")
+    }
+
+    func testClaimsByPriorityThenAgeAndHonoursAccept() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("low"), job("high", priority: 5), job("mid", priority: 1), job("other", host: "b.example")])
+        let first = try store.claimRunnable(limit: 2, now: Date()) { _ in true }
+        XCTAssertEqual(first.map(\.id), ["high", "mid"])
+        XCTAssertTrue(first.allSatisfy { $0.state == .running })
+        let second = try store.claimRunnable(limit: 5, now: Date()) { $0.spec.host == "b.example" }
+        XCTAssertEqual(second.map(\.id), ["other"])
+        XCTAssertEqual(try store.counts()[.running], 3)
+    }
+
+    func testWaitingJobsAreRunnableOnlyWhenDue() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
+        _ = try store.claimRunnable(limit: 1, now: Date()) { _ in true }
+        let later = Date().addingTimeInterval(60)
+        try store.scheduleRetry("1", at: later, error: "HTTP 503", attempts: 1)
+        XCTAssertTrue(try store.claimRunnable(limit: 1, now: Date()) { _ in true }.isEmpty)
+        XCTAssertEqual(try store.nextWakeup()?.timeIntervalSince1970 ?? 0, later.timeIntervalSince1970, accuracy: 0.001)
+        XCTAssertEqual(try store.claimRunnable(limit: 1, now: later.addingTimeInterval(1)) { _ in true }.map(\.id), ["1"])
+        XCTAssertEqual(try store.job("1")?.attempts, 1)
+    }
+
+    func testInterruptedJobsComeBackAndFinishedOnesStay() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
+        _ = try store.claimRunnable(limit: 3, now: Date()) { _ in true }
+        try store.finishDone([("1", 10, nil)], at: Date())
+        try store.pause(["2"])
+        XCTAssertEqual(try store.recoverInterrupted(), 2)
+        XCTAssertEqual(try store.job("1")?.state, .done)
+        XCTAssertEqual(try store.job("2")?.state, .queued)
+        XCTAssertEqual(try store.job("3")?.state, .queued)
+    }
+
+    func testRetryAndCancel() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
+        _ = try store.claimRunnable(limit: 1, now: Date()) { $0.id == "1" }
+        try store.finish("1", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
+        XCTAssertEqual(try store.requeue(id: nil), 1)
+        XCTAssertEqual(try store.job("1")?.state, .queued)
+        XCTAssertNil(try store.job("1")?.lastError)
+        XCTAssertEqual(try store.cancel("2"), .queued)
+        XCTAssertEqual(try store.job("2")?.state, .cancelled)
+        _ = try store.claimRunnable(limit: 1, now: Date()) { _ in true }
+        XCTAssertEqual(try store.cancel("1"), .running)
+        XCTAssertEqual(try store.cancelRequested(among: ["1"]), ["1"])
+        XCTAssertNil(try store.cancel("nope"))
+    }
+
+    func testCheckpointsAndProgressPersistAcrossConnections() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
+        _ = try store.claimRunnable(limit: 1, now: Date()) { _ in true }
+        try store.saveCheckpoint("{\"x\":1}", for: "1")
+        try store.saveProgress(["1": ProgressSnapshot(bytesDone: 5, bytesTotal: 10, speed: 2)])
+        let reopened = try SQLiteQueueStore(path: path)
+        XCTAssertEqual(try reopened.checkpoint(for: "1"), "{\"x\":1}")
+        XCTAssertEqual(try reopened.job("1")?.bytesDone, 5)
+        XCTAssertEqual(try reopened.job("1")?.checkpoint, "{\"x\":1}")
+    }
+
+    func testANewerSchemaIsRefused() throws {
+        store = nil
+        let raw = try SQLiteQueueStore(path: path)
+        _ = raw
+        // Pretend a future transferd migrated the file.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA user_version=99'); c.commit()", path]
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertThrowsError(try SQLiteQueueStore(path: path)) { error in
+            XCTAssertTrue(String(describing: error).contains("schema version 99"), "\(error)")
+        }
+    }
+}
