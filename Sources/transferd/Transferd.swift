@@ -11,6 +11,7 @@ struct TransferdMain {
           get URL        download one URL, resumably
           run [QUEUE]    run the job queue (default ./queue.d) until nothing is runnable
           status [QUEUE] every job's state, progress and last error
+          ingest [QUEUE] record waiting job files without running them
           add URL...     write a job file into the queue
           validate FILE  check job files without running them
           retry ID       queue a failed job again (--failed: all of them)
@@ -43,6 +44,8 @@ struct TransferdMain {
             code = await GetCommand.run(arguments)
         case "run":
             code = await RunCommand.run(arguments)
+        case "ingest":
+            code = QueueCommands.ingest(arguments)
         case "status":
             code = QueueCommands.status(arguments)
         case "add":

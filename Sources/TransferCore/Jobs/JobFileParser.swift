@@ -86,7 +86,8 @@ struct Context {
     // MARK: URL lists
 
     mutating func parseList(_ text: String) {
-        for (offset, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        let lines = text.replacingOccurrences(of: "\r\n", with: "\n").split(separator: "\n", omittingEmptySubsequences: false)
+        for (offset, rawLine) in lines.enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
@@ -246,6 +247,9 @@ struct Context {
             }
             spec.contentType = reader.string("content_type")
             spec.sha256 = reader.string("sha256")?.lowercased()
+            if let sha = spec.sha256, !(sha.count == 64 && sha.allSatisfy(\.isHexDigit)) {
+                fail("sha256", "must be 64 hex digits")
+            }
         case .form:
             spec.fields = reader.stringMap("fields")
             spec.files = reader.formFiles("files")?.map { file in
@@ -326,7 +330,9 @@ struct Context {
         if name.isEmpty || name == "/" { name = "index.html" }
         guard let dest, !dest.isEmpty else { return resolveInsideRoot(name, field: "dest", job: job, id: id) }
         let path = dest.hasSuffix("/") ? dest + name : dest
-        return resolveInsideRoot(path, field: "dest", job: job, id: id)
+        guard let resolved = resolveInsideRoot(path, field: "dest", job: job, id: id) else { return nil }
+        // "." or the root itself names a folder.
+        return resolved == root ? resolveInsideRoot(name, field: "dest", job: job, id: id) : resolved
     }
 
     mutating func resolveSource(_ source: String?, job: Int, id: String?, required: Bool) -> String? {

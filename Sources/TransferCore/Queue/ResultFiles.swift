@@ -54,7 +54,7 @@ public struct ResultFiles {
                   finished_at: job.finishedAt.map(formatter.string(from:)))
         }
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         try encoder.encode(entries).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 

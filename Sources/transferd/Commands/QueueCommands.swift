@@ -23,6 +23,23 @@ enum QueueCommands {
         }
     }
 
+    // MARK: ingest
+
+    static func ingest(_ argv: [String]) -> ExitCode {
+        let specs = [QueueFlags.rootSpec, help]
+        return command("ingest", argv, specs: specs, usage: "transferd ingest [QUEUE_DIR] [--root DIR]",
+                       summary: "Records the job files waiting in the queue without running them (run does this first).") { arguments in
+            let layout = QueueFlags.layout(arguments)
+            let store = try QueueFlags.openStore(layout)
+            let lock = try RunLock(path: layout.lockFile)
+            defer { withExtendedLifetime(lock) {} }
+            let report = try QueueIngestor(layout: layout, store: store).ingestAll()
+            for rejected in report.rejected { Output.err("rejected: \(rejected.errors)\n") }
+            Output.out("ingested \(report.files) file\(report.files == 1 ? "" : "s"): \(report.jobsAdded) new job\(report.jobsAdded == 1 ? "" : "s")\n")
+            return report.rejected.isEmpty ? .success : .usage
+        }
+    }
+
     // MARK: add
 
     static func add(_ argv: [String]) -> ExitCode {

@@ -11,7 +11,7 @@ enum RunCommand {
         QueueFlags.rootSpec,
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
-    ] + TransferFlags.specs
+    ] + TransferFlags.specs.filter { !$0.names.contains("--header") }
 
     static let usage = "transferd run [QUEUE_DIR] [--watch] [--jobs N] [--limit-rate RATE] [options]"
 
@@ -44,9 +44,6 @@ enum RunCommand {
                     throw UsageError("--transport must be curl or urlsession, not '\(transport)'")
                 }
                 options.transport = transport
-            }
-            if arguments.has("--header") {
-                throw UsageError("--header applies to single transfers; put headers in the job files")
             }
         } catch {
             Output.err("transferd run: \(error)\n")

@@ -20,7 +20,7 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     public var description: String {
         switch self {
         case .destinationExists(let path):
-            return "\(path) already exists; pass --overwrite to replace it or --skip-existing to keep it"
+            return "\(path) already exists and was left alone; to replace it use --overwrite (a job: \"overwrite\": \"overwrite\"), to keep it use --skip-existing (a job: \"overwrite\": \"skip\")"
         case .httpStatus(let status, let url, let message, let reason):
             let detail = message.isEmpty ? "" : ": \(message)"
             let why = reason.map { " (\($0))" } ?? ""

@@ -54,6 +54,9 @@ final class DownloadState: @unchecked Sendable {
         let due = fields.withLock { fields -> Bool in
             fields.plan.recordWritten(count, segment: index)
             fields.sinceCheckpoint += count
+            // A finished segment needs no checkpoint of its own: the file is about to be finalised or
+            // another checkpoint will carry it.
+            guard !fields.plan.segments[index].isComplete else { return false }
             return checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false
         }
         if due { persistCheckpoint?() }
