@@ -15,20 +15,9 @@ extension QueueRunner {
             return .failed(String(describing: error))
         }
         let transport = transports.transport(named: spec.transport ?? self.options.transport)
-        let progress = job.progress
         let engine = DownloadEngine(transport: transport, options: options,
-                                    store: JobCheckpointStore(store: store, jobID: spec.id,
-                                                              initial: job.record.checkpoint)) { event in
-            // Progress events come every 250 ms: the speed is the last interval's, smoothed.
-            if case .progress(let written, let total, _) = event {
-                progress.withLock { snapshot in
-                    let instant = Double(max(0, written - snapshot.bytesDone)) / 0.25
-                    snapshot.speed = snapshot.speed == 0 ? instant : snapshot.speed * 0.7 + instant * 0.3
-                    snapshot.bytesDone = written
-                    snapshot.bytesTotal = total
-                }
-            }
-        }
+                                    store: JobCheckpointStore(store: store, jobID: spec.id, initial: job.record.checkpoint))
+        job.engine.withLock { $0 = engine }
         do {
             return .done(try await engine.run())
         } catch let deferred as DownloadDeferred {
@@ -62,6 +51,7 @@ extension QueueRunner {
         download.retryInPlace = false
         download.syncEachFile = false
         download.deferRename = true
+        download.ownTicker = false
         // A checkpoint (a row update, no fsync) after every 256 KiB write: a crash
         // re-fetches at most about 512 KiB per active segment.
         download.checkpointBytes = 256 << 10

@@ -28,7 +28,10 @@ public final class QueueRunner: @unchecked Sendable {
         let record: JobRecord
         let connections: Int
         var task: Task<Void, Never>?
-        let progress = Locked(ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0))
+        let engine = Locked<DownloadEngine?>(nil)
+        /// The last progress seen, for the speed.
+        var progress = ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0)
+        var progressTime = Date()
         let cancelledByUser = Locked(false)
         init(record: JobRecord, connections: Int) {
             self.record = record
@@ -249,7 +252,17 @@ public final class QueueRunner: @unchecked Sendable {
 
     private func saveProgressAndHonourCancels() throws {
         var snapshots: [String: ProgressSnapshot] = [:]
-        for (id, job) in active { snapshots[id] = job.progress.current }
+        let now = Date()
+        for (id, job) in active {
+            guard let (written, total) = job.engine.current?.progress() else { continue }
+            let interval = now.timeIntervalSince(job.progressTime)
+            let instant = interval > 0 ? Double(max(0, written - job.progress.bytesDone)) / interval : 0
+            job.progress.speed = job.progress.speed == 0 ? instant : job.progress.speed * 0.6 + instant * 0.4
+            job.progress.bytesDone = written
+            job.progress.bytesTotal = total
+            job.progressTime = now
+            snapshots[id] = job.progress
+        }
         try store.saveProgress(snapshots)
         for id in try store.cancelRequested(among: Array(active.keys)) {
             guard let job = active[id] else { continue }

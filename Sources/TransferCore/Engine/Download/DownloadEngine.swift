@@ -10,6 +10,14 @@ public final class DownloadEngine: @unchecked Sendable {
     let onEvent: @Sendable (DownloadEvent) -> Void
     /// Checkpoints are written one at a time (the ticker and the error paths may meet).
     private let checkpointLock = NSLock()
+    private let currentState = Locked<DownloadState?>(nil)
+
+    /// Bytes on disk and the total size, for callers that poll instead of
+    /// taking `.progress` events (`DownloadOptions.ownTicker` off).
+    public func progress() -> (written: Int64, total: Int64?) {
+        guard let plan = currentState.current?.plan else { return (0, nil) }
+        return (plan.bytesWritten, plan.totalSize)
+    }
 
     public init(transport: Transport, options: DownloadOptions, store: CheckpointStore? = nil,
                 onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
@@ -156,6 +164,12 @@ public final class DownloadEngine: @unchecked Sendable {
     /// from 0: its 206 tells the size, the version and that ranges work, then
     /// the rest is split over the connections. No separate probe request.
     private func fetchAll(_ state: DownloadState, fresh: Bool) async throws {
+        currentState.withLock { $0 = state }
+        guard options.ownTicker else {
+            // The caller polls `progress()`; checkpoints come from written bytes.
+            try await fetchSegments(state, fresh: fresh)
+            return
+        }
         let ticker = Task { [self] in await tick(state) }
         do {
             try await fetchSegments(state, fresh: fresh)
@@ -178,8 +192,14 @@ public final class DownloadEngine: @unchecked Sendable {
         }
         onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: state.plan.bytesWritten,
                          segments: state.plan.segments.filter { !$0.isComplete }.count))
+        let pending = state.plan.segments.indices.filter { !state.segment($0).isComplete }
+        if pending.count == 1 && !state.plan.isSegmented {
+            // One stream: no child task needed.
+            try await fetchSegment(pending[0], state: state)
+            return
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in state.plan.segments.indices where !state.segment(index).isComplete {
+            for index in pending {
                 group.addTask {
                     // A connection that finishes early takes half of the largest remaining segment.
                     var current: Int? = index

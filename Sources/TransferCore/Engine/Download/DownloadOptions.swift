@@ -47,6 +47,10 @@ public struct DownloadOptions: Sendable {
     /// Bytes gathered before each write to the file (whole MiB writes beat
     /// small ones; the queue uses less so a crash loses less).
     public var writeBufferSize = 1 << 20
+    /// Run a timer task that reports `.progress` and checkpoints by time. The
+    /// queue turns it off: it polls `DownloadEngine.progress()` for all jobs
+    /// from one timer and checkpoints by bytes (`checkpointBytes`).
+    public var ownTicker = true
     /// Leave the verified file at `partPath` and let the caller rename it (the
     /// queue renames a batch after recording it as `finishing`).
     public var deferRename = false

@@ -134,6 +134,11 @@ final class DownloadSink: ResponseSink {
             remaining = UnsafeRawBufferPointer(rebasing: remaining.prefix(Int(max(0, limit))))
             satisfied = true
         }
+        // A large piece with nothing buffered goes straight to the file: no copy.
+        if buffered == 0 && remaining.count >= Self.directWriteMinimum {
+            try writeOut(remaining)
+            remaining = UnsafeRawBufferPointer(start: nil, count: 0)
+        }
         while !remaining.isEmpty {
             let space = buffer.count - buffered
             let take = min(space, remaining.count)
@@ -149,29 +154,37 @@ final class DownloadSink: ResponseSink {
         }
     }
 
+    /// Pieces at least this big skip the buffer.
+    static let directWriteMinimum = 64 * 1024
+
     /// Writes the buffered bytes to the file and records them in the plan.
     func flush() throws {
         guard case .writing = mode, buffered > 0 else { return }
+        let pending = UnsafeRawBufferPointer(rebasing: buffer[0..<buffered])
+        buffered = 0
+        try writeOut(pending)
+    }
+
+    /// Writes `bytes` at the current offset and records them; on failure,
+    /// what did reach the file is still recorded.
+    private func writeOut(_ bytes: UnsafeRawBufferPointer) throws {
         var done = 0
-        while done < buffered {
-            let n = pwrite(state.fd, buffer.baseAddress! + done, buffered - done, off_t(bufferOffset + Int64(done)))
+        while done < bytes.count {
+            let n = pwrite(state.fd, bytes.baseAddress! + done, bytes.count - done, off_t(bufferOffset + Int64(done)))
             if n < 0 {
                 if errno == EINTR { continue }
                 let failure = POSIXFailure(operation: "write", path: state.partPath)
-                // Keep what did reach the file.
                 state.recordWritten(Int64(done), segment: index)
                 bufferOffset += Int64(done)
-                buffered = 0
                 throw failure
             }
             done += n
         }
         #if TRANSFERD_SLOW_DISK
-        SlowDisk.throttle(bytes: buffered)
+        SlowDisk.throttle(bytes: bytes.count)
         #endif
-        state.recordWritten(Int64(buffered), segment: index)
-        bufferOffset += Int64(buffered)
-        buffered = 0
+        bufferOffset += Int64(bytes.count)
+        state.recordWritten(Int64(bytes.count), segment: index)
     }
 
     /// After the exchange: flushes, and turns an error status into a failure.
