@@ -95,7 +95,7 @@ public final class DownloadEngine: @unchecked Sendable {
             try? store.remove()
         }
         let flags = O_RDWR | O_CREAT | O_CLOEXEC | (checkpoint == nil ? O_TRUNC : 0)
-        let fd = open(part, flags, 0o644)
+        let fd = FileCreation.open(part, flags: flags)
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
