@@ -9,6 +9,7 @@ struct TransferdMain {
 
         commands:
           get URL        download one URL, resumably
+          put PATH URL   upload a file: streamed PUT, or a multipart/form-data POST with --form
           run [QUEUE]    run the job queue (default ./queue.d) until nothing is runnable
           status [QUEUE] every job's state, progress and last error
           ingest [QUEUE] record waiting job files without running them
@@ -42,6 +43,8 @@ struct TransferdMain {
         switch command {
         case "get":
             code = await GetCommand.run(arguments)
+        case "put":
+            code = await PutCommand.run(arguments)
         case "run":
             code = await RunCommand.run(arguments)
         case "ingest":

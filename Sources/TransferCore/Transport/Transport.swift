@@ -92,10 +92,37 @@ public enum RequestBody: Sendable, Equatable {
     case data(Data)
     /// `length` bytes of the file at `path`, starting at `offset`.
     case file(path: String, offset: Int64, length: Int64)
+    /// Pieces sent one after another (a multipart/form-data body: small
+    /// preambles in memory between file regions), with an exact total length.
+    case composed([BodyPart])
 
     public var length: Int64 {
         switch self {
         case .none: return 0
+        case .data(let data): return Int64(data.count)
+        case .file(_, _, let length): return length
+        case .composed(let parts): return parts.reduce(0) { $0 + $1.length }
+        }
+    }
+
+    /// The body as a list of pieces (empty for `.none`).
+    var parts: [BodyPart] {
+        switch self {
+        case .none: return []
+        case .data(let data): return [.data(data)]
+        case .file(let path, let offset, let length): return [.file(path: path, offset: offset, length: length)]
+        case .composed(let parts): return parts
+        }
+    }
+}
+
+/// One piece of a composed request body.
+public enum BodyPart: Sendable, Equatable {
+    case data(Data)
+    case file(path: String, offset: Int64, length: Int64)
+
+    public var length: Int64 {
+        switch self {
         case .data(let data): return Int64(data.count)
         case .file(_, _, let length): return length
         }

@@ -63,12 +63,16 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         case .data(let data):
             urlRequest.httpBody = data
             task = session.dataTask(with: urlRequest)
-        case .file(let path, let offset, let length):
-            let wholeFile = offset == 0 && (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64) == length
-            let uploadPath = wholeFile ? path : try Self.copyRegion(path: path, offset: offset, length: length)
-            if !wholeFile { temporaryCopy = uploadPath }
+        case .file(let path, 0, let length)
+            where (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value == length:
             urlRequest.setValue(String(length), forHTTPHeaderField: "Content-Length")
-            task = session.uploadTask(with: urlRequest, fromFile: URL(fileURLWithPath: uploadPath))
+            task = session.uploadTask(with: urlRequest, fromFile: URL(fileURLWithPath: path))
+        case .file, .composed:
+            // A streamed body would go out chunked: send an exact-length temporary copy instead.
+            let copy = try Self.materialize(request.body.parts)
+            temporaryCopy = copy
+            urlRequest.setValue(String(request.body.length), forHTTPHeaderField: "Content-Length")
+            task = session.uploadTask(with: urlRequest, fromFile: URL(fileURLWithPath: copy))
         }
         defer { if let temporaryCopy { unlink(temporaryCopy) } }
 
@@ -84,25 +88,38 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         }
     }
 
-    /// Copies a byte range of a file to a temporary file (see the type's notes).
-    private static func copyRegion(path: String, offset: Int64, length: Int64) throws -> String {
+    /// Writes the body's pieces to a temporary file (see the type's notes).
+    private static func materialize(_ parts: [BodyPart]) throws -> String {
         let directory = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
         let target = "\(directory)/transferd-body-\(UUID().uuidString)"
-        let input = open(path, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw POSIXFailure(operation: "open", path: path) }
-        defer { close(input) }
         let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw POSIXFailure(operation: "create", path: target) }
         defer { close(output) }
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
-        var copied: Int64 = 0
-        while copied < length {
-            let n = pread(input, buffer, Int(min(Int64(1 << 20), length - copied)), off_t(offset + copied))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { unlink(target); throw POSIXFailure(operation: "read", path: path) }
-            guard write(output, buffer, n) == n else { unlink(target); throw POSIXFailure(operation: "write", path: target) }
-            copied += Int64(n)
+        func put(_ pointer: UnsafeRawPointer, _ count: Int) throws {
+            guard write(output, pointer, count) == count else {
+                unlink(target)
+                throw POSIXFailure(operation: "write", path: target)
+            }
+        }
+        for part in parts {
+            switch part {
+            case .data(let data):
+                try data.withUnsafeBytes { if let base = $0.baseAddress { try put(base, $0.count) } }
+            case .file(let path, let offset, let length):
+                let input = open(path, O_RDONLY | O_CLOEXEC)
+                guard input >= 0 else { unlink(target); throw POSIXFailure(operation: "open", path: path) }
+                defer { close(input) }
+                var copied: Int64 = 0
+                while copied < length {
+                    let n = pread(input, buffer, Int(min(Int64(1 << 20), length - copied)), off_t(offset + copied))
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { unlink(target); throw POSIXFailure(operation: "read", path: path) }
+                    try put(buffer, n)
+                    copied += Int64(n)
+                }
+            }
         }
         return target
     }

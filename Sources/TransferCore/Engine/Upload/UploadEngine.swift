@@ -1,0 +1,221 @@
+import Foundation
+
+/// What to send in one HTTP upload.
+public enum UploadBody: Sendable {
+    /// A whole file as the request body.
+    case file(path: String)
+    /// A multipart/form-data form of fields and files.
+    case form(MultipartForm)
+}
+
+/// An optional integrity header computed from the file before sending.
+public enum UploadChecksum: String, Sendable, CaseIterable {
+    /// `Content-MD5` (base64), which S3 and many servers verify.
+    case md5
+    /// `Content-Digest: sha-256=:base64:` (RFC 9530).
+    case sha256
+}
+
+public struct UploadOptions: Sendable {
+    public var url: URL
+    public var method: String
+    public var body: UploadBody
+    public var headers: HTTPHeaders
+    public var contentType: String?
+    public var checksum: UploadChecksum?
+    public var retry: RetryPolicy
+    public var tls: TLSOptions
+    public var connectTimeout: TimeInterval
+    public var idleTimeout: TimeInterval
+
+    public init(url: URL, method: String = "PUT", body: UploadBody, headers: HTTPHeaders = [:], contentType: String? = nil,
+                checksum: UploadChecksum? = nil, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions(),
+                connectTimeout: TimeInterval = 15, idleTimeout: TimeInterval = 30) {
+        self.url = url
+        self.method = method
+        self.body = body
+        self.headers = headers
+        self.contentType = contentType
+        self.checksum = checksum
+        self.retry = retry
+        self.tls = tls
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+    }
+}
+
+public struct UploadResult: Sendable {
+    public var status: Int
+    public var bytesSent: Int64
+    public var attempts: Int
+    public var elapsed: TimeInterval
+    /// The start of the server's answer (at most 64 KiB).
+    public var responseBody: Data
+    public var responseHeaders: HTTPHeaders
+}
+
+public enum UploadEvent: Sendable {
+    case started(totalSize: Int64)
+    case progress(sent: Int64, totalSize: Int64)
+    case retrying(attempt: Int, delay: TimeInterval, reason: String)
+}
+
+/// A streamed PUT or POST of a file or a form. A plain upload cannot resume
+/// mid-body, so a retryable failure sends the whole body again; memory stays
+/// constant however large the file.
+public final class UploadEngine: @unchecked Sendable {
+    let transport: Transport
+    let options: UploadOptions
+    let onEvent: @Sendable (UploadEvent) -> Void
+
+    public init(transport: Transport, options: UploadOptions, onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
+        self.transport = transport
+        self.options = options
+        self.onEvent = onEvent
+    }
+
+    public func run() async throws -> UploadResult {
+        let started = Date()
+        var headers = options.headers
+        let body: RequestBody
+        switch options.body {
+        case .file(let path):
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw UploadError.local(POSIXFailure(operation: "read", path: path)) }
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw UploadError.local(POSIXFailure(operation: "upload (not a regular file)", path: path, code: EISDIR))
+            }
+            body = .file(path: path, offset: 0, length: Int64(info.st_size))
+            if !headers.contains("Content-Type") {
+                headers.set("Content-Type", options.contentType ?? MIMEType.guess(forPath: path))
+            }
+            if let checksum = options.checksum {
+                let digests = try FileDigests.compute(path: path, offset: 0, length: Int64(info.st_size))
+                switch checksum {
+                case .md5: headers.set("Content-MD5", Data(digests.md5).base64EncodedString())
+                case .sha256: headers.set("Content-Digest", "sha-256=:\(Data(digests.sha256).base64EncodedString()):")
+                }
+            }
+        case .form(let form):
+            do { body = try form.body() } catch let error as POSIXFailure { throw UploadError.local(error) }
+            headers.set("Content-Type", form.contentType)
+        }
+        let total = body.length
+        onEvent(.started(totalSize: total))
+        var attempt = 0
+        while true {
+            attempt += 1
+            let sink = CapturingSink(limit: 64 << 10)
+            let events = onEvent
+            let request = TransferRequest(method: options.method, url: options.url, headers: headers, body: body,
+                                          connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
+                                          tls: options.tls, onProgress: { sent, _ in events(.progress(sent: sent, totalSize: total)) })
+            var failure = RetryPolicy.Failure.transport(.other)
+            var described = ""
+            do {
+                let outcome = try await transport.execute(request, sink: sink)
+                if (200..<300).contains(outcome.head.status) {
+                    return UploadResult(status: outcome.head.status, bytesSent: total, attempts: attempt,
+                                        elapsed: Date().timeIntervalSince(started), responseBody: sink.body,
+                                        responseHeaders: outcome.head.headers)
+                }
+                let retryAfter = outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:))
+                failure = .http(status: outcome.head.status, retryAfter: retryAfter)
+                described = "HTTP \(outcome.head.status)"
+                if case .giveUp(let reason) = options.retry.decide(failure, attempt: attempt) {
+                    let retryable = outcome.head.status >= 500 || outcome.head.status == 429 || outcome.head.status == 408
+                    throw UploadError.httpStatus(status: outcome.head.status, url: Redaction.url(options.url),
+                                                 message: ServerMessage.summary(sink.body), reason: retryable ? reason : nil)
+                }
+            } catch let error as TransportError {
+                if error.kind == .cancelled { throw CancellationError() }
+                failure = .transport(error.kind)
+                described = "\(error.kind.rawValue): \(error.message)"
+                if case .giveUp(let reason) = options.retry.decide(failure, attempt: attempt) {
+                    throw UploadError.transport(error, reason: reason)
+                }
+            } catch let error as POSIXFailure {
+                throw UploadError.local(error)
+            }
+            guard case .retry(let delay) = options.retry.decide(failure, attempt: attempt) else { continue }
+            onEvent(.retrying(attempt: attempt, delay: delay, reason: described))
+            if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+        }
+    }
+}
+
+public enum UploadError: Error, CustomStringConvertible, Sendable {
+    case httpStatus(status: Int, url: String, message: String, reason: String?)
+    case transport(TransportError, reason: String)
+    case local(POSIXFailure)
+    case verification(String)
+
+    public var description: String {
+        switch self {
+        case .httpStatus(let status, let url, let message, let reason):
+            let detail = message.isEmpty ? "" : ": \(message)"
+            return "HTTP \(status) from \(url)\(detail)" + (reason.map { " (\($0))" } ?? "")
+        case .transport(let error, let reason):
+            return "\(error) — \(reason)"
+        case .local(let failure):
+            return failure.description
+        case .verification(let message):
+            return message
+        }
+    }
+}
+
+/// Keeps the start of a response body (for messages and small XML answers).
+final class CapturingSink: ResponseSink, @unchecked Sendable {
+    let limit: Int
+    private(set) var head: ResponseHead?
+    private(set) var body = Data()
+
+    init(limit: Int) { self.limit = limit }
+
+    func receive(head: ResponseHead) throws { self.head = head }
+    func receive(body chunk: UnsafeRawBufferPointer) throws {
+        if body.count < limit { body.append(contentsOf: chunk.prefix(limit - body.count)) }
+    }
+}
+
+/// A one-line summary of what a server said in an error body: an HTML
+/// page's title, an S3 error's code and message, or the text itself.
+enum ServerMessage {
+    static func summary(_ body: Data) -> String {
+        var text = String(decoding: body.prefix(4096), as: UTF8.self)
+        if let start = text.range(of: "<title>"), let end = text.range(of: "</title>", range: start.upperBound..<text.endIndex) {
+            text = String(text[start.upperBound..<end.lowerBound])
+        } else if let code = XMLScan.value(of: "Code", in: text) {
+            text = code + (XMLScan.value(of: "Message", in: text).map { ": \($0)" } ?? "")
+        } else if text.contains("<") {
+            text = text.replacingOccurrences(of: "<[^>]+>", with: " ", options: .regularExpression)
+        }
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\r" || $0 == "\t" })
+        return String(words.joined(separator: " ").prefix(300))
+    }
+}
+
+/// MD5 and SHA-256 of a file region in one read.
+enum FileDigests {
+    static func compute(path: String, offset: Int64, length: Int64) throws -> (md5: [UInt8], sha256: [UInt8]) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw POSIXFailure(operation: "read", path: path) }
+        defer { close(fd) }
+        var md5 = Digest(.md5)
+        var sha = Digest(.sha256)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < length {
+            let n = pread(fd, buffer.baseAddress, Int(min(Int64(buffer.count), length - done)), off_t(offset + done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw POSIXFailure(operation: "read", path: path, code: n < 0 ? errno : EIO) }
+            let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            md5.update(piece)
+            sha.update(piece)
+            done += Int64(n)
+        }
+        return (md5.finalize(), sha.finalize())
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+/// Credentials for AWS Signature Version 4. The secret never appears in
+/// descriptions, logs or errors.
+public struct AWSCredentials: Sendable, CustomStringConvertible {
+    public var accessKeyID: String
+    public var secretAccessKey: String
+    public var sessionToken: String?
+
+    public init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
+        self.accessKeyID = accessKeyID
+        self.secretAccessKey = secretAccessKey
+        self.sessionToken = sessionToken
+    }
+
+    public var description: String { "AWSCredentials(\(accessKeyID), secret REDACTED)" }
+}
+
+/// AWS Signature Version 4 with the `Authorization` header. A pure value:
+/// give it a request and a time, get the headers to add.
+///
+/// S3 flavour (`service == "s3"`): the path is used as sent (no
+/// normalisation, no double encoding) and `x-amz-content-sha256` is always
+/// signed, holding the payload hash or `UNSIGNED-PAYLOAD`.
+public struct SigV4Signer: Sendable {
+    public var credentials: AWSCredentials
+    public var region: String
+    public var service: String
+
+    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    public init(credentials: AWSCredentials, region: String, service: String = "s3") {
+        self.credentials = credentials
+        self.region = region
+        self.service = service
+    }
+
+    /// The intermediate strings, for tests and the debug log (no secret in them).
+    public struct Signature: Sendable {
+        public var canonicalRequest: String
+        public var stringToSign: String
+        public var signature: String
+        public var headers: HTTPHeaders
+    }
+
+    /// Signs `method url` with `headers` (Host is derived from the URL).
+    /// - Parameter payloadHash: hex SHA-256 of the body, or `UNSIGNED-PAYLOAD`.
+    /// - Returns: the headers to send (the given ones plus Host, X-Amz-Date,
+    ///   X-Amz-Content-Sha256 for S3, X-Amz-Security-Token, Authorization).
+    public func sign(method: String, url: URL, headers: HTTPHeaders = [:], payloadHash: String, date: Date = Date()) -> Signature {
+        let amzDate = Self.timestamp(date)
+        let day = String(amzDate.prefix(8))
+        var all = headers
+        all.set("Host", Self.hostHeader(url))
+        all.set("X-Amz-Date", amzDate)
+        if service == "s3" { all.set("X-Amz-Content-Sha256", payloadHash) }
+        if let token = credentials.sessionToken { all.set("X-Amz-Security-Token", token) }
+
+        var canonical: [(String, String)] = []
+        for field in all {
+            let name = field.name.lowercased()
+            guard !["authorization", "user-agent", "expect", "content-length", "transfer-encoding"].contains(name) else { continue }
+            let value = field.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
+            if let index = canonical.firstIndex(where: { $0.0 == name }) {
+                canonical[index].1 += "," + value
+            } else {
+                canonical.append((name, value))
+            }
+        }
+        canonical.sort { $0.0 < $1.0 }
+        let signedHeaders = canonical.map(\.0).joined(separator: ";")
+        let canonicalRequest = [
+            method.uppercased(),
+            canonicalPath(url),
+            Self.canonicalQuery(url),
+            canonical.map { "\($0.0):\($0.1)\n" }.joined(),
+            signedHeaders,
+            payloadHash,
+        ].joined(separator: "\n")
+        let scope = "\(day)/\(region)/\(service)/aws4_request"
+        let stringToSign = ["AWS4-HMAC-SHA256", amzDate, scope,
+                            SHA256Hasher.hex(of: Data(canonicalRequest.utf8))].joined(separator: "\n")
+        var key = HMACSHA256.mac(key: Array("AWS4\(credentials.secretAccessKey)".utf8), message: day)
+        for part in [region, service, "aws4_request"] { key = HMACSHA256.mac(key: key, message: part) }
+        let signature = HMACSHA256.mac(key: key, message: stringToSign).hexString
+        all.set("Authorization",
+                "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)")
+        return Signature(canonicalRequest: canonicalRequest, stringToSign: stringToSign, signature: signature, headers: all)
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var fields = tm()
+        gmtime_r(&time, &fields)
+        return String(format: "%04d%02d%02dT%02d%02d%02dZ", fields.tm_year + 1900, fields.tm_mon + 1, fields.tm_mday,
+                      fields.tm_hour, fields.tm_min, fields.tm_sec)
+    }
+
+    static func hostHeader(_ url: URL) -> String {
+        let host = url.host ?? ""
+        guard let port = url.port else { return host }
+        let defaultPort = url.scheme == "https" ? 443 : 80
+        return port == defaultPort ? host : "\(host):\(port)"
+    }
+
+    /// The path as sent (already percent-encoded) for S3; other services encode each segment once more.
+    func canonicalPath(_ url: URL) -> String {
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? "/"
+        let sent = path.isEmpty ? "/" : path
+        guard service != "s3" else { return sent }
+        return sent.split(separator: "/", omittingEmptySubsequences: false)
+            .map { AWSEncoding.encode(String($0)) }.joined(separator: "/")
+    }
+
+    static func canonicalQuery(_ url: URL) -> String {
+        guard let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery, !query.isEmpty else {
+            return ""
+        }
+        let pairs = query.split(separator: "&").map { item -> (String, String) in
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            let value = parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
+            return (AWSEncoding.encode(name), AWSEncoding.encode(value))
+        }
+        return pairs.sorted { $0.0 == $1.0 ? $0.1 < $1.1 : $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+    }
+}
+
+/// RFC 3986 percent-encoding as AWS wants it: everything but A–Z a–z 0–9 - _ . ~
+public enum AWSEncoding {
+    static let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~".utf8)
+
+    public static func encode(_ text: String, keepSlash: Bool = false) -> String {
+        var result = ""
+        for byte in text.utf8 {
+            if unreserved.contains(byte) || (keepSlash && byte == UInt8(ascii: "/")) {
+                result.append(Character(UnicodeScalar(byte)))
+            } else {
+                result += String(format: "%%%02X", byte)
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,30 @@
+import CCrypto
+
+/// An incremental MD5 or SHA-256 (OpenSSL EVP), for upload checksums.
+struct Digest: ~Copyable {
+    enum Algorithm { case md5, sha256 }
+    private let context: OpaquePointer
+
+    init(_ algorithm: Algorithm) {
+        context = EVP_MD_CTX_new()
+        EVP_DigestInit_ex(context, algorithm == .md5 ? EVP_md5() : EVP_sha256(), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        EVP_DigestUpdate(context, base, bytes.count)
+    }
+
+    mutating func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    consuming func finalize() -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &output, &length)
+        return Array(output.prefix(Int(length)))
+    }
+}

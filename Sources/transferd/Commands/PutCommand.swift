@@ -1,0 +1,157 @@
+import Foundation
+import TransferCore
+
+/// `transferd put PATH URL`: one upload — a streamed PUT (or POST), or a
+/// multipart/form-data POST with `--form`.
+enum PutCommand {
+    static let specs: [OptionSpec] = [
+        OptionSpec("-X", "--method", value: "PUT|POST", help: "request method for a plain upload (default: PUT; a form is always POST)"),
+        OptionSpec("--content-type", value: "TYPE", help: "Content-Type of the file (default: from its extension)"),
+        OptionSpec("--checksum", value: "md5|sha256", help: "send Content-MD5 or Content-Digest computed from the file"),
+        OptionSpec("-F", "--form", value: "NAME=VALUE|NAME=@FILE", help: "send a multipart/form-data form: a text field, or another file (repeatable)"),
+        OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
+        OptionSpec("-q", "--quiet", help: "print errors only"),
+        OptionSpec("-h", "--help", help: "show this help"),
+    ] + TransferFlags.specs.filter { !["--limit-rate"].contains($0.key) }
+
+    static let usage = "transferd put PATH URL [--form NAME=VALUE ...] [--checksum md5|sha256] [options]"
+
+    static func run(_ argv: [String]) async -> ExitCode {
+        let arguments: ParsedArguments
+        let options: UploadOptions
+        let transport: Transport
+        do {
+            arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
+            if arguments.has("--help") {
+                Output.out(helpText(usage: usage, summary: """
+                    Uploads PATH to URL: a streamed PUT with an exact Content-Length by default, or a
+                    multipart/form-data POST when --form is given (PATH is then the form's file).
+                    """, specs: specs))
+                return .success
+            }
+            options = try uploadOptions(arguments)
+            transport = try TransferFlags.transport(arguments)
+        } catch {
+            Output.err("transferd put: \(error)\n")
+            return .usage
+        }
+        let quiet = arguments.has("--quiet")
+        let line = UploadLine(name: (arguments.positionals[0] as NSString).lastPathComponent, quiet: quiet)
+        let engine = UploadEngine(transport: transport, options: options) { line.handle($0) }
+        let task = Task { try await engine.run() }
+        let signals = SignalHandler { task.cancel() }
+        defer { signals.restore() }
+        do {
+            let result = try await task.value
+            line.finish(result)
+            return .success
+        } catch is CancellationError {
+            line.clear()
+            Output.err("transferd put: interrupted; a plain upload starts over when run again\n")
+            return .interrupted
+        } catch let error as UploadError {
+            line.clear()
+            Output.err("transferd put: \(error)\n")
+            if case .local = error { return .localError }
+            return .transferFailed
+        } catch {
+            line.clear()
+            Output.err("transferd put: \(error)\n")
+            return error is TransportError ? .usage : .transferFailed
+        }
+    }
+
+    static func uploadOptions(_ arguments: ParsedArguments) throws -> UploadOptions {
+        guard arguments.positionals.count == 2 else {
+            throw UsageError("need PATH and URL; usage: \(usage)")
+        }
+        let path = arguments.positionals[0]
+        let text = arguments.positionals[1]
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), url.host != nil else {
+            throw UsageError("'\(text)' is not a URL")
+        }
+        guard ["http", "https"].contains(scheme) else {
+            throw UsageError(scheme == "s3" ? "s3:// uploads are not supported by this transferd yet"
+                                            : "'\(text)' is not an http:// or https:// URL")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            throw UsageError("\(path): no such file")
+        }
+        let checksum = try arguments.value("--checksum").map { name -> UploadChecksum in
+            guard let value = UploadChecksum(rawValue: name) else { throw UsageError("--checksum must be md5 or sha256") }
+            return value
+        }
+        let body: UploadBody
+        var method = (arguments.value("--method") ?? "PUT").uppercased()
+        guard ["PUT", "POST"].contains(method) else { throw UsageError("--method must be PUT or POST") }
+        if arguments.has("--form") {
+            var fields: [(name: String, value: String)] = []
+            var files = [MultipartForm.File(field: arguments.value("--file-field") ?? "file", path: path,
+                                            contentType: arguments.value("--content-type"))]
+            for item in arguments.all("--form") {
+                guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                    throw UsageError("--form needs NAME=VALUE or NAME=@FILE, not '\(item)'")
+                }
+                let name = String(item[..<equals])
+                let value = String(item[item.index(after: equals)...])
+                if value.hasPrefix("@") {
+                    files.append(MultipartForm.File(field: name, path: String(value.dropFirst())))
+                } else {
+                    fields.append((name, value))
+                }
+            }
+            body = .form(MultipartForm(fields: fields, files: files))
+            method = "POST"
+        } else {
+            body = .file(path: path)
+        }
+        return UploadOptions(url: url, method: method, body: body, headers: try TransferFlags.headers(arguments),
+                             contentType: arguments.value("--content-type"), checksum: checksum,
+                             retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
+                             connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
+                             idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
+    }
+}
+
+/// Start, retry and finish lines for an upload (stderr).
+final class UploadLine: @unchecked Sendable {
+    private let name: String
+    private let quiet: Bool
+    private let interactive = Output.stderrIsTerminal
+    private let lock = NSLock()
+    private var lastDraw = Date.distantPast
+
+    init(name: String, quiet: Bool) {
+        self.name = name
+        self.quiet = quiet
+    }
+
+    func handle(_ event: UploadEvent) {
+        guard !quiet else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        switch event {
+        case .started(let total):
+            Output.err("\(name): uploading \(Format.bytes(total))\n")
+        case .progress(let sent, let total):
+            guard interactive, Date().timeIntervalSince(lastDraw) >= 0.25, total > 0 else { return }
+            lastDraw = Date()
+            Output.err("\r\u{1B}[2K\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))")
+        case .retrying(let attempt, let delay, let reason):
+            if interactive { Output.err("\r\u{1B}[2K") }
+            Output.err("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))\n")
+        }
+    }
+
+    func clear() {
+        if interactive && !quiet { Output.err("\r\u{1B}[2K") }
+    }
+
+    func finish(_ result: UploadResult) {
+        clear()
+        guard !quiet else { return }
+        let rate = Double(result.bytesSent) / max(result.elapsed, 0.001)
+        Output.err("\(name): sent \(Format.bytes(result.bytesSent)) in \(String(format: "%.2f", result.elapsed)) s (\(Format.rate(rate))), HTTP \(result.status)\n")
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+@testable import TransferCore
+import XCTest
+
+/// Known answers from AWS's published Signature Version 4 examples.
+final class SigV4SignerTests: XCTestCase {
+    func date(_ text: String) -> Date {
+        var fields = tm()
+        let digits = Array(text)
+        func number(_ range: Range<Int>) -> Int32 { Int32(String(digits[range]))! }
+        fields.tm_year = number(0..<4) - 1900
+        fields.tm_mon = number(4..<6) - 1
+        fields.tm_mday = number(6..<8)
+        fields.tm_hour = number(9..<11)
+        fields.tm_min = number(11..<13)
+        fields.tm_sec = number(13..<15)
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&fields)))
+    }
+
+    /// "Signature Version 4 signing process": IAM ListUsers.
+    func testIAMListUsersExample() {
+        let signer = SigV4Signer(credentials: AWSCredentials(accessKeyID: "AKIDEXAMPLE",
+                                                             secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+                                 region: "us-east-1", service: "iam")
+        let result = signer.sign(method: "GET", url: URL(string: "https://iam.amazonaws.com/?Action=ListUsers&Version=2010-05-08")!,
+                                 headers: ["Content-Type": "application/x-www-form-urlencoded; charset=utf-8"],
+                                 payloadHash: SigV4Signer.emptyPayloadHash, date: date("20150830T123600Z"))
+        XCTAssertEqual(result.canonicalRequest, """
+            GET
+            /
+            Action=ListUsers&Version=2010-05-08
+            content-type:application/x-www-form-urlencoded; charset=utf-8
+            host:iam.amazonaws.com
+            x-amz-date:20150830T123600Z
+
+            content-type;host;x-amz-date
+            e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+            """)
+        XCTAssertEqual(result.signature, "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7")
+    }
+
+    /// "Examples: Signature Calculations", S3 GET Object with a range.
+    func testS3GetObjectExample() {
+        let signer = SigV4Signer(credentials: AWSCredentials(accessKeyID: "AKIAIOSFODNN7EXAMPLE",
+                                                             secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+                                 region: "us-east-1")
+        let result = signer.sign(method: "GET", url: URL(string: "https://examplebucket.s3.amazonaws.com/test.txt")!,
+                                 headers: ["Range": "bytes=0-9"], payloadHash: SigV4Signer.emptyPayloadHash,
+                                 date: date("20130524T000000Z"))
+        XCTAssertEqual(result.signature, "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+        let authorization = result.headers["Authorization"] ?? ""
+        XCTAssertTrue(authorization.hasPrefix("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature="), authorization)
+        XCTAssertFalse(String(describing: signer.credentials).contains("wJalr"), "the secret never prints")
+    }
+
+    func testQueryEncodingAndSessionToken() {
+        let signer = SigV4Signer(credentials: AWSCredentials(accessKeyID: "AK", secretAccessKey: "SK", sessionToken: "TOKEN"),
+                                 region: "eu-west-1")
+        let result = signer.sign(method: "PUT", url: URL(string: "http://127.0.0.1:9000/b/a%20b?uploadId=x%2By&partNumber=2")!,
+                                 payloadHash: SigV4Signer.unsignedPayload, date: date("20240101T000000Z"))
+        let lines = result.canonicalRequest.split(separator: "\n", omittingEmptySubsequences: false)
+        XCTAssertEqual(lines[1], "/b/a%20b")
+        XCTAssertEqual(lines[2], "partNumber=2&uploadId=x%2By")
+        XCTAssertTrue(lines.contains("host:127.0.0.1:9000"))
+        XCTAssertTrue(lines.contains("x-amz-security-token:TOKEN"))
+        XCTAssertEqual(lines.last, "UNSIGNED-PAYLOAD")
+        XCTAssertEqual(AWSEncoding.encode("a b/ü~", keepSlash: true), "a%20b/%C3%BC~")
+    }
+}
