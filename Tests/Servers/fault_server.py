@@ -382,7 +382,29 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
 
     def handle_other_method(self) -> None:
         body = self.read_request_body()
-        if urlsplit(self.path).path == "/_echo":
+        target = urlsplit(self.path)
+        if target.path == "/_echo":
+            # Uploads can be faulted too: with `key`, requests are counted, and
+            # `fail`/`fail_count`/`retry_after` or `status` answer before the echo.
+            query = dict(parse_qsl(target.query, keep_blank_values=True))
+            if "key" in query:
+                try:
+                    plan = FaultPlan.from_query(target.path, query)
+                except BadRequest as error:
+                    self.send_simple(http.HTTPStatus.BAD_REQUEST, f"{error}\n")
+                    return
+                registry = self.server.registry
+                registry.record_request(plan.key, None)
+                if plan.status is not None:
+                    self.send_simple(plan.status, plan.message or default_status_message(plan.status), key=plan.key)
+                    return
+                if plan.fail_status is not None and registry.claim_failure(plan.key, plan.fail_count):
+                    headers = {}
+                    if plan.retry_after is not None:
+                        headers["Retry-After"] = plan.retry_after
+                    self.send_simple(plan.fail_status, plan.message or default_status_message(plan.fail_status),
+                                     key=plan.key, extra_headers=headers)
+                    return
             self.send_echo(body)
             return
         self.send_simple(

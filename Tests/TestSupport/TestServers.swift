@@ -107,3 +107,57 @@ public final class CollectingSink: ResponseSink, @unchecked Sendable {
         body.append(contentsOf: chunk)
     }
 }
+
+/// The upload peers `scripts/test` starts: moto's S3 server (signatures
+/// enforced, one log line per request) and a multipart/form-data parser.
+public struct UploadServers {
+    public let s3: URL
+    public let credentials: AWSCredentials
+    public let region: String
+    public let s3Log: String
+    public let form: URL
+    public let formRoot: String
+
+    public static func current(file: StaticString = #filePath, line: UInt = #line) throws -> UploadServers {
+        let environment = ProcessInfo.processInfo.environment
+        func value(_ name: String) throws -> String {
+            guard let value = environment[name], !value.isEmpty else {
+                XCTFail("\(name) is not set: run the tests with scripts/test, which starts the servers", file: file, line: line)
+                throw XCTSkip("no upload servers")
+            }
+            return value
+        }
+        return UploadServers(s3: URL(string: try value("TRANSFERD_TEST_S3"))!,
+                             credentials: AWSCredentials(accessKeyID: try value("TRANSFERD_TEST_S3_ACCESS_KEY"),
+                                                         secretAccessKey: try value("TRANSFERD_TEST_S3_SECRET_KEY")),
+                             region: try value("TRANSFERD_TEST_S3_REGION"), s3Log: try value("TRANSFERD_TEST_S3_LOG"),
+                             form: URL(string: try value("TRANSFERD_TEST_FORM"))!, formRoot: try value("TRANSFERD_TEST_FORM_ROOT"))
+    }
+
+    public var configuration: S3Configuration {
+        S3Configuration(endpoint: s3, region: region, credentials: credentials, pathStyle: true)
+    }
+
+    /// Environment for a `transferd` process talking to the S3 server.
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["AWS_ACCESS_KEY_ID"] = credentials.accessKeyID
+        environment["AWS_SECRET_ACCESS_KEY"] = credentials.secretAccessKey
+        environment["AWS_ENDPOINT_URL"] = s3.absoluteString
+        environment["AWS_REGION"] = region
+        return environment
+    }
+
+    /// Operations logged by the S3 server after byte `offset` of its log (first word of each line).
+    public func operations(since offset: UInt64) throws -> [String] {
+        Thread.sleep(forTimeInterval: 0.1)
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: s3Log))
+        try handle.seek(toOffset: offset)
+        return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            .compactMap { $0.split(separator: " ").first.map(String.init) }
+    }
+
+    public func logSize() throws -> UInt64 {
+        (try FileManager.default.attributesOfItem(atPath: s3Log)[.size] as! NSNumber).uint64Value
+    }
+}

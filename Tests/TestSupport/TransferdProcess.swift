@@ -7,7 +7,7 @@ public struct TransferdProcess {
     let stdout = Pipe()
     let stderr = Pipe()
 
-    static func binary() throws -> String {
+    public static func binary() throws -> String {
         guard let path = ProcessInfo.processInfo.environment["TRANSFERD_BIN"],
               FileManager.default.isExecutableFile(atPath: path) else {
             XCTFail("TRANSFERD_BIN is not set to the built binary: run the tests with scripts/test")
@@ -16,8 +16,9 @@ public struct TransferdProcess {
         return path
     }
 
-    public init(_ arguments: [String], directory: String) throws {
+    public init(_ arguments: [String], directory: String, environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: try Self.binary())
+        if let environment { process.environment = environment }
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.standardOutput = stdout
@@ -39,7 +40,7 @@ public struct TransferdProcess {
                       stderr: String(decoding: err, as: UTF8.self))
     }
 
-    public static func run(_ arguments: [String], directory: String) throws -> Result {
-        try TransferdProcess(arguments, directory: directory).wait()
+    public static func run(_ arguments: [String], directory: String, environment: [String: String]? = nil) throws -> Result {
+        try TransferdProcess(arguments, directory: directory, environment: environment).wait()
     }
 }

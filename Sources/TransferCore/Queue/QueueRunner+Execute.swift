@@ -5,9 +5,7 @@ extension QueueRunner {
     /// outcome the loop records.
     func execute(_ job: ActiveJob) async -> JobOutcome {
         let spec = job.record.spec
-        guard spec.kind == .download else {
-            return .failed("\(spec.kind.rawValue) jobs are not supported by this transferd yet: it runs downloads only")
-        }
+        guard spec.kind == .download else { return await executeUpload(job) }
         let options: DownloadOptions
         do {
             options = try downloadOptions(for: job)
@@ -60,4 +58,81 @@ extension QueueRunner {
         download.priorFailures = job.record.attempts
         return download
     }
+}
+
+extension QueueRunner {
+    /// Runs a `put`, `form` or `s3-upload` job.
+    func executeUpload(_ job: ActiveJob) async -> JobOutcome {
+        let spec = job.record.spec
+        let transport = transports.transport(named: spec.transport ?? options.transport)
+        let retry = RetryPolicy(maxAttempts: spec.retries ?? options.retries, baseDelay: options.retryBaseDelay)
+        var s3: (upload: S3MultipartUpload, client: S3Client, state: JobUploadStateStore)?
+        do {
+            var headers = HTTPHeaders()
+            for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
+                headers.add(name, try EnvironmentReference.expand(value, environment: environment))
+            }
+            switch spec.kind {
+            case .put, .form:
+                guard let url = URL(string: spec.url) else { throw QueueError.unknownJob(spec.id) }
+                let body: UploadBody
+                if spec.kind == .put {
+                    body = .file(path: spec.source ?? "")
+                } else {
+                    let files = (spec.files ?? []).map {
+                        MultipartForm.File(field: $0.field, path: $0.path, filename: $0.filename, contentType: $0.contentType)
+                    }
+                    body = .form(MultipartForm(fields: (spec.fields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                                               files: files))
+                }
+                var upload = UploadOptions(url: url, method: spec.kind == .form ? "POST" : (spec.method ?? "PUT"), body: body,
+                                           headers: headers, contentType: spec.contentType,
+                                           checksum: spec.sha256 == nil ? nil : .sha256, retry: retry, tls: options.tls,
+                                           connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+                upload.expectedSHA256 = spec.sha256
+                let result = try await UploadEngine(transport: transport, options: upload).run()
+                return .uploaded(size: result.bytesSent, etag: nil)
+            case .s3Upload:
+                guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+                    return .failed("uploading a directory is not supported by this transferd yet; add one job per file")
+                }
+                let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
+                                                                profile: spec.profile, environment: environment)
+                let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: options.tls)
+                let state = JobUploadStateStore(store: store, jobID: spec.id, initial: job.record.checkpoint)
+                let upload = S3MultipartUpload(client: client,
+                                               options: S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
+                                                                        partSize: spec.partSize ?? 8 << 20,
+                                                                        partsInFlight: spec.partsInFlight ?? 4,
+                                                                        contentType: spec.contentType),
+                                               state: state)
+                s3 = (upload, client, state)
+                let result = try await upload.run()
+                return .uploaded(size: result.size, etag: result.etag)
+            case .download:
+                return .failed("not an upload")
+            }
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                guard job.cancelledByUser.current else { return .interrupted }
+                // A cancelled S3 upload is aborted so no parts are left behind.
+                if let s3 { await s3.upload.abandon() }
+                return .cancelled
+            }
+            return .failed(String(describing: error))
+        }
+    }
+}
+
+/// An S3 upload's resume state kept in the job's row.
+struct JobUploadStateStore: UploadStateStore {
+    let store: QueueStore
+    let jobID: String
+    let initial: String?
+
+    func load() throws -> String? { try store.checkpoint(for: jobID) ?? initial }
+    func save(_ json: String) throws { try store.saveCheckpoint(json, for: jobID) }
+    func remove() throws { try store.saveCheckpoint(nil, for: jobID) }
 }

@@ -10,6 +10,11 @@ enum PutCommand {
         OptionSpec("--checksum", value: "md5|sha256", help: "send Content-MD5 or Content-Digest computed from the file"),
         OptionSpec("-F", "--form", value: "NAME=VALUE|NAME=@FILE", help: "send a multipart/form-data form: a text field, or another file (repeatable)"),
         OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
+        OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
+        OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 4)"),
+        OptionSpec("--endpoint", value: "URL", help: "S3: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
+        OptionSpec("--region", value: "REGION", help: "S3: region (default: AWS_REGION, the profile, or us-east-1)"),
+        OptionSpec("--profile", value: "NAME", help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.specs.filter { !["--limit-rate"].contains($0.key) }
@@ -22,6 +27,9 @@ enum PutCommand {
         let transport: Transport
         do {
             arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
+            if arguments.positionals.count == 2, let location = S3Location(arguments.positionals[1]), !arguments.has("--help") {
+                return await runS3(arguments, location: location)
+            }
             if arguments.has("--help") {
                 Output.out(helpText(usage: usage, summary: """
                     Uploads PATH to URL: a streamed PUT with an exact Content-Length by default, or a
@@ -58,6 +66,67 @@ enum PutCommand {
             line.clear()
             Output.err("transferd put: \(error)\n")
             return error is TransportError ? .usage : .transferFailed
+        }
+    }
+
+    /// `put PATH s3://bucket/key`: a resumable multipart upload (one PUT for small files).
+    static func runS3(_ arguments: ParsedArguments, location: S3Location) async -> ExitCode {
+        let path = arguments.positionals[0]
+        let upload: S3MultipartUpload
+        do {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                throw UsageError("\(path): no such file (directories go through a queue job)")
+            }
+            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
+                                                             region: arguments.value("--region"),
+                                                             profile: arguments.value("--profile"))
+            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
+                                  retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
+                                          partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
+                                          partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 4,
+                                          contentType: arguments.value("--content-type"))
+            let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: arguments.has("--quiet"))
+            upload = S3MultipartUpload(client: client, options: options,
+                                       state: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key)) {
+                line.handle($0)
+            }
+            let task = Task { try await upload.run() }
+            let signals = SignalHandler { task.cancel() }
+            defer { signals.restore() }
+            do {
+                let result = try await task.value
+                line.clear()
+                if !arguments.has("--quiet") {
+                    let resumed = result.resumed ? ", resumed: \(result.partsSent) of \(result.parts) parts sent now" : ""
+                    Output.err("\(path): s3://\(location.bucket)/\(location.key) \(Format.bytes(result.size)) in \(result.parts) part\(result.parts == 1 ? "" : "s")"
+                               + " (\(String(format: "%.2f", result.elapsed)) s\(resumed)), ETag \(result.etag) verified\n")
+                }
+                return .success
+            } catch is CancellationError {
+                line.clear()
+                Output.err("transferd put: interrupted; the finished parts are recorded — run the same command to continue\n")
+                return .interrupted
+            }
+        } catch let error as UsageError {
+            Output.err("transferd put: \(error)\n")
+            return .usage
+        } catch let error as S3Error {
+            Output.err("transferd put: \(error)\n")
+            switch error {
+            case .noCredentials, .badEndpoint: return .usage
+            case .verification: return .verificationFailed
+            default: return .transferFailed
+            }
+        } catch let error as UploadError {
+            Output.err("transferd put: \(error)\n")
+            if case .local = error { return .localError }
+            return .transferFailed
+        } catch {
+            Output.err("transferd put: \(error)\n")
+            return .transferFailed
         }
     }
 

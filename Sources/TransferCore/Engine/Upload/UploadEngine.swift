@@ -27,6 +27,8 @@ public struct UploadOptions: Sendable {
     public var tls: TLSOptions
     public var connectTimeout: TimeInterval
     public var idleTimeout: TimeInterval
+    /// Refuse to send a file whose SHA-256 differs (a `put` job's `sha256`).
+    public var expectedSHA256: String?
 
     public init(url: URL, method: String = "PUT", body: UploadBody, headers: HTTPHeaders = [:], contentType: String? = nil,
                 checksum: UploadChecksum? = nil, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions(),
@@ -89,11 +91,15 @@ public final class UploadEngine: @unchecked Sendable {
             if !headers.contains("Content-Type") {
                 headers.set("Content-Type", options.contentType ?? MIMEType.guess(forPath: path))
             }
-            if let checksum = options.checksum {
+            if options.checksum != nil || options.expectedSHA256 != nil {
                 let digests = try FileDigests.compute(path: path, offset: 0, length: Int64(info.st_size))
-                switch checksum {
+                if let expected = options.expectedSHA256, digests.sha256.hexString != expected.lowercased() {
+                    throw UploadError.verification("\(path) has SHA-256 \(digests.sha256.hexString), not the expected \(expected); nothing was sent")
+                }
+                switch options.checksum {
                 case .md5: headers.set("Content-MD5", Data(digests.md5).base64EncodedString())
                 case .sha256: headers.set("Content-Digest", "sha-256=:\(Data(digests.sha256).base64EncodedString()):")
+                case nil: break
                 }
             }
         case .form(let form):

@@ -1,0 +1,255 @@
+import Foundation
+
+/// Where an S3 upload's resume state is kept: a file for `transferd put`, the
+/// job's row in the queue. The state is JSON meaningful to any later process.
+public protocol UploadStateStore: Sendable {
+    func load() throws -> String?
+    func save(_ json: String) throws
+    func remove() throws
+}
+
+/// A state file under `$XDG_STATE_HOME/transferd/uploads/` (default
+/// `~/.local/state/...`), named by a hash of the source path and target.
+public struct FileUploadStateStore: UploadStateStore {
+    public let path: String
+
+    public init(source: String, bucket: String, key: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        let base = environment["XDG_STATE_HOME"] ?? "\(home)/.local/state"
+        let name = SHA256Hasher.hex(of: Data("\(source)\n\(bucket)\n\(key)".utf8)).prefix(24)
+        path = "\(base)/transferd/uploads/\(name).json"
+    }
+
+    public func load() throws -> String? {
+        FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    public func save(_ json: String) throws {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try AtomicFile.write(Data(json.utf8), to: path)
+    }
+
+    public func remove() throws { unlink(path) }
+}
+
+/// What an interrupted multipart upload needs to continue in another process.
+public struct S3UploadCheckpoint: Codable, Equatable, Sendable {
+    public struct Part: Codable, Equatable, Sendable {
+        public var etag: String
+        public var size: Int64
+    }
+
+    public var version = 1
+    public var bucket: String
+    public var key: String
+    public var fileSize: Int64
+    public var fileModified: Double
+    public var partSize: Int64
+    public var uploadID: String
+    /// Completed parts by number.
+    public var parts: [Int: Part]
+}
+
+public struct S3UploadOptions: Sendable {
+    public var source: String
+    public var bucket: String
+    public var key: String
+    /// Requested part size; grown as needed so the file fits in 10,000 parts, at least 5 MiB.
+    public var partSize: Int64
+    public var partsInFlight: Int
+    public var contentType: String?
+
+    public init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 4,
+                contentType: String? = nil) {
+        self.source = source
+        self.bucket = bucket
+        self.key = key
+        self.partSize = partSize
+        self.partsInFlight = max(1, partsInFlight)
+        self.contentType = contentType
+    }
+
+    static let minimumPart: Int64 = 5 << 20
+    static let maximumParts: Int64 = 10_000
+
+    /// The part size S3's rules allow for a file of `size` bytes.
+    public static func effectivePartSize(requested: Int64, fileSize: Int64) -> Int64 {
+        var size = max(requested, minimumPart)
+        let needed = (fileSize + maximumParts - 1) / maximumParts
+        if needed > size { size = ((needed + (1 << 20) - 1) >> 20) << 20 }
+        return size
+    }
+}
+
+public struct S3UploadResult: Sendable {
+    public var etag: String
+    public var size: Int64
+    public var parts: Int
+    /// Parts sent in this run (fewer than `parts` after a resume).
+    public var partsSent: Int
+    public var resumed: Bool
+    public var elapsed: TimeInterval
+}
+
+/// An S3 upload: one PUT below the part size, otherwise a multipart upload
+/// with several parts in flight, each sent with Content-MD5 and its ETag
+/// checked. The upload id and every finished part are checkpointed, so a
+/// later run (after `kill -9`) reconciles them with ListParts and sends only
+/// the missing parts. A permanent failure aborts the upload (no orphaned
+/// parts); an interruption keeps it for the next run.
+public final class S3MultipartUpload: @unchecked Sendable {
+    let client: S3Client
+    let options: S3UploadOptions
+    let state: UploadStateStore
+    let onEvent: @Sendable (UploadEvent) -> Void
+    private let lock = NSLock()
+
+    public init(client: S3Client, options: S3UploadOptions, state: UploadStateStore,
+                onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
+        self.client = client
+        self.options = options
+        self.state = state
+        self.onEvent = onEvent
+    }
+
+    public func run() async throws -> S3UploadResult {
+        let started = Date()
+        var info = stat()
+        guard stat(options.source, &info) == 0 else { throw UploadError.local(POSIXFailure(operation: "read", path: options.source)) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw UploadError.local(POSIXFailure(operation: "upload (not a regular file)", path: options.source, code: EISDIR))
+        }
+        let size = Int64(info.st_size)
+        let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        let partSize = S3UploadOptions.effectivePartSize(requested: options.partSize, fileSize: size)
+        let contentType = options.contentType ?? MIMEType.guess(forPath: options.source)
+        onEvent(.started(totalSize: size))
+
+        if size <= partSize {
+            let md5 = try FileDigests.compute(path: options.source, offset: 0, length: size).md5
+            let events = onEvent
+            let etag = try await client.putObject(bucket: options.bucket, key: options.key, path: options.source, length: size,
+                                                  md5: md5, contentType: contentType) { events(.progress(sent: $0, totalSize: size)) }
+            guard Self.unquote(etag) == md5.hexString else {
+                throw S3Error.verification("the object's ETag \(etag) does not match the file's MD5 \(md5.hexString)")
+            }
+            return S3UploadResult(etag: etag, size: size, parts: 1, partsSent: 1, resumed: false,
+                                  elapsed: Date().timeIntervalSince(started))
+        }
+
+        var checkpoint = try await resumeOrCreate(size: size, modified: modified, partSize: partSize, contentType: contentType)
+        let resumed = !checkpoint.parts.isEmpty
+        let count = Int((size + partSize - 1) / partSize)
+        let missing = (1...count).filter { checkpoint.parts[$0] == nil }
+        let sent = Locked<Int64>(checkpoint.parts.values.reduce(0) { $0 + $1.size })
+        let uploadID = checkpoint.uploadID
+        do {
+            try await withThrowingTaskGroup(of: (Int, S3UploadCheckpoint.Part).self) { group in
+                var next = missing.makeIterator()
+                func launch() {
+                    guard let number = next.next() else { return }
+                    group.addTask { (number, try await self.sendPart(number, of: count, partSize: partSize, size: size,
+                                                                      uploadID: uploadID, sent: sent)) }
+                }
+                for _ in 0..<options.partsInFlight { launch() }
+                while let (number, part) = try await group.next() {
+                    checkpoint.parts[number] = part
+                    try save(checkpoint)
+                    launch()
+                }
+            }
+            let etag = try await client.completeMultipartUpload(
+                bucket: options.bucket, key: options.key, uploadID: checkpoint.uploadID,
+                parts: checkpoint.parts.map { ($0.key, $0.value.etag) })
+            let expected = Self.multipartETag(checkpoint.parts.sorted { $0.key < $1.key }.map(\.value.etag))
+            guard Self.unquote(etag) == expected else {
+                throw S3Error.verification("the object's ETag \(etag) is not the expected \(expected) (MD5 of the part MD5s)")
+            }
+            try? state.remove()
+            return S3UploadResult(etag: etag, size: size, parts: count, partsSent: missing.count, resumed: resumed,
+                                  elapsed: Date().timeIntervalSince(started))
+        } catch {
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
+            // A permanent failure: leave no orphaned parts behind.
+            try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: checkpoint.uploadID)
+            try? state.remove()
+            throw error
+        }
+    }
+
+    /// Continues the checkpointed upload when it still matches the file and
+    /// the server still has it; otherwise starts a new one.
+    private func resumeOrCreate(size: Int64, modified: Double, partSize: Int64, contentType: String) async throws -> S3UploadCheckpoint {
+        if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
+            if saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
+               saved.fileModified == modified, saved.partSize == partSize,
+               let listed = try? await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID) {
+                var reconciled = saved
+                reconciled.parts = saved.parts.filter { number, part in
+                    listed.contains { $0.number == number && Self.unquote($0.etag) == Self.unquote(part.etag) && $0.size == part.size }
+                }
+                return reconciled
+            }
+            // The file changed or the upload is gone: do not leave it behind.
+            try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+        }
+        let id = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, contentType: contentType)
+        let fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
+                                       partSize: partSize, uploadID: id, parts: [:])
+        try save(fresh)
+        return fresh
+    }
+
+    private func sendPart(_ number: Int, of count: Int, partSize: Int64, size: Int64, uploadID: String,
+                          sent: Locked<Int64>) async throws -> S3UploadCheckpoint.Part {
+        let offset = Int64(number - 1) * partSize
+        let length = min(partSize, size - offset)
+        let md5 = try FileDigests.compute(path: options.source, offset: offset, length: length).md5
+        let events = onEvent
+        let progressBase = sent
+        let etag = try await client.uploadPart(bucket: options.bucket, key: options.key, uploadID: uploadID, number: number,
+                                               path: options.source, offset: offset, length: length, md5: md5) { partSent in
+            events(.progress(sent: progressBase.current + partSent, totalSize: size))
+        }
+        guard Self.unquote(etag) == md5.hexString else {
+            throw S3Error.verification("part \(number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
+        }
+        sent.withLock { $0 += length }
+        return S3UploadCheckpoint.Part(etag: etag, size: length)
+    }
+
+    /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).
+    public func abandon() async {
+        if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
+            try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+        }
+        try? state.remove()
+    }
+
+    private func save(_ checkpoint: S3UploadCheckpoint) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try state.save(String(decoding: try encoder.encode(checkpoint), as: UTF8.self))
+    }
+
+    static func unquote(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+
+    /// S3's multipart ETag: MD5 of the concatenated binary part MD5s, then `-N`.
+    static func multipartETag(_ partETags: [String]) -> String {
+        var digest = Digest(.md5)
+        for etag in partETags {
+            let hex = Array(unquote(etag).utf8)
+            var bytes: [UInt8] = []
+            var index = 0
+            while index + 1 < hex.count {
+                bytes.append(UInt8(String(decoding: hex[index...index + 1], as: UTF8.self), radix: 16) ?? 0)
+                index += 2
+            }
+            digest.update(bytes)
+        }
+        return "\(digest.finalize().hexString)-\(partETags.count)"
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+
+/// The S3 operations transferd uses, each one signed request with retries
+/// (network errors, 5xx including 503 SlowDown, 429) by the retry policy.
+public final class S3Client: @unchecked Sendable {
+    public let configuration: S3Configuration
+    let transport: Transport
+    let retry: RetryPolicy
+    let tls: TLSOptions
+    var signer: SigV4Signer { SigV4Signer(credentials: configuration.credentials, region: configuration.region) }
+
+    public init(configuration: S3Configuration, transport: Transport, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions()) {
+        self.configuration = configuration
+        self.transport = transport
+        self.retry = retry
+        self.tls = tls
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: HTTPHeaders
+        public var body: String
+    }
+
+    // MARK: Operations
+
+    public func createMultipartUpload(bucket: String, key: String, contentType: String) async throws -> String {
+        let response = try await send("CreateMultipartUpload", method: "POST", bucket: bucket, key: key, query: "uploads=",
+                                      headers: ["Content-Type": contentType])
+        guard let id = XMLScan.value(of: "UploadId", in: response.body) else {
+            throw S3Error.verification("CreateMultipartUpload answered without an UploadId")
+        }
+        return id
+    }
+
+    /// Sends one part with its Content-MD5 (S3 checks it) and returns the ETag.
+    public func uploadPart(bucket: String, key: String, uploadID: String, number: Int, path: String, offset: Int64,
+                           length: Int64, md5: [UInt8], onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> String {
+        let query = "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))"
+        let response = try await send("UploadPart", method: "PUT", bucket: bucket, key: key, query: query,
+                                      headers: ["Content-MD5": Data(md5).base64EncodedString()],
+                                      body: .file(path: path, offset: offset, length: length), onProgress: onProgress)
+        guard let etag = response.headers["ETag"] else { throw S3Error.verification("UploadPart \(number) answered without an ETag") }
+        return etag
+    }
+
+    public struct ListedPart: Sendable, Equatable {
+        public var number: Int
+        public var etag: String
+        public var size: Int64
+    }
+
+    /// Every part the server holds for the upload (follows pagination).
+    public func listParts(bucket: String, key: String, uploadID: String) async throws -> [ListedPart] {
+        var parts: [ListedPart] = []
+        var marker = 0
+        while true {
+            var query = "max-parts=1000&uploadId=\(AWSEncoding.encode(uploadID))"
+            if marker > 0 { query += "&part-number-marker=\(marker)" }
+            let response = try await send("ListParts", method: "GET", bucket: bucket, key: key, query: query)
+            for block in XMLScan.values(of: "Part", in: response.body) {
+                guard let number = XMLScan.value(of: "PartNumber", in: block).flatMap(Int.init),
+                      let etag = XMLScan.value(of: "ETag", in: block),
+                      let size = XMLScan.value(of: "Size", in: block).flatMap(Int64.init) else { continue }
+                parts.append(ListedPart(number: number, etag: etag, size: size))
+            }
+            guard XMLScan.value(of: "IsTruncated", in: response.body) == "true",
+                  let next = XMLScan.value(of: "NextPartNumberMarker", in: response.body).flatMap(Int.init), next > marker else {
+                return parts
+            }
+            marker = next
+        }
+    }
+
+    /// Joins the parts; returns the object's ETag.
+    public func completeMultipartUpload(bucket: String, key: String, uploadID: String, parts: [(number: Int, etag: String)]) async throws -> String {
+        var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        for part in parts.sorted(by: { $0.number < $1.number }) {
+            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(XMLScan.escape(part.etag))</ETag></Part>"
+        }
+        xml += "</CompleteMultipartUpload>"
+        let response = try await send("CompleteMultipartUpload", method: "POST", bucket: bucket, key: key,
+                                      query: "uploadId=\(AWSEncoding.encode(uploadID))",
+                                      headers: ["Content-Type": "application/xml"], body: .data(Data(xml.utf8)))
+        // S3 can answer 200 with an error document once the body has started.
+        if let code = XMLScan.value(of: "Code", in: response.body), response.body.contains("<Error>") {
+            throw S3Error.service(status: 200, code: code, message: XMLScan.value(of: "Message", in: response.body) ?? "",
+                                  operation: "CompleteMultipartUpload", endpoint: configuration.endpoint.absoluteString)
+        }
+        return XMLScan.value(of: "ETag", in: response.body) ?? ""
+    }
+
+    public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
+        _ = try await send("AbortMultipartUpload", method: "DELETE", bucket: bucket, key: key,
+                           query: "uploadId=\(AWSEncoding.encode(uploadID))", accept: [204, 200, 404])
+    }
+
+    /// A whole file in one PUT, with Content-MD5; returns the ETag.
+    public func putObject(bucket: String, key: String, path: String, length: Int64, md5: [UInt8], contentType: String,
+                          onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> String {
+        let response = try await send("PutObject", method: "PUT", bucket: bucket, key: key,
+                                      headers: ["Content-MD5": Data(md5).base64EncodedString(), "Content-Type": contentType],
+                                      body: .file(path: path, offset: 0, length: length), onProgress: onProgress)
+        return response.headers["ETag"] ?? ""
+    }
+
+    /// Size and ETag of an object.
+    public func headObject(bucket: String, key: String) async throws -> (size: Int64, etag: String) {
+        let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key)
+        return (response.headers["Content-Length"].flatMap(Int64.init) ?? -1, response.headers["ETag"] ?? "")
+    }
+
+    public func createBucket(_ bucket: String) async throws {
+        _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: "", accept: [200, 409])
+    }
+
+    /// A signed request for `GET bucket/key` (S3 downloads run through the download engine with these headers).
+    public func signedGetHeaders(bucket: String, key: String, extra: HTTPHeaders = [:]) -> (URL, HTTPHeaders) {
+        let url = configuration.url(bucket: bucket, key: key)
+        return (url, signer.sign(method: "GET", url: url, headers: extra, payloadHash: SigV4Signer.unsignedPayload).headers)
+    }
+
+    // MARK: Sending
+
+    /// One operation, retried by the policy. The payload is not hashed for
+    /// files (`UNSIGNED-PAYLOAD`; Content-MD5 protects it) but is for XML.
+    public func send(_ operation: String, method: String, bucket: String, key: String, query: String = "",
+              headers: HTTPHeaders = [:], body: RequestBody = .none, accept: Set<Int> = [200, 204],
+              onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> Response {
+        let url = configuration.url(bucket: bucket, key: key, query: query)
+        let payloadHash: String
+        switch body {
+        case .none: payloadHash = SigV4Signer.emptyPayloadHash
+        case .data(let data): payloadHash = SHA256Hasher.hex(of: data)
+        default: payloadHash = SigV4Signer.unsignedPayload
+        }
+        var attempt = 0
+        while true {
+            attempt += 1
+            // Signed per attempt: the date must be fresh.
+            let signed = signer.sign(method: method, url: url, headers: headers, payloadHash: payloadHash).headers
+            let sink = CapturingSink(limit: 1 << 20)
+            let request = TransferRequest(method: method, url: url, headers: signed, body: body, tls: tls,
+                                          onProgress: onProgress.map { callback in { sent, _ in callback(sent) } })
+            let failure: RetryPolicy.Failure
+            var lastError: Error
+            do {
+                let outcome = try await transport.execute(request, sink: sink)
+                let text = String(decoding: sink.body, as: UTF8.self)
+                if accept.contains(outcome.head.status) {
+                    return Response(status: outcome.head.status, headers: outcome.head.headers, body: text)
+                }
+                let code = XMLScan.value(of: "Code", in: text) ?? "HTTP \(outcome.head.status)"
+                if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken"].contains(code) {
+                    throw S3Error.rejectedCredentials(endpoint: configuration.endpoint.absoluteString, code: code,
+                                                      accessKey: configuration.credentials.accessKeyID)
+                }
+                lastError = S3Error.service(status: outcome.head.status, code: code,
+                                            message: XMLScan.value(of: "Message", in: text) ?? "",
+                                            operation: operation, endpoint: configuration.endpoint.absoluteString)
+                failure = .http(status: outcome.head.status,
+                                retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
+            } catch let error as TransportError {
+                if error.kind == .cancelled { throw CancellationError() }
+                lastError = error
+                failure = .transport(error.kind)
+            }
+            switch retry.decide(failure, attempt: attempt) {
+            case .retry(let delay):
+                if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+            case .giveUp:
+                throw lastError
+            }
+        }
+    }
+}

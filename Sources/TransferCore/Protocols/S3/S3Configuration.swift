@@ -1,0 +1,132 @@
+import Foundation
+
+/// Where an S3 object lives and how to reach it: endpoint, region,
+/// credentials and addressing style, resolved the way the AWS SDKs do.
+public struct S3Configuration: Sendable {
+    public var endpoint: URL
+    public var region: String
+    public var credentials: AWSCredentials
+    /// `https://endpoint/bucket/key` (path style) instead of `https://bucket.endpoint/key`.
+    public var pathStyle: Bool
+
+    public init(endpoint: URL, region: String, credentials: AWSCredentials, pathStyle: Bool) {
+        self.endpoint = endpoint
+        self.region = region
+        self.credentials = credentials
+        self.pathStyle = pathStyle
+    }
+
+    /// Resolves from (in order) explicit values, `AWS_ENDPOINT_URL_S3` /
+    /// `AWS_ENDPOINT_URL`, `AWS_REGION` / `AWS_DEFAULT_REGION`, the
+    /// credentials in `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
+    /// `AWS_SESSION_TOKEN`, then the `~/.aws/credentials` profile
+    /// (`AWS_PROFILE`, default `default`) and `~/.aws/config`. Custom
+    /// endpoints use path-style addressing; AWS itself virtual-hosted.
+    public static func resolve(endpoint: String? = nil, region: String? = nil, profile: String? = nil,
+                               environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Configuration {
+        let profileName = profile ?? environment["AWS_PROFILE"] ?? "default"
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        let credentialsFile = INIFile.load(environment["AWS_SHARED_CREDENTIALS_FILE"] ?? "\(home)/.aws/credentials")
+        let configFile = INIFile.load(environment["AWS_CONFIG_FILE"] ?? "\(home)/.aws/config")
+        let profileCredentials = credentialsFile[profileName] ?? [:]
+        let profileConfig = configFile[profileName == "default" ? "default" : "profile \(profileName)"] ?? [:]
+
+        let credentials: AWSCredentials
+        if let key = environment["AWS_ACCESS_KEY_ID"], let secret = environment["AWS_SECRET_ACCESS_KEY"] {
+            credentials = AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: environment["AWS_SESSION_TOKEN"])
+        } else if let key = profileCredentials["aws_access_key_id"], let secret = profileCredentials["aws_secret_access_key"] {
+            credentials = AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: profileCredentials["aws_session_token"])
+        } else {
+            throw S3Error.noCredentials(profile: profileName)
+        }
+        let resolvedRegion = region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"]
+            ?? profileConfig["region"] ?? "us-east-1"
+        let custom = endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
+            ?? profileConfig["endpoint_url"]
+        if let custom {
+            guard let url = URL(string: custom), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw S3Error.badEndpoint(custom)
+            }
+            return S3Configuration(endpoint: url, region: resolvedRegion, credentials: credentials, pathStyle: true)
+        }
+        return S3Configuration(endpoint: URL(string: "https://s3.\(resolvedRegion).amazonaws.com")!, region: resolvedRegion,
+                               credentials: credentials, pathStyle: false)
+    }
+
+    /// The URL of `key` in `bucket`, with `query` (already encoded) appended.
+    func url(bucket: String, key: String, query: String = "") -> URL {
+        var components = URLComponents(url: endpoint, resolvingAgainstBaseURL: false)!
+        let encodedKey = AWSEncoding.encode(key, keepSlash: true)
+        let base = components.percentEncodedPath.hasSuffix("/") ? String(components.percentEncodedPath.dropLast())
+            : components.percentEncodedPath
+        if pathStyle {
+            components.percentEncodedPath = "\(base)/\(bucket)/\(encodedKey)"
+        } else {
+            components.host = "\(bucket).\(components.host ?? "")"
+            components.percentEncodedPath = "\(base)/\(encodedKey)"
+        }
+        components.percentEncodedQuery = query.isEmpty ? nil : query
+        return components.url!
+    }
+}
+
+/// An `s3://bucket/key` address.
+public struct S3Location: Sendable, Equatable {
+    public var bucket: String
+    public var key: String
+
+    public init?(_ text: String) {
+        guard text.hasPrefix("s3://") else { return nil }
+        let rest = text.dropFirst(5)
+        guard let slash = rest.firstIndex(of: "/"), slash != rest.startIndex else { return nil }
+        bucket = String(rest[..<slash])
+        key = String(rest[rest.index(after: slash)...])
+        guard !key.isEmpty else { return nil }
+    }
+}
+
+/// The sections of an AWS-style INI file (`[name]` then `key = value`).
+enum INIFile {
+    static func load(_ path: String) -> [String: [String: String]] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }
+        var sections: [String: [String: String]] = [:]
+        var current = ""
+        for raw in text.split(whereSeparator: \.isNewline) {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("[") && line.hasSuffix("]") {
+                current = String(line.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            sections[current, default: [:]][key] = value
+        }
+        return sections
+    }
+}
+
+/// S3 failures, each saying what to do. Secrets never appear.
+public enum S3Error: Error, CustomStringConvertible, Sendable {
+    case noCredentials(profile: String)
+    case badEndpoint(String)
+    case rejectedCredentials(endpoint: String, code: String, accessKey: String)
+    case service(status: Int, code: String, message: String, operation: String, endpoint: String)
+    case verification(String)
+
+    public var description: String {
+        switch self {
+        case .noCredentials(let profile):
+            return "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add them to the [\(profile)] profile in ~/.aws/credentials"
+        case .badEndpoint(let text):
+            return "'\(text)' is not an http:// or https:// endpoint URL"
+        case .rejectedCredentials(let endpoint, let code, let accessKey):
+            return "\(endpoint) rejected the credentials (\(code)) for access key \(accessKey): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile), the region and the endpoint; the secret key is not shown"
+        case .service(let status, let code, let message, let operation, let endpoint):
+            return "\(operation) at \(endpoint) failed: HTTP \(status) \(code)\(message.isEmpty ? "" : ": \(message)")"
+        case .verification(let message):
+            return message
+        }
+    }
+}

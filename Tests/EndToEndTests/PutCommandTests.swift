@@ -1,0 +1,136 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// `transferd put` as a user runs it, and upload jobs in the queue.
+final class PutCommandTests: XCTestCase {
+    /// kill -9 in the middle of a multipart upload, then the same command:
+    /// only the missing parts are sent, the object is correct, no upload is left open.
+    func testKillNineMidUploadThenOnlyMissingPartsAreSent() throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        let directory = try scratchDirectory()
+        var environment = peers.environment
+        environment["HOME"] = directory
+        let source = directory + "/big.bin"
+        try FileManager.default.copyItem(atPath: servers.path("1g.bin"), toPath: source)
+        let bucket = "resume-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
+        let created = expectation(description: "bucket")
+        Task { try await client.createBucket(bucket); created.fulfill() }
+        wait(for: [created], timeout: 10)
+
+        let arguments = ["put", source, "s3://\(bucket)/big.bin", "--part-size", "8M", "--parts", "2"]
+        let state = FileUploadStateStore(source: source, bucket: bucket, key: "big.bin", environment: ["HOME": directory])
+        let first = try TransferdProcess(arguments, directory: directory, environment: environment)
+        var recorded = 0
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let json = try state.load(),
+               let checkpoint = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
+                recorded = checkpoint.parts.count
+                if recorded >= 20 { break }
+            }
+            usleep(20_000)
+        }
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = first.wait()
+        let checkpoint = try XCTUnwrap(try state.load().flatMap { try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data($0.utf8)) })
+        recorded = checkpoint.parts.count
+        XCTAssertGreaterThanOrEqual(recorded, 20)
+        XCTAssertLessThan(recorded, 128)
+
+        let logStart = try peers.logSize()
+        let second = try TransferdProcess.run(arguments, directory: directory, environment: environment)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        let operations = try peers.operations(since: logStart)
+        XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 128 - recorded, "only the missing parts: \(second.stderr)")
+        XCTAssertEqual(operations.filter { $0 == "CreateMultipartUpload" }.count, 0, "the same upload continued")
+        XCTAssertTrue(operations.contains("ListParts"), "recorded parts were reconciled with the server")
+        XCTAssertTrue(second.stderr.contains("resumed: \(128 - recorded) of 128 parts"), second.stderr)
+
+        let listed = expectation(description: "check")
+        Task {
+            let head = try await client.headObject(bucket: bucket, key: "big.bin")
+            XCTAssertEqual(head.size, 1 << 30)
+            let uploads = try await client.send("ListMultipartUploads", method: "GET", bucket: bucket, key: "", query: "uploads=")
+            XCTAssertFalse(uploads.body.contains("<UploadId>"), "no orphaned upload: \(uploads.body.prefix(500))")
+            let (url, headers) = client.signedGetHeaders(bucket: bucket, key: "big.bin")
+            let back = directory + "/back.bin"
+            _ = try await DownloadEngine(transport: CurlTransport(), options: DownloadOptions(url: url, destination: back, headers: headers)).run()
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: back), try servers.sha256(of: "1g.bin"))
+            listed.fulfill()
+        }
+        wait(for: [listed], timeout: 120)
+    }
+
+    /// A 300 MiB form (two fields, two files) reaches the parser intact while
+    /// the client's peak RSS stays small.
+    func testLargeFormUploadsInConstantMemory() throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        let directory = try scratchDirectory()
+        let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+        let second = directory + "/second.bin"
+        FileManager.default.createFile(atPath: second, contents: nil)
+        let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: second))
+        for _ in 0..<236 { writer.write(random.readData(ofLength: 1 << 20)) }
+        try writer.close()
+        let key = "big-\(UUID().uuidString.prefix(8))"
+        let time = Process()
+        time.executableURL = URL(fileURLWithPath: "/usr/bin/time")
+        time.arguments = ["-f", "%M", "-o", directory + "/rss", try TransferdProcess.binary(), "put", servers.path("64m.bin"),
+                          peers.form.appendingPathComponent("form/\(key)").absoluteString,
+                          "--form", "kind=backup", "--form", "owner=ops", "--form", "extra=@\(second)", "-q"]
+        try time.run()
+        time.waitUntilExit()
+        XCTAssertEqual(time.terminationStatus, 0)
+        let peakKiB = Int(try String(contentsOfFile: directory + "/rss", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last ?? "") ?? 0
+        XCTAssertLessThan(peakKiB, 64 * 1024, "peak RSS \(peakKiB) KiB for a 300 MiB body")
+        print("form upload of 300 MiB: peak RSS \(peakKiB / 1024) MiB")
+
+        let last = try Data(contentsOf: URL(string: peers.form.absoluteString + "/_last/\(key)")!)
+        let received = try JSONSerialization.jsonObject(with: last) as? [String: Any] ?? [:]
+        XCTAssertEqual(received["fields"] as? [String: String], ["kind": "backup", "owner": "ops"])
+        let files = received["files"] as? [[String: Any]] ?? []
+        XCTAssertEqual(files.first { $0["field"] as? String == "file" }?["sha256"] as? String, try servers.sha256(of: "64m.bin"))
+        XCTAssertEqual(files.first { $0["field"] as? String == "extra" }?["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: second))
+    }
+
+    func testUploadJobsRunInTheQueue() throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        let fixture = try QueueFixture()
+        try FileManager.default.createDirectory(atPath: fixture.root + "/data", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: servers.path("64m.bin"), toPath: fixture.root + "/data/64m.bin")
+        let bucket = "queue-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
+        let created = expectation(description: "bucket")
+        Task { try await client.createBucket(bucket); created.fulfill() }
+        wait(for: [created], timeout: 10)
+        let key = "queue-\(UUID().uuidString.prefix(8))"
+        try fixture.drop("uploads.json", jobs: [
+            ["id": "put", "type": "put", "url": servers.http.appendingPathComponent("upload/queue/\(key).bin").absoluteString,
+             "source": "data/64m.bin"],
+            ["id": "form", "type": "form", "url": peers.form.appendingPathComponent("form/\(key)").absoluteString,
+             "fields": ["a": "b"], "files": [["field": "f", "path": "data/64m.bin"]]],
+            ["id": "s3", "type": "s3-upload", "url": "s3://\(bucket)/from-queue.bin", "source": "data/64m.bin",
+             "part_size": "8M", "parts_in_flight": 3],
+        ])
+        let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: peers.environment)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 3])
+        let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/queue/\(key).bin"
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: stored), try servers.sha256(of: "64m.bin"))
+        let checked = expectation(description: "head")
+        Task {
+            let head = try await client.headObject(bucket: bucket, key: "from-queue.bin")
+            XCTAssertEqual(head.size, 64 << 20)
+            XCTAssertTrue(head.etag.hasSuffix("-8\""), head.etag)
+            checked.fulfill()
+        }
+        wait(for: [checked], timeout: 30)
+    }
+}
