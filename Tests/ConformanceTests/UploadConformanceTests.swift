@@ -93,6 +93,63 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
+    /// A dropped connection, a 500 and a 503 SlowDown on three parts: each
+    /// of those parts is sent again, alone, and the object is complete.
+    func testAFaultInOnePartRetriesThatPartAlone() async throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        for (name, transport) in Backends.all {
+            func part(_ number: Int) -> @Sendable (TransferRequest) -> Bool {
+                { $0.method == "PUT" && ($0.url.query ?? "").contains("partNumber=\(number)&") }
+            }
+            let faulty = FaultInjectingTransport(wrapping: transport, rules: [
+                (part(2), .connectionDropped, 1),
+                (part(4), .status(500, code: "InternalError"), 1),
+                (part(6), .status(503, code: "SlowDown"), 2),
+            ])
+            let client = S3Client(configuration: peers.configuration, transport: faulty, retry: quickRetry)
+            let bucket = "faults-\(name)"
+            try await client.createBucket(bucket)
+            let logStart = try peers.logSize()
+            let result = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                source: servers.path("64m.bin"), bucket: bucket, key: "faulty.bin", partSize: 8 << 20, partsInFlight: 3),
+                state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "faulty.bin",
+                                            environment: ["HOME": try scratchDirectory(name)])).run()
+            XCTAssertEqual(result.parts, 8, name)
+            XCTAssertEqual(faulty.seen.withLock { $0 }, [0: 2, 1: 2, 2: 3], "\(name): each faulty part was retried alone")
+            let operations = try peers.operations(since: logStart)
+            XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 8, "\(name): every other part was sent once")
+            XCTAssertEqual(operations.filter { $0 == "CreateMultipartUpload" }.count, 1, name)
+            let head = try await client.headObject(bucket: bucket, key: "faulty.bin")
+            XCTAssertEqual(head.size, 64 << 20, name)
+        }
+    }
+
+    func testPermanentFailureAbortsTheUpload() async throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        let transport = CurlTransport()
+        let faulty = FaultInjectingTransport(wrapping: transport, rules: [
+            ({ $0.method == "PUT" && ($0.url.query ?? "").contains("partNumber=3&") }, .status(403, code: "AccessDenied"), 1),
+        ])
+        let client = S3Client(configuration: peers.configuration, transport: faulty, retry: quickRetry)
+        try await client.createBucket("abort-check")
+        let logStart = try peers.logSize()
+        do {
+            _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                source: servers.path("64m.bin"), bucket: "abort-check", key: "denied.bin", partSize: 8 << 20, partsInFlight: 2),
+                state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: "abort-check", key: "denied.bin",
+                                            environment: ["HOME": try scratchDirectory()])).run()
+            XCTFail("a 403 on a part must fail the upload")
+        } catch let error as S3Error {
+            XCTAssertTrue(error.description.contains("AccessDenied"), error.description)
+        }
+        let operations = try peers.operations(since: logStart)
+        XCTAssertTrue(operations.contains("AbortMultipartUpload"), "no orphaned parts: \(operations)")
+        let uploads = try await client.send("ListMultipartUploads", method: "GET", bucket: "abort-check", key: "", query: "uploads=")
+        XCTAssertFalse(uploads.body.contains("<UploadId>"), uploads.body)
+    }
+
     func testSmallObjectUsesOnePut() async throws {
         let servers = try TestServers.current()
         let peers = try UploadServers.current()

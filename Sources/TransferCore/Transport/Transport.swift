@@ -191,6 +191,12 @@ public struct TransferOutcome: Sendable {
     public var bytesReceived: Int64
     /// Request body bytes sent.
     public var bytesSent: Int64
+
+    public init(head: ResponseHead, bytesReceived: Int64, bytesSent: Int64) {
+        self.head = head
+        self.bytesReceived = bytesReceived
+        self.bytesSent = bytesSent
+    }
 }
 
 extension Transport {
