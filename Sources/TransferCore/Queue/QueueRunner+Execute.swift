@@ -105,7 +105,7 @@ extension QueueRunner {
                 let upload = S3MultipartUpload(client: client,
                                                options: S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
                                                                         partSize: spec.partSize ?? 8 << 20,
-                                                                        partsInFlight: spec.partsInFlight ?? 4,
+                                                                        partsInFlight: spec.partsInFlight ?? 10,
                                                                         contentType: spec.contentType),
                                                state: state)
                 s3 = (upload, client, state)

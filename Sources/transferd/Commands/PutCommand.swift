@@ -11,7 +11,7 @@ enum PutCommand {
         OptionSpec("-F", "--form", value: "NAME=VALUE|NAME=@FILE", help: "send a multipart/form-data form: a text field, or another file (repeatable)"),
         OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
         OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
-        OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 4)"),
+        OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 10)"),
         OptionSpec("--endpoint", value: "URL", help: "S3: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
         OptionSpec("--region", value: "REGION", help: "S3: region (default: AWS_REGION, the profile, or us-east-1)"),
         OptionSpec("--profile", value: "NAME", help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
@@ -86,7 +86,7 @@ enum PutCommand {
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             let options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
                                           partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
-                                          partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 4,
+                                          partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
                                           contentType: arguments.value("--content-type"))
             let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: arguments.has("--quiet"))
             upload = S3MultipartUpload(client: client, options: options,

@@ -60,7 +60,7 @@ public struct S3UploadOptions: Sendable {
     public var partsInFlight: Int
     public var contentType: String?
 
-    public init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 4,
+    public init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 10,
                 contentType: String? = nil) {
         self.source = source
         self.bucket = bucket

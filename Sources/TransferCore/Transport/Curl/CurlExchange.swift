@@ -101,6 +101,8 @@ final class CurlExchange {
         let length = curl_off_t(request.body.length)
         let hasBody = request.body != .none
         if hasBody {
+            // Larger reads per callback than the 64 KiB default: fewer calls for big bodies.
+            setLong(CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
             tdc_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, curlReadCallback)
             tdc_easy_setopt_pointer(easy, CURLOPT_READDATA, me)
             tdc_easy_setopt_seek_callback(easy, curlSeekCallback)
