@@ -132,5 +132,15 @@ final class PutCommandTests: XCTestCase {
             checked.fulfill()
         }
         wait(for: [checked], timeout: 30)
+
+        // The same credentials serve downloads: an s3:// source in a download job.
+        try fixture.drop("back.json", jobs: [["id": "s3-back", "url": "s3://\(bucket)/from-queue.bin", "dest": "back/"]])
+        let back = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: peers.environment)
+        XCTAssertEqual(back.status, 0, back.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/back/from-queue.bin"), try servers.sha256(of: "64m.bin"))
+        let get = try TransferdProcess.run(["get", "s3://\(bucket)/from-queue.bin", "-o", "got.bin", "-c", "4"],
+                                           directory: fixture.root, environment: peers.environment)
+        XCTAssertEqual(get.status, 0, get.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/got.bin"), try servers.sha256(of: "64m.bin"))
     }
 }

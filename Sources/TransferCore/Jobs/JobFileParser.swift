@@ -153,7 +153,7 @@ struct Context {
 
     private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
-        .download: ["dest", "connections", "sha256", "overwrite"],
+        .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile"],
         .put: ["source", "method", "content_type", "sha256"],
         .form: ["fields", "files"],
         .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type"],
@@ -239,6 +239,9 @@ struct Context {
             if let url, errors.count == errorsBefore || reader.string("dest") != nil {
                 spec.destination = resolveDestination(reader.string("dest"), url: url, job: number, id: display)
             }
+            spec.region = reader.string("region")
+            spec.endpoint = reader.string("endpoint")
+            spec.profile = reader.string("profile")
         case .put:
             spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
             spec.method = reader.string("method")?.uppercased()
@@ -300,7 +303,7 @@ struct Context {
             fail(job, id, "url", "\"\(trimmed)\" is not a URL")
             return nil
         }
-        let schemes: [String] = kind == .s3Upload ? ["s3"] : ["http", "https"]
+        let schemes: [String] = kind == .s3Upload ? ["s3"] : kind == .download ? ["http", "https", "s3"] : ["http", "https"]
         guard schemes.contains(scheme) else {
             fail(job, id, "url", "the scheme \"\(scheme)\" is not supported for \(kind.rawValue) jobs",
                  fix: "use \(schemes.map { "\($0)://" }.joined(separator: " or "))")

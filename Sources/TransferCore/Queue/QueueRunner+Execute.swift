@@ -35,8 +35,15 @@ extension QueueRunner {
         for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
             headers.add(name, try EnvironmentReference.expand(value, environment: environment))
         }
-        guard let url = URL(string: spec.url), let destination = spec.destination else {
+        guard var url = URL(string: spec.url), let destination = spec.destination else {
             throw QueueError.unknownJob(spec.id)
+        }
+        var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+        if let location = S3Location(spec.url) {
+            let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region, profile: spec.profile,
+                                                            environment: environment)
+            let client = S3Client(configuration: configuration, transport: transports.transport(named: spec.transport ?? options.transport))
+            (url, signer) = client.downloadSource(bucket: location.bucket, key: location.key)
         }
         try ensureFolder((destination as NSString).deletingLastPathComponent)
         var download = DownloadOptions(
@@ -46,6 +53,7 @@ extension QueueRunner {
             tls: options.tls, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
             maxRedirects: options.maxRedirects, maxRate: spec.limitRate)
         download.sharedLimiter = limiter
+        download.signer = signer
         download.retryInPlace = false
         download.syncEachFile = false
         download.deferRename = true

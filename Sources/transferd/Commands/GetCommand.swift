@@ -9,6 +9,9 @@ enum GetCommand {
         OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
         OptionSpec("--overwrite", help: "replace an existing destination once the new file is verified"),
         OptionSpec("--skip-existing", help: "keep an existing destination that matches the remote"),
+        OptionSpec("--endpoint", value: "URL", help: "s3:// sources: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
+        OptionSpec("--region", value: "REGION", help: "s3:// sources: region (default: AWS_REGION, the profile, or us-east-1)"),
+        OptionSpec("--profile", value: "NAME", help: "s3:// sources: credentials profile (default: AWS_PROFILE or default)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.specs
@@ -54,9 +57,20 @@ enum GetCommand {
                              : "one URL at a time (got \(arguments.positionals.count)); use a queue for many")
         }
         let text = arguments.positionals[0]
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              url.host != nil else {
-            throw UsageError("'\(text)' is not an http:// or https:// URL")
+        var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+        var url: URL
+        if let location = S3Location(text) {
+            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
+                                                            region: arguments.value("--region"),
+                                                            profile: arguments.value("--profile"))
+            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments))
+            (url, signer) = client.downloadSource(bucket: location.bucket, key: location.key)
+        } else {
+            guard let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                  parsed.host != nil else {
+                throw UsageError("'\(text)' is not an http://, https:// or s3:// URL")
+            }
+            url = parsed
         }
         if arguments.has("--overwrite") && arguments.has("--skip-existing") {
             throw UsageError("--overwrite and --skip-existing exclude each other")
@@ -68,7 +82,7 @@ enum GetCommand {
         }
         let overwrite: OverwritePolicy = arguments.has("--overwrite") ? .overwrite
             : arguments.has("--skip-existing") ? .skipIfIdentical : .refuse
-        return DownloadOptions(
+        var options = DownloadOptions(
             url: url,
             destination: try destination(for: url, output: arguments.value("--output")),
             headers: try TransferFlags.headers(arguments),
@@ -81,6 +95,8 @@ enum GetCommand {
             idleTimeout: try arguments.seconds("--idle-timeout") ?? 30,
             maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
             maxRate: try arguments.byteSize("--limit-rate"))
+        options.signer = signer
+        return options
     }
 
     /// `-o` as given, a file named after the URL inside `-o` when it is a directory, or in the current directory.

@@ -150,7 +150,9 @@ public final class DownloadEngine: @unchecked Sendable {
 
     func makeRequest(method: String = "GET", headers: HTTPHeaders) -> TransferRequest {
         let perConnectionRate = options.maxRate.map { max(1, $0 / Int64(options.connections)) }
-        return TransferRequest(method: method, url: options.url, headers: headers,
+        // Signed per request (S3): a signature is only good for minutes, and Range/If-Range change.
+        let sent = options.signer.map { $0(method, options.url, headers) } ?? headers
+        return TransferRequest(method: method, url: options.url, headers: sent,
                                connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
                                maxRedirects: options.maxRedirects, tls: options.tls,
                                maxReceiveRate: perConnectionRate)

@@ -32,6 +32,9 @@ public struct DownloadOptions: Sendable {
     public var maxRate: Int64?
     /// Seconds between durable checkpoints.
     public var checkpointInterval: TimeInterval
+    /// Adds authentication to each request just before it is sent (S3's
+    /// SigV4): given method, URL and headers, returns the headers to send.
+    public var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
     /// A rate cap shared with other downloads (the queue's `--limit-rate`).
     public var sharedLimiter: BandwidthLimiter?
     /// False in the queue: a failure that needs a backoff delay ends the attempt

@@ -114,6 +114,14 @@ public final class S3Client: @unchecked Sendable {
         _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: "", accept: [200, 409])
     }
 
+    /// The object's URL and a signer for the download engine (`DownloadOptions.signer`).
+    public func downloadSource(bucket: String, key: String) -> (URL, @Sendable (String, URL, HTTPHeaders) -> HTTPHeaders) {
+        let signer = self.signer
+        return (configuration.url(bucket: bucket, key: key), { method, url, headers in
+            signer.sign(method: method, url: url, headers: headers, payloadHash: SigV4Signer.emptyPayloadHash).headers
+        })
+    }
+
     /// A signed request for `GET bucket/key` (S3 downloads run through the download engine with these headers).
     public func signedGetHeaders(bucket: String, key: String, extra: HTTPHeaders = [:]) -> (URL, HTTPHeaders) {
         let url = configuration.url(bucket: bucket, key: key)
