@@ -26,7 +26,7 @@ final class GetCommandTests: XCTestCase {
 
         result = try TransferdProcess.run(["get", "ftp://example.com/x"], directory: directory)
         XCTAssertEqual(result.status, 2)
-        XCTAssertTrue(result.stderr.contains("not an http:// or https:// URL"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("is not an http://, https:// or s3:// URL"), result.stderr)
 
         result = try TransferdProcess.run(["get", missing, "--bogus"], directory: directory)
         XCTAssertEqual(result.status, 2)

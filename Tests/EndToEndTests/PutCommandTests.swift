@@ -143,4 +143,52 @@ final class PutCommandTests: XCTestCase {
         XCTAssertEqual(get.status, 0, get.stderr)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/got.bin"), try servers.sha256(of: "64m.bin"))
     }
+
+    func testADirectoryUploadsAsOneObjectPerFileUnderThePrefix() throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        let fixture = try QueueFixture()
+        let tree = fixture.root + "/site"
+        try FileManager.default.createDirectory(atPath: tree + "/assets/img", withIntermediateDirectories: true)
+        try Data("<h1>hi</h1>".utf8).write(to: URL(fileURLWithPath: tree + "/index.html"))
+        try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: tree + "/assets/img/logo one.png")
+        try FileManager.default.copyItem(atPath: servers.path("64m.bin"), toPath: tree + "/assets/big.bin")
+        let bucket = "tree-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
+        let created = expectation(description: "bucket")
+        Task { try await client.createBucket(bucket); created.fulfill() }
+        wait(for: [created], timeout: 10)
+        try fixture.drop("tree.json", jobs: [["id": "tree", "type": "s3-upload", "url": "s3://\(bucket)/www/", "source": "site"]])
+        let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: peers.environment)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let checked = expectation(description: "objects")
+        Task {
+            let expected: [(String, Int64)] = [("www/index.html", 11), ("www/assets/img/logo one.png", 1 << 20),
+                                               ("www/assets/big.bin", 64 << 20)]
+            for (key, size) in expected {
+                let head = try await client.headObject(bucket: bucket, key: key)
+                XCTAssertEqual(head.size, size, key)
+            }
+            let big = try await client.headObject(bucket: bucket, key: "www/assets/big.bin")
+            XCTAssertTrue(big.etag.hasSuffix("-8\""), "the big file went up in parts: \(big.etag)")
+            checked.fulfill()
+        }
+        wait(for: [checked], timeout: 30)
+        XCTAssertEqual(try fixture.store().job("tree")?.bytesTotal, 11 + (1 << 20) + (64 << 20))
+    }
+
+    func testAddWritesAnUploadJob() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: fixture.root + "/report.bin")
+        let target = servers.http.appendingPathComponent("upload/added/\(UUID().uuidString).bin")
+        let added = try TransferdProcess.run(["add", "--upload", "report.bin", target.absoluteString, "--queue", fixture.queue],
+                                             directory: fixture.root)
+        XCTAssertEqual(added.status, 0, added.stderr)
+        let result = try fixture.run()
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try fixture.store().jobs().map(\.spec.kind), [.put])
+        let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/added/" + target.lastPathComponent
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: stored), try servers.sha256(of: "1m.bin"))
+    }
 }

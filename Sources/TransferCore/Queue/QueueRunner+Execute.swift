@@ -102,14 +102,17 @@ extension QueueRunner {
                 return .uploaded(size: result.bytesSent, etag: nil)
             case .s3Upload:
                 guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
-                    return .failed("uploading a directory is not supported by this transferd yet; add one job per file")
-                }
                 let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
                                                                 profile: spec.profile, environment: environment)
                 let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: options.tls)
                 let state = JobUploadStateStore(store: store, jobID: spec.id, initial: job.record.checkpoint)
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+                    let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
+                                                             prefix: location.key, partSize: spec.partSize ?? 8 << 20,
+                                                             partsInFlight: spec.partsInFlight ?? 10, store: state).run()
+                    return .uploaded(size: result.bytes, etag: nil)
+                }
                 let upload = S3MultipartUpload(client: client,
                                                options: S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
                                                                         partSize: spec.partSize ?? 8 << 20,

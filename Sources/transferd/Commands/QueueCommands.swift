@@ -44,15 +44,23 @@ enum QueueCommands {
 
     static func add(_ argv: [String]) -> ExitCode {
         let specs = [OptionSpec("-o", "--output", value: "DIR", help: "folder (relative to the root) to download into"),
+                     OptionSpec("--upload", value: "PATH", help: "an upload job instead: PATH to the URL (http(s): PUT; s3://: S3 upload)"),
                      OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"),
                      QueueFlags.rootSpec, help]
-        return command("add", argv, specs: specs, usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR]",
-                       summary: "Writes a job file with one download job per URL into the queue.") { arguments in
+        return command("add", argv, specs: specs,
+                       usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR] | transferd add --upload PATH URL",
+                       summary: "Writes a job file into the queue: one download job per URL, or one upload job.") { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one URL") }
             let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d", root: arguments.value("--root"))
             try layout.prepare()
             var jobs: [[String: String]] = []
-            for url in arguments.positionals {
+            if let source = arguments.value("--upload") {
+                guard arguments.positionals.count == 1 else { throw UsageError("--upload takes one destination URL") }
+                let url = arguments.positionals[0]
+                let absolute = source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
+                jobs.append(["type": url.hasPrefix("s3://") ? "s3-upload" : "put", "url": url, "source": absolute])
+            }
+            for url in arguments.positionals where !arguments.has("--upload") {
                 var job = ["url": url]
                 if let folder = arguments.value("--output") { job["dest"] = folder.hasSuffix("/") ? folder : folder + "/" }
                 jobs.append(job)

@@ -1,0 +1,106 @@
+import Foundation
+
+/// An S3 upload of a whole directory: one object per regular file under the
+/// key prefix (`prefix/relative/path`), several files at a time. Each file is
+/// its own `S3MultipartUpload`, resumable on its own; which files are done
+/// and each unfinished file's parts live in one state record.
+public final class S3DirectoryUpload: @unchecked Sendable {
+    struct State: Codable {
+        var done: Set<String> = []
+        /// Unfinished files' upload checkpoints (JSON), by relative path.
+        var files: [String: String] = [:]
+    }
+
+    let client: S3Client
+    let directory: String
+    let bucket: String
+    let prefix: String
+    let partSize: Int64
+    let partsInFlight: Int
+    let filesInFlight: Int
+    let store: UploadStateStore
+    private let state: Locked<State>
+
+    public init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
+                partsInFlight: Int = 10, filesInFlight: Int = 4, store: UploadStateStore) {
+        self.client = client
+        self.directory = directory
+        self.bucket = bucket
+        self.prefix = prefix.isEmpty || prefix.hasSuffix("/") ? prefix : prefix + "/"
+        self.partSize = partSize
+        self.partsInFlight = partsInFlight
+        self.filesInFlight = max(1, filesInFlight)
+        self.store = store
+        let saved = (try? store.load()).flatMap { try? JSONDecoder().decode(State.self, from: Data($0.utf8)) }
+        state = Locked(saved ?? State())
+    }
+
+    public struct Result: Sendable {
+        public var files: Int
+        public var bytes: Int64
+        public var skippedAsDone: Int
+    }
+
+    /// The regular files under the directory, as sorted relative paths.
+    func files() throws -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
+            throw UploadError.local(POSIXFailure(operation: "list", path: directory))
+        }
+        var found: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            var info = stat()
+            if stat((directory as NSString).appendingPathComponent(relative), &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+                found.append(relative)
+            }
+        }
+        return found.sorted()
+    }
+
+    public func run() async throws -> Result {
+        let all = try files()
+        let pending = all.filter { !state.current.done.contains($0) }
+        var bytes: Int64 = 0
+        try await withThrowingTaskGroup(of: Int64.self) { group in
+            var next = pending.makeIterator()
+            func launch() {
+                guard let relative = next.next() else { return }
+                group.addTask { try await self.upload(relative) }
+            }
+            for _ in 0..<filesInFlight { launch() }
+            while let size = try await group.next() {
+                bytes += size
+                launch()
+            }
+        }
+        return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count)
+    }
+
+    private func upload(_ relative: String) async throws -> Int64 {
+        let view = FileView(parent: self, relative: relative)
+        let upload = S3MultipartUpload(client: client, options: S3UploadOptions(
+            source: (directory as NSString).appendingPathComponent(relative), bucket: bucket, key: prefix + relative,
+            partSize: partSize, partsInFlight: partsInFlight), state: view)
+        let result = try await upload.run()
+        try update { $0.files[relative] = nil; $0.done.insert(relative) }
+        return result.size
+    }
+
+    fileprivate func update(_ change: (inout State) -> Void) throws {
+        let json = state.withLock { current -> String in
+            change(&current)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return String(decoding: (try? encoder.encode(current)) ?? Data(), as: UTF8.self)
+        }
+        try store.save(json)
+    }
+
+    /// One file's slice of the directory's state.
+    private struct FileView: UploadStateStore {
+        let parent: S3DirectoryUpload
+        let relative: String
+        func load() throws -> String? { parent.state.current.files[relative] }
+        func save(_ json: String) throws { try parent.update { $0.files[relative] = json } }
+        func remove() throws { try parent.update { $0.files[relative] = nil } }
+    }
+}
