@@ -39,7 +39,7 @@ let package = Package(
         ),
         .testTarget(
             name: "UnitTests",
-            dependencies: ["TransferCore"]
+            dependencies: ["TransferCore", "TestSupport"]
         ),
         .testTarget(
             name: "ConformanceTests",

@@ -12,26 +12,10 @@
 set -euo pipefail
 
 runs="${1:-3}"
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-export PATH="/opt/swift/usr/bin:$PATH"
-scripts/setup --bench
-
-work="$root/bench/work"
-servers="$work/servers"
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 out="$work/out"
-mkdir -p "$work"
-export TMPDIR="$work/tmp"
-mkdir -p "$TMPDIR"
-trap 'scripts/servers stop "$servers" >/dev/null 2>&1 || true' EXIT
-scripts/servers stop "$servers" >/dev/null 2>&1 || true
-scripts/servers start "$servers" >/dev/null
-# shellcheck disable=SC1091
-source "$servers/env"
-
-echo "bench: building transferd (release, and a slow-disk variant)" >&2
-swift build -c release >/dev/null
-transferd="$(swift build -c release --show-bin-path)/transferd"
+echo "bench: building the slow-disk variant" >&2
 swift build -c release --scratch-path "$work/build-slowdisk" -Xswiftc -DTRANSFERD_SLOW_DISK >/dev/null
 slow="$(swift build -c release --scratch-path "$work/build-slowdisk" --show-bin-path)/transferd"
 

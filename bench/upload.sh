@@ -11,26 +11,9 @@
 set -euo pipefail
 
 runs="${1:-3}"
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-export PATH="/opt/swift/usr/bin:$PATH"
-scripts/setup --bench
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 python3 -c 'import awscli' 2>/dev/null || python3 -m pip install --quiet --root-user-action=ignore awscli >/dev/null
-
-work="$root/bench/work"
-servers="$work/servers"
-mkdir -p "$work"
-export TMPDIR="$work/tmp"
-mkdir -p "$TMPDIR"
-trap 'scripts/servers stop "$servers" >/dev/null 2>&1 || true' EXIT
-scripts/servers stop "$servers" >/dev/null 2>&1 || true
-scripts/servers start "$servers" >/dev/null
-# shellcheck disable=SC1091
-source "$servers/env"
-
-echo "bench: building transferd (release)" >&2
-swift build -c release >/dev/null
-transferd="$(swift build -c release --show-bin-path)/transferd"
 
 export AWS_ACCESS_KEY_ID="$TRANSFERD_TEST_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$TRANSFERD_TEST_S3_SECRET_KEY"
 export AWS_REGION="$TRANSFERD_TEST_S3_REGION" AWS_DEFAULT_REGION="$TRANSFERD_TEST_S3_REGION" AWS_ENDPOINT_URL="$TRANSFERD_TEST_S3"

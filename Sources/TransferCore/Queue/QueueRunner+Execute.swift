@@ -31,10 +31,7 @@ extension QueueRunner {
 
     private func downloadOptions(for job: ActiveJob) throws -> DownloadOptions {
         let spec = job.record.spec
-        var headers = HTTPHeaders()
-        for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
-            headers.add(name, try EnvironmentReference.expand(value, environment: environment))
-        }
+        let headers = try expandedHeaders(spec)
         guard var url = URL(string: spec.url), let destination = spec.destination else {
             throw QueueError.unknownJob(spec.id)
         }
@@ -76,10 +73,7 @@ extension QueueRunner {
         let retry = RetryPolicy(maxAttempts: spec.retries ?? options.retries, baseDelay: options.retryBaseDelay)
         var s3: (upload: S3MultipartUpload, client: S3Client, state: JobUploadStateStore)?
         do {
-            var headers = HTTPHeaders()
-            for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
-                headers.add(name, try EnvironmentReference.expand(value, environment: environment))
-            }
+            let headers = try expandedHeaders(spec)
             switch spec.kind {
             case .put, .form:
                 guard let url = URL(string: spec.url) else { throw QueueError.unknownJob(spec.id) }
@@ -134,6 +128,17 @@ extension QueueRunner {
             }
             return .failed(String(describing: error))
         }
+    }
+}
+
+extension QueueRunner {
+    /// The job's headers with `${env:NAME}` references filled in (only now, as it runs).
+    func expandedHeaders(_ spec: JobSpec) throws -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
+            headers.add(name, try EnvironmentReference.expand(value, environment: environment))
+        }
+        return headers
     }
 }
 
