@@ -53,7 +53,9 @@ count_ok() { [[ $($aws s3 ls "s3://bench/$1/" | wc -l) -eq 1000 ]]; }
 
 for ((r = 0; r < runs; r++)); do
     measure "aws s3 cp (1 GiB)" "object_ok aws.bin" $aws s3 cp "$big" s3://bench/aws.bin --quiet
-    measure "rclone copyto (1 GiB)" "object_ok rclone.bin" rclone copyto --ignore-times "$big" moto:bench/rclone.bin
+    # rclone skips an object it finds unchanged: delete it so every round uploads.
+    rclone deletefile moto:bench/rclone.bin 2>/dev/null || true
+    measure "rclone copyto (1 GiB)" "object_ok rclone.bin" rclone copyto "$big" moto:bench/rclone.bin
     measure "transferd put, curl (1 GiB)" "object_ok td.bin" "$transferd" put "$big" s3://bench/td.bin -q
     measure "transferd put, urlsession (1 GiB)" "object_ok td-us.bin" "$transferd" put "$big" s3://bench/td-us.bin -q --transport urlsession
 
