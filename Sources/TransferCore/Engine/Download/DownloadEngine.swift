@@ -217,12 +217,12 @@ public final class DownloadEngine: @unchecked Sendable {
 
     /// The most one exchange may ask for, for a transport without backpressure
     /// (its unconsumed backlog is then bounded by this window).
-    /// The connections share `windowBudgetWithoutBackpressure` (8 MiB: all of
-    /// it for one connection, 1 MiB each for eight), never under 1 MiB.
+    /// The connections share `windowBudgetWithoutBackpressure` (4 MiB: all of
+    /// it for one connection, 512 KiB each for eight), never under 512 KiB.
     var requestWindow: Int64? {
         guard !transport.capabilities.contains(.backpressure) else { return nil }
         let share = options.windowBudgetWithoutBackpressure / Int64(options.connections)
-        return max(1 << 20, min(8 << 20, share))
+        return max(512 << 10, min(8 << 20, share))
     }
 
     /// One segment's attempts, retried by policy; bytes written survive each failure.

@@ -61,7 +61,7 @@ public struct DownloadOptions: Sendable {
     public var priorFailures = 0
     /// On a transport without backpressure, the most that all of this
     /// download's requests together may have asked for and not yet received.
-    public var windowBudgetWithoutBackpressure: Int64 = 8 << 20
+    public var windowBudgetWithoutBackpressure: Int64 = 4 << 20
 
     public init(url: URL, destination: String, headers: HTTPHeaders = [:], connections: Int = 1,
                 minSegmentSize: Int64 = 4 << 20, sha256: String? = nil, overwrite: OverwritePolicy = .refuse,

@@ -8,7 +8,7 @@ import FoundationNetworking
 /// On Linux URLSession has no backpressure: every received chunk is queued for
 /// the delegate however slowly it is consumed, so one long response can pile
 /// up without bound. The backend declares this (no `.backpressure`), and the
-/// download engine then asks for bounded Range windows (8 MiB by default), so
+/// download engine then asks for bounded Range windows (4 MiB shared by a file's connections), so
 /// the backlog of one exchange can never exceed its window.
 ///
 /// What it cannot do is declared in `capabilities`: no custom CA, insecure
