@@ -66,7 +66,8 @@ final class QueueRunTests: XCTestCase {
         var kills = 0
         while kills < 20 {
             let run = try fixture.start(["--jobs", "4", "--quiet"])
-            usleep(UInt32.random(in: 400_000...1_200_000, using: &generator))
+            // About 20 s of transfer at 4 × 16 MiB/s; kills every 0.2–0.8 s (10 s for 20) leave a wide margin.
+            usleep(UInt32.random(in: 200_000...800_000, using: &generator))
             if !run.process.isRunning { break }
             kill(run.process.processIdentifier, SIGKILL)
             _ = run.wait()
