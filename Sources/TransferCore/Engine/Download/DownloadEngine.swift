@@ -186,13 +186,15 @@ public final class DownloadEngine: @unchecked Sendable {
     }
 
     private func fetchSegments(_ state: DownloadState, fresh: Bool) async throws {
+        // What an earlier run left, before this run's opening request adds to it.
+        let resumedFrom = state.plan.bytesWritten
         if fresh && options.connections > 1 {
             try await fetchSegment(0, state: state, firstExchangeOnly: true)
             if !state.plan.isComplete && state.rangesSupported {
                 state.update { $0.splitRemainder(connections: options.connections, minSegmentSize: options.minSegmentSize) }
             }
         }
-        onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: state.plan.bytesWritten,
+        onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: resumedFrom,
                          segments: state.plan.segments.filter { !$0.isComplete }.count))
         let pending = state.plan.segments.indices.filter { !state.segment($0).isComplete }
         if pending.count == 1 && !state.plan.isSegmented {
