@@ -93,7 +93,7 @@ extension QueueRunner {
                                            connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
                 upload.expectedSHA256 = spec.sha256
                 let result = try await UploadEngine(transport: transport, options: upload).run()
-                return .uploaded(size: result.bytesSent, etag: nil)
+                return .uploaded(size: result.bytesSent)
             case .s3Upload:
                 guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
                 let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
@@ -105,7 +105,7 @@ extension QueueRunner {
                     let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
                                                              prefix: location.key, partSize: spec.partSize ?? 8 << 20,
                                                              partsInFlight: spec.partsInFlight ?? 10, store: state).run()
-                    return .uploaded(size: result.bytes, etag: nil)
+                    return .uploaded(size: result.bytes)
                 }
                 let upload = S3MultipartUpload(client: client,
                                                options: S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
@@ -115,7 +115,7 @@ extension QueueRunner {
                                                state: state)
                 s3 = (upload, client, state)
                 let result = try await upload.run()
-                return .uploaded(size: result.size, etag: result.etag)
+                return .uploaded(size: result.size)
             case .download:
                 return .failed("not an upload")
             }

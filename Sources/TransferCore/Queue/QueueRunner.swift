@@ -18,7 +18,7 @@ public final class QueueRunner: @unchecked Sendable {
     enum JobOutcome: Sendable {
         case done(DownloadResult)
         /// An upload finished (nothing local to make durable).
-        case uploaded(size: Int64, etag: String?)
+        case uploaded(size: Int64)
         case retry(delay: TimeInterval, reason: String, failures: Int)
         case failed(String)
         case interrupted
@@ -175,12 +175,11 @@ public final class QueueRunner: @unchecked Sendable {
         switch outcome {
         case .done(let result):
             pendingDone.append((job, result, elapsed))
-        case .uploaded(let size, let etag):
+        case .uploaded(let size):
             try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
             summary.done += 1
             onEvent(.finished(id: record.id, state: .done, bytes: size, elapsed: elapsed, error: nil))
-            _ = etag
         case .retry(let delay, let reason, let failures):
             try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: failures)
             onEvent(.retrying(id: record.id, delay: delay, reason: reason))

@@ -191,10 +191,7 @@ final class DownloadSink: ResponseSink {
     func finish() throws {
         try flush()
         if case .errorBody(let status, let retryAfter, let text) = mode {
-            let message = String(decoding: text, as: UTF8.self)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-                .replacingOccurrences(of: "\n", with: " ")
-            throw HTTPStatusFailure(status: status, retryAfter: retryAfter, message: String(message.prefix(300)))
+            throw HTTPStatusFailure(status: status, retryAfter: retryAfter, message: ServerMessage.summary(text))
         }
     }
 
@@ -202,7 +199,7 @@ final class DownloadSink: ResponseSink {
     var errorStatus: HTTPStatusFailure? {
         if case .errorBody(let status, let retryAfter, let text) = mode {
             return HTTPStatusFailure(status: status, retryAfter: retryAfter,
-                                     message: String(decoding: text.prefix(300), as: UTF8.self))
+                                     message: ServerMessage.summary(text))
         }
         return nil
     }
