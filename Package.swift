@@ -46,6 +46,11 @@ let package = Package(
             dependencies: ["TransferCore", "TestSupport"]
         ),
         .testTarget(
+            name: "RenderingTests",
+            dependencies: ["transferd", "TransferCore"],
+            exclude: ["Golden"]
+        ),
+        .testTarget(
             name: "EndToEndTests",
             dependencies: ["TransferCore", "TestSupport"]
         ),

@@ -45,7 +45,7 @@ final class QueueRunTests: XCTestCase {
         XCTAssertEqual(Set(failed.compactMap { $0["id"] as? String }), Set((0..<10).map { "missing-\($0)" }))
         XCTAssertTrue(failed.allSatisfy { ($0["last_error"] as? String)?.contains("404") ?? false })
         XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/batch.json"))
-        XCTAssertTrue(result.stderr.contains("transferd retry missing-"), "the failure says what to do")
+        XCTAssertTrue(result.stdout.contains("transferd retry missing-"), "the failure says what to do")
     }
 
     /// Crash torture: kill -9 at 20 random moments, restart each time.
@@ -172,7 +172,7 @@ final class QueueRunTests: XCTestCase {
         kill(run.process.processIdentifier, SIGINT)
         let stopped = run.wait()
         XCTAssertEqual(stopped.status, 130, stopped.stderr)
-        XCTAssertTrue(stopped.stderr.contains("paused"), stopped.stderr)
+        XCTAssertTrue(stopped.stdout.contains("paused"), stopped.stdout)
         let store = try fixture.store()
         XCTAssertEqual(try store.counts()[.paused], 3)
         XCTAssertTrue(try store.jobs().allSatisfy { $0.checkpoint != nil }, "each kept its progress")

@@ -92,7 +92,8 @@ extension QueueRunner {
                                            checksum: spec.sha256 == nil ? nil : .sha256, retry: retry, tls: options.tls,
                                            connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
                 upload.expectedSHA256 = spec.sha256
-                let result = try await UploadEngine(transport: transport, options: upload).run()
+                let result = try await UploadEngine(transport: transport, options: upload,
+                                                    onEvent: Self.progressRecorder(job)).run()
                 return .uploaded(size: result.bytesSent)
             case .s3Upload:
                 guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
@@ -112,7 +113,7 @@ extension QueueRunner {
                                                                         partSize: spec.partSize ?? 8 << 20,
                                                                         partsInFlight: spec.partsInFlight ?? 10,
                                                                         contentType: spec.contentType),
-                                               state: state)
+                                               state: state, onEvent: Self.progressRecorder(job))
                 s3 = (upload, client, state)
                 let result = try await upload.run()
                 return .uploaded(size: result.size)
@@ -132,6 +133,17 @@ extension QueueRunner {
 }
 
 extension QueueRunner {
+    /// Keeps an upload's latest byte count where the progress tick reads it.
+    static func progressRecorder(_ job: ActiveJob) -> @Sendable (UploadEvent) -> Void {
+        { event in
+            switch event {
+            case .started(let total): job.uploadProgress.withLock { $0 = (0, total) }
+            case .progress(let sent, let total): job.uploadProgress.withLock { $0 = (sent, total) }
+            case .retrying: break
+            }
+        }
+    }
+
     /// The job's headers with `${env:NAME}` references filled in (only now, as it runs).
     func expandedHeaders(_ spec: JobSpec) throws -> HTTPHeaders {
         var headers = HTTPHeaders()

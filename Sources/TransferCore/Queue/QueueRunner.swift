@@ -35,6 +35,8 @@ public final class QueueRunner: @unchecked Sendable {
         var progress = ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0)
         var progressTime = Date()
         let cancelledByUser = Locked(false)
+        /// Bytes sent and total of an upload, as its engine reports them.
+        let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
         init(record: JobRecord, connections: Int) {
             self.record = record
             self.connections = connections
@@ -62,6 +64,7 @@ public final class QueueRunner: @unchecked Sendable {
     /// Job files whose result files are out of date.
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
+    private var lastProgressSave = Date.distantPast
 
     public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
                 onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
@@ -69,7 +72,7 @@ public final class QueueRunner: @unchecked Sendable {
         self.store = store
         self.options = options
         self.onEvent = onEvent
-        self.transports = TransportPool()
+        self.transports = TransportPool(log: options.requestLog)
         self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
         self.results = ResultFiles(layout: layout, store: store)
         (mailbox, post) = AsyncStream<Wake>.makeStream()
@@ -82,10 +85,12 @@ public final class QueueRunner: @unchecked Sendable {
         var summary = RunSummary()
         try completeFinishing()
         _ = try store.recoverInterrupted()
+        let counts = try store.counts()
+        onEvent(.runStarted(pending: [JobState.queued, .waiting, .paused].reduce(0) { $0 + (counts[$1] ?? 0) }))
         try ingest()
         let ticker = Task { [post] in
             while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: 500_000_000)
+                try? await Task.sleep(nanoseconds: 250_000_000)
                 post.yield(.tick)
             }
         }
@@ -134,7 +139,8 @@ public final class QueueRunner: @unchecked Sendable {
         let report = try QueueIngestor(layout: layout, store: store).ingestAll()
         rejectedFiles += report.rejected.count
         if report.files > 0 {
-            onEvent(.ingested(files: report.files, jobs: report.jobsAdded, rejected: report.rejected.map(\.errors)))
+            onEvent(.ingested(files: report.files, jobs: report.jobsAdded,
+                              rejected: report.rejected.map { RejectedFile(file: $0.file, error: $0.errors) }))
         }
     }
 
@@ -162,7 +168,10 @@ public final class QueueRunner: @unchecked Sendable {
     private func start(_ record: JobRecord) {
         let job = ActiveJob(record: record, connections: connections(for: record.spec))
         active[record.id] = job
-        onEvent(.started(id: record.id, url: Redaction.url(URL(string: record.spec.url)!), destination: record.spec.destination))
+        onEvent(.started(JobStarted(id: record.id, kind: record.spec.kind.rawValue, name: record.spec.displayName,
+                                    url: Self.shownURL(record.spec), destination: record.spec.destination,
+                                    bytesDone: record.bytesDone, bytesTotal: record.bytesTotal ?? Self.sourceSize(record.spec),
+                                    attempt: record.attempts + 1)))
         job.task = Task { [self, post] in
             let outcome = await execute(job)
             post.yield(.finished(record.id, outcome))
@@ -172,6 +181,10 @@ public final class QueueRunner: @unchecked Sendable {
     private func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {
         let record = job.record
         let elapsed = record.startedAt.map { Date().timeIntervalSince($0) }
+        func finished(_ state: JobState, bytes: Int64? = nil, error: String? = nil) -> QueueEvent {
+            .finished(JobFinished(id: record.id, state: state, name: record.spec.displayName, url: Self.shownURL(record.spec), destination: record.spec.destination,
+                                  bytes: bytes, elapsed: elapsed, error: error))
+        }
         switch outcome {
         case .done(let result):
             pendingDone.append((job, result, elapsed))
@@ -179,23 +192,23 @@ public final class QueueRunner: @unchecked Sendable {
             try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
             summary.done += 1
-            onEvent(.finished(id: record.id, state: .done, bytes: size, elapsed: elapsed, error: nil))
+            onEvent(finished(.done, bytes: size))
         case .retry(let delay, let reason, let failures):
             try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: failures)
-            onEvent(.retrying(id: record.id, delay: delay, reason: reason))
+            onEvent(.retrying(JobRetry(id: record.id, attempt: failures, delay: delay, reason: reason)))
         case .failed(let message):
             try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)
             summary.failed += 1
-            onEvent(.finished(id: record.id, state: .failed, bytes: nil, elapsed: elapsed, error: message))
+            onEvent(finished(.failed, error: message))
         case .cancelled:
             try store.finish(record.id, state: .cancelled, error: "cancelled by the user", bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)
             summary.cancelled += 1
-            onEvent(.finished(id: record.id, state: .cancelled, bytes: nil, elapsed: elapsed, error: nil))
+            onEvent(finished(.cancelled, error: "cancelled by the user"))
         case .interrupted:
             try store.pause([record.id])
-            onEvent(.paused(count: 1))
+            onEvent(.paused(ids: [record.id]))
         }
     }
 
@@ -223,7 +236,9 @@ public final class QueueRunner: @unchecked Sendable {
             let record = item.job.record
             changedSources.insert(record.sourceFile)
             summary.done += 1
-            onEvent(.finished(id: record.id, state: .done, bytes: item.result.size, elapsed: item.elapsed, error: nil))
+            onEvent(.finished(JobFinished(id: record.id, state: .done, name: record.spec.displayName, url: Self.shownURL(record.spec),
+                                          destination: record.spec.destination, bytes: item.result.size, elapsed: item.elapsed,
+                                          sha256: item.result.sha256, skipped: item.result.skipped)))
         }
     }
 
@@ -260,8 +275,10 @@ public final class QueueRunner: @unchecked Sendable {
     private func saveProgressAndHonourCancels() throws {
         var snapshots: [String: ProgressSnapshot] = [:]
         let now = Date()
+        var reports: [JobProgress] = []
         for (id, job) in active {
-            guard let (written, total) = job.engine.current?.progress() else { continue }
+            guard let (written, total) = job.engine.current?.progress() ?? job.uploadProgress.current else { continue }
+            reports.append(JobProgress(id: id, bytesDone: written, bytesTotal: total))
             let interval = now.timeIntervalSince(job.progressTime)
             let instant = interval > 0 ? Double(max(0, written - job.progress.bytesDone)) / interval : 0
             job.progress.speed = job.progress.speed == 0 ? instant : job.progress.speed * 0.6 + instant * 0.4
@@ -270,6 +287,11 @@ public final class QueueRunner: @unchecked Sendable {
             job.progressTime = now
             snapshots[id] = job.progress
         }
+        // Sent even when empty: it is the renderers' clock (retry countdowns).
+        onEvent(.progress(reports))
+        // The store's snapshots (for `status`) twice a second.
+        guard now.timeIntervalSince(lastProgressSave) >= 0.5 else { return }
+        lastProgressSave = now
         try store.saveProgress(snapshots)
         for id in try store.cancelRequested(among: Array(active.keys)) {
             guard let job = active[id] else { continue }
@@ -279,14 +301,35 @@ public final class QueueRunner: @unchecked Sendable {
     }
 }
 
+extension QueueRunner {
+    /// The URL as events show it: secrets in the query or user info redacted.
+    static func shownURL(_ spec: JobSpec) -> String {
+        URL(string: spec.url).map(Redaction.url) ?? spec.url
+    }
+
+    /// An upload's size, known before it starts (nil for downloads and directories).
+    static func sourceSize(_ spec: JobSpec) -> Int64? {
+        guard spec.kind == .put || spec.kind == .s3Upload, let source = spec.source else { return nil }
+        var info = stat()
+        guard stat(source, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+}
+
 /// One instance of each backend for the whole run, made on first use.
 final class TransportPool: @unchecked Sendable {
     private let transports = Locked<[String: Transport]>([:])
+    private let log: (@Sendable (String) -> Void)?
+
+    init(log: (@Sendable (String) -> Void)? = nil) {
+        self.log = log
+    }
 
     func transport(named name: String) -> Transport {
         transports.withLock { pool in
             if let existing = pool[name] { return existing }
-            let made: Transport = name == "urlsession" ? URLSessionTransport() : CurlTransport()
+            var made: Transport = name == "urlsession" ? URLSessionTransport() : CurlTransport()
+            if let log { made = LoggingTransport(made, write: log) }
             pool[name] = made
             return made
         }

@@ -22,17 +22,10 @@ public struct RunOptions: Sendable {
     public var watch = false
     /// Base of the backoff between a job's attempts (tests shorten it).
     public var retryBaseDelay: TimeInterval = 1
+    /// Receives the debug log of every HTTP exchange, secrets redacted (nil: no log).
+    public var requestLog: (@Sendable (String) -> Void)?
 
     public init() {}
-}
-
-/// What the runner tells the screen.
-public enum QueueEvent: Sendable {
-    case ingested(files: Int, jobs: Int, rejected: [String])
-    case started(id: String, url: String, destination: String?)
-    case retrying(id: String, delay: TimeInterval, reason: String)
-    case finished(id: String, state: JobState, bytes: Int64?, elapsed: TimeInterval?, error: String?)
-    case paused(count: Int)
 }
 
 /// How a run ended.
@@ -45,4 +38,6 @@ public struct RunSummary: Sendable {
     /// Job files rejected during this run.
     public var rejectedFiles = 0
     public var interrupted = false
+
+    public init() {}
 }

@@ -15,11 +15,19 @@ public enum Redaction {
         if components.password != nil { components.password = "REDACTED" }
         if let items = components.queryItems {
             components.queryItems = items.map { item in
-                secretQueryNames.contains(item.name.lowercased())
+                isSecretQueryName(item.name)
                     ? URLQueryItem(name: item.name, value: "REDACTED") : item
             }
         }
         return components.string ?? url.absoluteString
+    }
+
+    /// Words that make a query parameter or header secret wherever they appear in its name.
+    static let secretWords = ["token", "secret", "password", "passwd", "signature", "credential", "apikey", "api-key", "api_key"]
+
+    static func isSecretQueryName(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        return secretQueryNames.contains(lowered) || lowered == "key" || secretWords.contains { lowered.contains($0) }
     }
 
     /// Header names whose values are never shown.
@@ -28,6 +36,7 @@ public enum Redaction {
     ]
 
     public static func headerValue(name: String, value: String) -> String {
-        secretHeaders.contains(name.lowercased()) ? "REDACTED" : value
+        let lowered = name.lowercased()
+        return secretHeaders.contains(lowered) || secretWords.contains { lowered.contains($0) } ? "REDACTED" : value
     }
 }

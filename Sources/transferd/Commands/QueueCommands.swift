@@ -8,11 +8,19 @@ enum QueueCommands {
     // MARK: status
 
     static func status(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, OptionSpec("--json", help: "one JSON object per job"), help]
-        return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json]",
+        let specs = [QueueFlags.rootSpec, OptionSpec("--json", help: "one JSON object per job"),
+                     OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
+                     OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
+                     OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"), help]
+        return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json | --watch]",
                        summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
             let layout = QueueFlags.layout(arguments)
             let store = try QueueFlags.openStore(layout)
+            if arguments.has("--watch") {
+                let interval = try arguments.seconds("--interval") ?? 0.5
+                return try StatusWatch(store: store, layout: layout, interval: interval,
+                                       color: !arguments.has("--no-color") && Output.colorAllowed()).run()
+            }
             let jobs = try store.jobs()
             if arguments.has("--json") {
                 for job in jobs { Output.out(StatusTable.json(job) + "\n") }

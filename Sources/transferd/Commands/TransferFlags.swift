@@ -14,14 +14,32 @@ enum TransferFlags {
         OptionSpec("--cacert", value: "PATH", help: "trust the CA certificates in this PEM file (curl backend)"),
         OptionSpec("--pin", value: "sha256//BASE64", help: "require this server public key (curl backend)"),
         OptionSpec("--insecure", help: "do not verify the server certificate (curl backend)"),
+        OptionSpec("-v", "--verbose", help: "log every request and response on stderr, secrets redacted"),
+        OptionSpec("--log-file", value: "PATH", help: "append that log to PATH instead"),
     ]
 
+    /// The flags `run` takes from here (it has its own output flags).
+    static var queueSpecs: [OptionSpec] {
+        specs.filter { !["--header", "--verbose", "--log-file"].contains($0.key) }
+    }
+
     static func transport(_ arguments: ParsedArguments) throws -> Transport {
+        let base: Transport
         switch arguments.value("--transport") ?? "curl" {
-        case "curl": return CurlTransport()
-        case "urlsession": return URLSessionTransport()
+        case "curl": base = CurlTransport()
+        case "urlsession": base = URLSessionTransport()
         case let other: throw UsageError("--transport must be curl or urlsession, not '\(other)'")
         }
+        if let path = arguments.value("--log-file") {
+            let file = try DebugLogFile(path: path)
+            return LoggingTransport(base) { file.write($0) }
+        }
+        if arguments.has("--verbose") {
+            // Clear the progress line first so the log never lands in the middle of it.
+            let prefix = Output.stderrIsTerminal ? "\r\u{1B}[2K" : ""
+            return LoggingTransport(base) { Output.err(prefix + $0 + "\n") }
+        }
+        return base
     }
 
     static func headers(_ arguments: ParsedArguments) throws -> HTTPHeaders {

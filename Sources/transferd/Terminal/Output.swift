@@ -24,6 +24,19 @@ enum Output {
         if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
         return 80
     }
+
+    /// Columns and rows of the terminal on stdout (80×24 when it is not one).
+    static var terminalSize: (columns: Int, rows: Int) {
+        var size = winsize()
+        guard ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return (80, 24) }
+        return (Int(size.ws_col), Int(max(size.ws_row, 4)))
+    }
+
+    /// Colour unless `NO_COLOR` is set (https://no-color.org) or TERM is dumb.
+    static func colorAllowed(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        if let value = environment["NO_COLOR"], !value.isEmpty { return false }
+        return environment["TERM"] != "dumb"
+    }
 }
 
 /// Human-readable sizes, rates and durations.
@@ -41,6 +54,13 @@ enum Format {
 
     static func rate(_ bytesPerSecond: Double) -> String {
         bytes(Int64(bytesPerSecond)) + "/s"
+    }
+
+    /// `0.42 s`, `12.3 s`, or `4:05` past a minute.
+    static func seconds(_ value: Double) -> String {
+        if value < 10 { return String(format: "%.2f s", value) }
+        if value < 60 { return String(format: "%.1f s", value) }
+        return duration(value)
     }
 
     static func duration(_ seconds: Double) -> String {

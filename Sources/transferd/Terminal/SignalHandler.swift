@@ -21,6 +21,7 @@ final class SignalHandler: @unchecked Sendable {
                 if first {
                     onFirst()
                 } else {
+                    TerminalRestore.restoreIfNeeded()
                     _exit(130)
                 }
             }

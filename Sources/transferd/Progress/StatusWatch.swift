@@ -1,0 +1,48 @@
+import Foundation
+import TransferCore
+
+/// `transferd status --watch`: the live view of a queue that another process
+/// is running, read from the progress snapshots the run writes into the store
+/// twice a second. On a terminal it redraws in place; otherwise it prints a
+/// progress line per refresh. Ctrl-C ends it with the terminal restored.
+struct StatusWatch {
+    let store: SQLiteQueueStore
+    let layout: QueueLayout
+    let interval: TimeInterval
+    let color: Bool
+
+    func run() throws -> ExitCode {
+        let stop = Locked(false)
+        let signals = SignalHandler { stop.withLock { $0 = true } }
+        defer { signals.restore() }
+        let interactive = Output.stdoutIsTerminal
+        let screen = TerminalScreen(write: Output.out)
+        if interactive { TerminalRestore.activate() }
+        defer {
+            if interactive {
+                screen.end(permanent: [])
+                TerminalRestore.deactivate()
+            }
+        }
+        while !stop.current {
+            let now = Date()
+            let active = try store.jobs(in: .running) + store.jobs(in: .finishing) + store.jobs(in: .waiting)
+            let progress = RunProgress(active: active, counts: try store.counts(), at: now)
+            if interactive {
+                let size = Output.terminalSize
+                let view = LiveView(width: size.columns, maxJobLines: max(1, min(12, size.rows / 2 - 1)),
+                                    style: TerminalStyle(color: color))
+                let header = TerminalStyle(color: color).dim(
+                    Text.truncated("watching \(layout.directory) (refresh \(Format.seconds(interval)); Ctrl-C to stop)",
+                                   to: size.columns - 1))
+                screen.draw(permanent: [], live: [header] + view.lines(progress, now: now))
+            } else {
+                Output.out(PlainRenderer.progressLine(progress, now: now) + "\n")
+            }
+            // Sleep in small steps so Ctrl-C ends the view at once.
+            let deadline = Date().addingTimeInterval(interval)
+            while !stop.current && Date() < deadline { usleep(50_000) }
+        }
+        return .success
+    }
+}
