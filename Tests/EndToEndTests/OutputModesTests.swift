@@ -55,6 +55,9 @@ final class OutputModesTests: XCTestCase {
         let result = try fixture.run(["--json", "--progress-interval", "0.2"])
         XCTAssertEqual(result.status, 1, result.stderr)
         var events = try parse(result.stdout)
+        XCTAssertEqual(Set(events.compactMap { $0["event"] as? String }),
+                       ["run_started", "ingested", "started", "progress", "retrying", "finished", "summary"],
+                       "one run covers every kind but the pause")
         let finished = events.filter { $0["event"] as? String == "finished" }
         XCTAssertEqual(Set(finished.compactMap { $0["id"] as? String }), ["good", "flaky", "missing", "slow"])
         let missing = try XCTUnwrap(finished.first { $0["id"] as? String == "missing" })
@@ -75,8 +78,8 @@ final class OutputModesTests: XCTestCase {
         let stopped = run.wait()
         XCTAssertEqual(stopped.status, 130, stopped.stderr)
         events += try parse(stopped.stdout)
-        XCTAssertEqual(Set(events.compactMap { $0["event"] as? String }),
-                       ["run_started", "ingested", "started", "progress", "retrying", "finished", "paused", "summary"])
+        let paused = try XCTUnwrap(events.last { $0["event"] as? String == "paused" }, stopped.stdout)
+        XCTAssertEqual(paused["ids"] as? [String], ["s"])
     }
 
     func testVerboseLogRedactsSecrets() throws {

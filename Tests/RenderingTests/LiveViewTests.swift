@@ -90,6 +90,9 @@ final class LiveViewTests: XCTestCase {
         text += RunReport(progress: progress, summary: summary, now: clock.now, style: TerminalStyle(color: false),
                           failedFolder: "queue.d/failed").lines().joined(separator: "\n") + "\n"
         XCTAssertTrue(text.contains("retry 2 in 3s"), "the countdown counts down: \(text)")
+        for line in text.split(separator: "\n") where !line.hasPrefix(" ") && !line.hasPrefix("Summary") {
+            XCTAssertLessThan(line.count, 90, "no live or permanent line reaches the last column: \(line)")
+        }
         Golden.check(text, "live-retries-failures")
     }
 

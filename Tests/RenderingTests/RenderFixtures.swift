@@ -50,9 +50,9 @@ enum Golden {
 
 /// Event sequences shared by the renderer tests.
 enum Scenario {
-    static func start(_ id: String, _ name: String, total: Int64?, done: Int64 = 0) -> QueueEvent {
+    static func start(_ id: String, _ name: String, total: Int64?, done: Int64 = 0, attempt: Int = 1) -> QueueEvent {
         .started(JobStarted(id: id, kind: "download", name: name, url: "http://127.0.0.1:8080/\(name)",
-                            destination: "/data/\(name)", bytesDone: done, bytesTotal: total))
+                            destination: "/data/\(name)", bytesDone: done, bytesTotal: total, attempt: attempt))
     }
 
     static func progress(_ items: (String, Int64, Int64?)...) -> QueueEvent {

@@ -29,7 +29,7 @@ final class RendererTests: XCTestCase {
         clock.advance(0.25)
         renderer.handle(Scenario.done("a", "alpha.bin", bytes: 8 * mib, seconds: 2.5))
         clock.advance(2)
-        renderer.handle(Scenario.start("b", "beta.bin", total: 4 * mib, done: 2 * mib))
+        renderer.handle(Scenario.start("b", "beta.bin", total: 4 * mib, done: 2 * mib, attempt: 2))
         clock.advance(0.25)
         renderer.handle(.paused(ids: ["b"]))
         var summary = RunSummary()

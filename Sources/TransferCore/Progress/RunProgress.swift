@@ -105,6 +105,13 @@ public struct RunProgress: Sendable {
                                startedAt: now, retry: nil, lastSample: now))
         case .progress(let reports):
             for report in reports {
+                // A job that retries inside its slot (an upload) is running again once it reports bytes.
+                if let waitingIndex = waiting.firstIndex(where: { $0.id == report.id }) {
+                    var job = waiting.remove(at: waitingIndex)
+                    job.retry = nil
+                    job.lastSample = now
+                    running.append(job)
+                }
                 guard let index = running.firstIndex(where: { $0.id == report.id }) else { continue }
                 updateRunning(at: index, done: report.bytesDone, total: report.bytesTotal, now: now)
             }

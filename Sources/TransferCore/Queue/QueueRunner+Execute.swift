@@ -93,7 +93,7 @@ extension QueueRunner {
                                            connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
                 upload.expectedSHA256 = spec.sha256
                 let result = try await UploadEngine(transport: transport, options: upload,
-                                                    onEvent: Self.progressRecorder(job)).run()
+                                                    onEvent: progressRecorder(job)).run()
                 return .uploaded(size: result.bytesSent)
             case .s3Upload:
                 guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
@@ -113,7 +113,7 @@ extension QueueRunner {
                                                                         partSize: spec.partSize ?? 8 << 20,
                                                                         partsInFlight: spec.partsInFlight ?? 10,
                                                                         contentType: spec.contentType),
-                                               state: state, onEvent: Self.progressRecorder(job))
+                                               state: state, onEvent: progressRecorder(job))
                 s3 = (upload, client, state)
                 let result = try await upload.run()
                 return .uploaded(size: result.size)
@@ -134,12 +134,18 @@ extension QueueRunner {
 
 extension QueueRunner {
     /// Keeps an upload's latest byte count where the progress tick reads it.
-    static func progressRecorder(_ job: ActiveJob) -> @Sendable (UploadEvent) -> Void {
-        { event in
+    /// and passes its retries on as events (it retries inside its slot).
+    func progressRecorder(_ job: ActiveJob) -> @Sendable (UploadEvent) -> Void {
+        { [post] event in
             switch event {
-            case .started(let total): job.uploadProgress.withLock { $0 = (0, total) }
+            // A resumed S3 upload starts from its recorded parts (its first
+            // report comes after ListParts); a plain upload starts over.
+            case .started(let total):
+                let resumable = job.record.spec.kind == .s3Upload
+                job.uploadProgress.withLock { $0 = (resumable ? min(job.record.bytesDone, total) : 0, total) }
             case .progress(let sent, let total): job.uploadProgress.withLock { $0 = (sent, total) }
-            case .retrying: break
+            case .retrying(let attempt, let delay, let reason):
+                post.yield(.event(.retrying(JobRetry(id: job.record.id, attempt: attempt, delay: delay, reason: reason))))
             }
         }
     }
@@ -148,7 +154,10 @@ extension QueueRunner {
     func expandedHeaders(_ spec: JobSpec) throws -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
-            headers.add(name, try EnvironmentReference.expand(value, environment: environment))
+            let expanded = try EnvironmentReference.expand(value, environment: environment)
+            // What came from the environment is a secret wherever it shows up in a log.
+            if expanded != value { Redaction.registerSecret(expanded) }
+            headers.add(name, expanded)
         }
         return headers
     }

@@ -13,6 +13,8 @@ public final class QueueRunner: @unchecked Sendable {
         case files
         case stop
         case finished(String, JobOutcome)
+        /// An event from a job's task (an upload's own retry), passed on in order.
+        case event(QueueEvent)
     }
 
     enum JobOutcome: Sendable {
@@ -51,7 +53,7 @@ public final class QueueRunner: @unchecked Sendable {
     let limiter: BandwidthLimiter?
     let results: ResultFiles
     private let mailbox: AsyncStream<Wake>
-    private let post: AsyncStream<Wake>.Continuation
+    let post: AsyncStream<Wake>.Continuation
     private var active: [String: ActiveJob] = [:]
     /// Read once: building the environment dictionary is costly.
     let environment = ProcessInfo.processInfo.environment
@@ -65,6 +67,8 @@ public final class QueueRunner: @unchecked Sendable {
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
     private var lastProgressSave = Date.distantPast
+    /// Jobs paused by this run's shutdown, reported together at the end.
+    private var pausedIDs: [String] = []
 
     public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
                 onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
@@ -117,13 +121,18 @@ public final class QueueRunner: @unchecked Sendable {
                 if let job = active.removeValue(forKey: id) {
                     try record(outcome, for: job, into: &summary)
                 }
+            case .event(let event):
+                onEvent(event)
             }
             if !stopping { try fillSlots() }
             if !pendingDone.isEmpty && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
                 try flushDone(into: &summary)
             }
             if active.isEmpty {
-                if stopping { break }
+                if stopping {
+                    if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
+                    break
+                }
                 if !options.watch, try store.nextWakeup() == nil { break }
             }
         }
@@ -170,7 +179,7 @@ public final class QueueRunner: @unchecked Sendable {
         active[record.id] = job
         onEvent(.started(JobStarted(id: record.id, kind: record.spec.kind.rawValue, name: record.spec.displayName,
                                     url: Self.shownURL(record.spec), destination: record.spec.destination,
-                                    bytesDone: record.bytesDone, bytesTotal: record.bytesTotal ?? Self.sourceSize(record.spec),
+                                    bytesDone: Self.resumesFrom(record), bytesTotal: record.bytesTotal ?? Self.sourceSize(record.spec),
                                     attempt: record.attempts + 1)))
         job.task = Task { [self, post] in
             let outcome = await execute(job)
@@ -208,7 +217,7 @@ public final class QueueRunner: @unchecked Sendable {
             onEvent(finished(.cancelled, error: "cancelled by the user"))
         case .interrupted:
             try store.pause([record.id])
-            onEvent(.paused(ids: [record.id]))
+            pausedIDs.append(record.id)
         }
     }
 
@@ -305,6 +314,12 @@ extension QueueRunner {
     /// The URL as events show it: secrets in the query or user info redacted.
     static func shownURL(_ spec: JobSpec) -> String {
         URL(string: spec.url).map(Redaction.url) ?? spec.url
+    }
+
+    /// Bytes an attempt starts with: what earlier runs left for downloads and
+    /// S3 uploads (they resume); none for a PUT or a form (sent again whole).
+    static func resumesFrom(_ record: JobRecord) -> Int64 {
+        record.spec.kind == .put || record.spec.kind == .form ? 0 : record.bytesDone
     }
 
     /// An upload's size, known before it starts (nil for downloads and directories).

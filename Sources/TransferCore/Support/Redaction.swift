@@ -12,6 +12,8 @@ public enum Redaction {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
             return url.absoluteString
         }
+        // Both halves of user info: a token is often sent as the user name.
+        if components.user != nil { components.user = "REDACTED" }
         if components.password != nil { components.password = "REDACTED" }
         if let items = components.queryItems {
             components.queryItems = items.map { item in
@@ -35,8 +37,32 @@ public enum Redaction {
         "authorization", "proxy-authorization", "cookie", "set-cookie", "x-amz-security-token", "x-api-key",
     ]
 
+    /// Headers whose values are URLs (a redirect may point at a presigned URL).
+    static let urlHeaders: Set<String> = ["location", "content-location"]
+
     public static func headerValue(name: String, value: String) -> String {
         let lowered = name.lowercased()
-        return secretHeaders.contains(lowered) || secretWords.contains { lowered.contains($0) } ? "REDACTED" : value
+        if secretHeaders.contains(lowered) || secretWords.contains(where: { lowered.contains($0) }) { return "REDACTED" }
+        if urlHeaders.contains(lowered), let url = URL(string: value) { return Redaction.url(url) }
+        return scrub(value)
+    }
+
+    /// Values known to be secret (expanded from `${env:NAME}`), hidden wherever they appear.
+    private static let knownSecrets = Locked<Set<String>>([])
+
+    public static func registerSecret(_ value: String) {
+        guard value.count >= 4 else { return }
+        knownSecrets.withLock { _ = $0.insert(value) }
+    }
+
+    /// `text` with every registered secret replaced by `REDACTED`.
+    public static func scrub(_ text: String) -> String {
+        let secrets = knownSecrets.current
+        guard !secrets.isEmpty else { return text }
+        var result = text
+        for secret in secrets where result.contains(secret) {
+            result = result.replacingOccurrences(of: secret, with: "REDACTED")
+        }
+        return result
     }
 }

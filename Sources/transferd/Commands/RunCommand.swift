@@ -77,7 +77,7 @@ enum RunCommand {
             if summary.failedInStore > 0 { return .transferFailed }
             return summary.rejectedFiles > 0 ? .usage : .success
         } catch {
-            TerminalRestore.restoreIfNeeded()
+            renderer.abandon()
             TerminalRestore.deactivate()
             Output.err("transferd run: \(error)\n")
             return .localError

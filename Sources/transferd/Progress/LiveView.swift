@@ -35,17 +35,19 @@ struct LiveView {
         if let retry = job.retry {
             let seconds = max(0, Int(retry.until.timeIntervalSince(now).rounded(.up)))
             let marker = "retry \(retry.attempt) in \(seconds)s"
-            let available = width - 1 - marker.count - 4
-            let nameWidth = min(max(8, available / 3), job.name.count)
-            let name = Text.middleTruncated(job.name, to: nameWidth)
-            let reason = Text.truncated(retry.reason, to: max(0, available - nameWidth))
+            // "↻ " + name + "  " + marker + "  " + reason, within width - 1 columns.
+            let available = width - 1 - marker.count - 6
+            let shownName = Text.sanitized(job.name)
+            let nameWidth = max(1, min(max(8, available / 3), shownName.count))
+            let name = Text.middleTruncated(shownName, to: nameWidth)
+            let reason = Text.truncated(Text.sanitized(retry.reason), to: max(0, available - nameWidth))
             return style.yellow("↻ ") + name + "  " + style.yellow(marker) + (reason.isEmpty ? "" : "  " + style.dim(reason))
         }
         let percent = job.fraction.map { String(format: "%3d%%", Int($0 * 100)) } ?? "  --"
         let size = job.bytesTotal.map { "\(Format.bytes(job.bytesDone))/\(Format.bytes($0))" } ?? Format.bytes(job.bytesDone)
         let speed = Format.rate(job.speed)
         let eta = job.eta.map { "ETA " + Format.duration($0) } ?? "ETA --:--"
-        return row(marker: "  ", name: job.name, fraction: job.fraction, percent: percent,
+        return row(marker: "  ", name: Text.sanitized(job.name), fraction: job.fraction, percent: percent,
                    columns: [Text.padLeft(size, 21), Text.padLeft(speed, 12), Text.padRight(eta, 11)])
     }
 
@@ -131,7 +133,7 @@ struct LiveView {
 
     /// The line printed above the live area when a job ends.
     func finishedLine(_ end: JobFinished) -> String {
-        let name = end.name
+        let name = Text.sanitized(end.name)
         switch end.state {
         case .done:
             if end.skipped { return style.green("done   ") + fit(" \(name): already present and identical, skipped", reserve: 7) }
@@ -143,14 +145,14 @@ struct LiveView {
             }
             return style.green("done   ") + fit(text, reserve: 7)
         case .failed:
-            return style.red("FAILED ") + fit(" \(name): \(end.error ?? "unknown error")", reserve: 7)
+            return style.red("FAILED ") + fit(" \(name): \(Text.sanitized(end.error ?? "unknown error"))", reserve: 7)
         default:
             return "\(end.state.rawValue) " + fit(" \(name)", reserve: end.state.rawValue.count + 1)
         }
     }
 
     func rejectedLine(_ file: RejectedFile) -> String {
-        style.red("REJECTED") + fit(" \(file.error)", reserve: 8)
+        style.red("REJECTED") + fit(" \(Text.sanitized(file.error))", reserve: 8)
     }
 
     func pausedLine(count: Int) -> String {
@@ -208,6 +210,17 @@ enum Text {
         guard text.count > width else { return text }
         guard width > 1 else { return String(text.prefix(width)) }
         return String(text.prefix(width - 1)) + "…"
+    }
+
+    /// Control characters (a file name or a server's message could hold an
+    /// escape sequence) shown as `?`, so nothing reaches the terminal as a command.
+    static func sanitized(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) else {
+            return text
+        }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map {
+            $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) ? "?" : $0
+        }))
     }
 
     static func trimmedRight(_ text: String) -> String {

@@ -30,7 +30,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             break
         case .ingested(let files, let jobs, let rejected):
             lines.append("ingested \(files) file\(files == 1 ? "" : "s"): \(jobs) new job\(jobs == 1 ? "" : "s")")
-            for file in rejected { lines.append("REJECTED \(file.error)") }
+            for file in rejected { lines.append("REJECTED \(Text.sanitized(file.error))") }
         case .started(let start):
             var line = "start   \(start.id)  \(start.url)"
             if start.bytesDone > 0 { line += "  (resuming at \(Format.bytes(start.bytesDone)))" }
@@ -41,7 +41,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
                 lines.append(Self.progressLine(progress, now: now))
             }
         case .retrying(let retry):
-            lines.append("retry   \(retry.id)  attempt \(retry.attempt) failed, next in \(String(format: "%.1f", retry.delay)) s: \(retry.reason)")
+            lines.append("retry   \(retry.id)  attempt \(retry.attempt) failed, next in \(String(format: "%.1f", retry.delay)) s: \(Text.sanitized(retry.reason))")
         case .paused(let ids):
             if !ids.isEmpty { lines.append("paused  \(ids.count) running job\(ids.count == 1 ? "" : "s"), progress saved") }
         }
@@ -59,7 +59,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             if let sha = end.sha256 { line += "  sha256 \(sha.prefix(16))…" }
             return line
         case .failed:
-            return "FAILED  \(end.id)  \(end.error ?? "unknown error")"
+            return "FAILED  \(end.id)  \(Text.sanitized(end.error ?? "unknown error"))"
         default:
             return "\(end.state.rawValue)  \(end.id)"
         }
@@ -118,7 +118,7 @@ final class QuietRenderer: RunRenderer, @unchecked Sendable {
         defer { lock.unlock() }
         progress.apply(event, at: context.now())
         if case .ingested(_, _, let rejected) = event {
-            for file in rejected { context.err("REJECTED \(file.error)\n") }
+            for file in rejected { context.err("REJECTED \(Text.sanitized(file.error))\n") }
         }
         for end in progress.takeFinished() where end.state == .failed {
             context.err(PlainRenderer.finishedLine(end) + "\n")

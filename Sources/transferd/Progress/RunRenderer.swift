@@ -9,6 +9,12 @@ protocol RunRenderer: AnyObject, Sendable {
     func log(_ line: String)
     /// The end of the run: the summary, and the terminal left clean.
     func finish(_ summary: RunSummary)
+    /// The run stopped on an error: what is pending is printed and the terminal left clean, no summary.
+    func abandon()
+}
+
+extension RunRenderer {
+    func abandon() {}
 }
 
 /// How `run` shows its progress.

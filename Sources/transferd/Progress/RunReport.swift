@@ -49,7 +49,7 @@ struct RunReport {
             lines.append(style.red("Failed") + " (\(failures.count)):")
             for failure in failures.prefix(maxFailuresListed) {
                 lines.append("  \(failure.id)  \(failure.url)")
-                lines.append("    \(failure.error ?? "unknown error")")
+                lines.append("    \(Text.sanitized(failure.error ?? "unknown error"))")
                 lines.append("    fix the cause, then: transferd retry \(failure.id)")
             }
             if failures.count > maxFailuresListed {

@@ -20,7 +20,11 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         self.progress = RunProgress(startedAt: context.now())
     }
 
-    private func view() -> LiveView {
+    /// The layout for the terminal's current size, read again at each frame
+    /// (the terminal may be resized), not at each event.
+    private lazy var view = makeView()
+
+    private func makeView() -> LiveView {
         let size = context.size()
         // Leave room for the total line, "+N more" and the lines above.
         let jobLines = max(1, min(12, size.rows / 2 - 1))
@@ -32,7 +36,6 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         defer { lock.unlock() }
         let now = context.now()
         progress.apply(event, at: now)
-        let view = view()
         switch event {
         case .ingested(_, _, let rejected):
             for file in rejected { pendingLines.append(view.rejectedLine(file)) }
@@ -43,18 +46,27 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         }
         for end in progress.takeFinished() { pendingLines.append(view.finishedLine(end)) }
         if now.timeIntervalSince(lastFrame) >= Self.minimumFrameInterval {
-            drawLocked(view, at: now)
+            drawLocked(at: now)
         }
     }
 
     func log(_ line: String) {
         lock.lock()
-        pendingLines.append(line)
+        // One screen line each, so every one is cleared to its end when drawn.
+        pendingLines += line.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         lock.unlock()
     }
 
-    private func drawLocked(_ view: LiveView, at now: Date) {
+    func abandon() {
+        lock.lock()
+        defer { lock.unlock() }
+        screen.end(permanent: pendingLines)
+        pendingLines = []
+    }
+
+    private func drawLocked(at now: Date) {
         lastFrame = now
+        view = makeView()
         screen.draw(permanent: pendingLines, live: view.lines(progress, now: now))
         pendingLines = []
     }
@@ -65,7 +77,8 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         let now = context.now()
         let report = RunReport(progress: progress, summary: summary, now: now, style: TerminalStyle(color: context.color),
                                failedFolder: context.failedFolder)
-        for end in progress.takeFinished() { pendingLines.append(view().finishedLine(end)) }
+        view = makeView()
+        for end in progress.takeFinished() { pendingLines.append(view.finishedLine(end)) }
         screen.end(permanent: pendingLines + report.lines())
         pendingLines = []
     }

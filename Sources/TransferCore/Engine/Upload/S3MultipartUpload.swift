@@ -103,6 +103,8 @@ public final class S3MultipartUpload: @unchecked Sendable {
     let options: S3UploadOptions
     let state: UploadStateStore
     let onEvent: @Sendable (UploadEvent) -> Void
+    /// Bytes sent so far by each part in flight, by part number.
+    private let partsInFlight = Locked<[Int: Int64]>([:])
     private let lock = NSLock()
 
     public init(client: S3Client, options: S3UploadOptions, state: UploadStateStore,
@@ -143,6 +145,7 @@ public final class S3MultipartUpload: @unchecked Sendable {
         let count = Int((size + partSize - 1) / partSize)
         let missing = (1...count).filter { checkpoint.parts[$0] == nil }
         let sent = Locked<Int64>(checkpoint.parts.values.reduce(0) { $0 + $1.size })
+        onEvent(.progress(sent: sent.current, totalSize: size))
         let uploadID = checkpoint.uploadID
         do {
             try await withThrowingTaskGroup(of: (Int, S3UploadCheckpoint.Part).self) { group in
@@ -207,11 +210,17 @@ public final class S3MultipartUpload: @unchecked Sendable {
         let length = min(partSize, size - offset)
         let md5 = try FileDigests.compute(path: options.source, offset: offset, length: length).md5
         let events = onEvent
-        let progressBase = sent
+        let inFlight = partsInFlight
+        // Progress is the finished parts plus what each part in flight has sent so far.
         let etag = try await client.uploadPart(bucket: options.bucket, key: options.key, uploadID: uploadID, number: number,
                                                path: options.source, offset: offset, length: length, md5: md5) { partSent in
-            events(.progress(sent: progressBase.current + partSent, totalSize: size))
+            let inFlightBytes = inFlight.withLock { parts -> Int64 in
+                parts[number] = partSent
+                return parts.values.reduce(0, +)
+            }
+            events(.progress(sent: sent.current + inFlightBytes, totalSize: size))
         }
+        inFlight.withLock { _ = $0.removeValue(forKey: number) }
         guard Self.unquote(etag) == md5.hexString else {
             throw S3Error.verification("part \(number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
         }

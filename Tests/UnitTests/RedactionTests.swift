@@ -1,0 +1,28 @@
+import Foundation
+import XCTest
+@testable import TransferCore
+
+final class RedactionTests: XCTestCase {
+    func testURLSecretsAreRedacted() throws {
+        let url = try XCTUnwrap(URL(string: "https://tok3n:pw@example.com/a?X-Amz-Signature=abc&sig=s&key=k&page=2&refresh_token=r"))
+        let shown = Redaction.url(url)
+        for secret in ["tok3n", "pw", "abc", "=s&", "=k&", "=r"] {
+            XCTAssertFalse(shown.contains(secret), "\(secret) in \(shown)")
+        }
+        XCTAssertTrue(shown.contains("page=2"), shown)
+    }
+
+    func testHeaderValues() {
+        XCTAssertEqual(Redaction.headerValue(name: "Authorization", value: "AWS4-HMAC-SHA256 Credential=AKIA/..."), "REDACTED")
+        XCTAssertEqual(Redaction.headerValue(name: "X-Auth-Token", value: "t"), "REDACTED")
+        XCTAssertEqual(Redaction.headerValue(name: "Location", value: "https://b.s3.amazonaws.com/k?X-Amz-Signature=abc"),
+                       "https://b.s3.amazonaws.com/k?X-Amz-Signature=REDACTED")
+        XCTAssertEqual(Redaction.headerValue(name: "Content-Length", value: "12"), "12")
+    }
+
+    func testRegisteredSecretsAreHiddenUnderAnyName() {
+        Redaction.registerSecret("s3cr3t-value-from-env")
+        XCTAssertEqual(Redaction.headerValue(name: "X-Upload-Auth", value: "Bearer s3cr3t-value-from-env"), "Bearer REDACTED")
+        XCTAssertEqual(Redaction.headerValue(name: "X-Custom", value: "v=s3cr3t-value-from-env"), "v=REDACTED")
+    }
+}
