@@ -41,7 +41,7 @@ final class PutCommandTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(recorded, 20)
         XCTAssertLessThan(recorded, 128)
 
-        let logStart = try peers.logSize()
+        let logStart = try peers.settledLogSize()
         let second = try TransferdProcess.run(arguments, directory: directory, environment: environment)
         XCTAssertEqual(second.status, 0, second.stderr)
         let operations = try peers.operations(since: logStart)

@@ -160,4 +160,19 @@ public struct UploadServers {
     public func logSize() throws -> UInt64 {
         (try FileManager.default.attributesOfItem(atPath: s3Log)[.size] as! NSNumber).uint64Value
     }
+
+    /// The log's size once it has stopped growing for half a second (at most 5 s):
+    /// after a client is killed, the server may still finish and log the
+    /// requests that client had in flight.
+    public func settledLogSize() throws -> UInt64 {
+        var size = try logSize()
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.5)
+            let now = try logSize()
+            if now == size { break }
+            size = now
+        }
+        return size
+    }
 }

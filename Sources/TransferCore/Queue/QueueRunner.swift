@@ -15,6 +15,15 @@ public final class QueueRunner: @unchecked Sendable {
         case finished(String, JobOutcome)
         /// An event from a job's task (an upload's own retry), passed on in order.
         case event(QueueEvent)
+        /// A batch of finished downloads was made durable, renamed and recorded done (or that failed).
+        case flushed([PendingDone], Error?)
+    }
+
+    /// A finished download waiting for the next durable batch.
+    struct PendingDone: @unchecked Sendable {
+        let job: ActiveJob
+        let result: DownloadResult
+        let elapsed: TimeInterval?
     }
 
     enum JobOutcome: Sendable {
@@ -60,7 +69,10 @@ public final class QueueRunner: @unchecked Sendable {
     /// Destination folders known to exist.
     private let folders = Locked<Set<String>>([])
     /// Finished downloads whose "done" is committed in the next batch, after one filesystem sync.
-    private var pendingDone: [(job: ActiveJob, result: DownloadResult, elapsed: TimeInterval?)] = []
+    private var pendingDone: [PendingDone] = []
+    /// A batch being made durable off the loop (at most one at a time).
+    private var flushing = false
+    private let flusher = DispatchQueue(label: "transferd.queue.flush")
     private var lastFlush = Date()
     private var rejectedFiles = 0
     /// Job files whose result files are out of date.
@@ -123,12 +135,16 @@ public final class QueueRunner: @unchecked Sendable {
                 }
             case .event(let event):
                 onEvent(event)
+            case .flushed(let batch, let error):
+                flushing = false
+                if let error { throw error }
+                recordDone(batch, into: &summary)
             }
             if !stopping { try fillSlots() }
-            if !pendingDone.isEmpty && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
-                try flushDone(into: &summary)
+            if !pendingDone.isEmpty && !flushing && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
+                startFlush()
             }
-            if active.isEmpty {
+            if active.isEmpty && pendingDone.isEmpty && !flushing {
                 if stopping {
                     if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
                     break
@@ -196,7 +212,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
         switch outcome {
         case .done(let result):
-            pendingDone.append((job, result, elapsed))
+            pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
         case .uploaded(let size):
             try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
@@ -221,12 +237,26 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    /// Makes the finished files durable with one `syncfs` of the root's
-    /// filesystem, then commits their "done" in one transaction.
-    private func flushDone(into summary: inout RunSummary) throws {
+    /// Hands the finished downloads to the flusher, which makes them durable
+    /// while the loop goes on filling the slots they freed.
+    private func startFlush() {
         let batch = pendingDone
         pendingDone = []
         lastFlush = Date()
+        flushing = true
+        flusher.async { [self, post] in
+            do {
+                try makeDurable(batch)
+                post.yield(.flushed(batch, nil))
+            } catch {
+                post.yield(.flushed(batch, error))
+            }
+        }
+    }
+
+    /// Makes the finished files durable with one `syncfs` of the root's
+    /// filesystem, then commits their "done" in one transaction.
+    private func makeDurable(_ batch: [PendingDone]) throws {
         let fd = open(layout.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd >= 0 {
             _ = linuxSyncfs(fd)
@@ -241,6 +271,9 @@ public final class QueueRunner: @unchecked Sendable {
             }
         }
         try store.finishDone(finished, at: Date())
+    }
+
+    private func recordDone(_ batch: [PendingDone], into summary: inout RunSummary) {
         for item in batch {
             let record = item.job.record
             changedSources.insert(record.sourceFile)

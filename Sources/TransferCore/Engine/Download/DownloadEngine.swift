@@ -370,6 +370,11 @@ public final class DownloadEngine: @unchecked Sendable {
             guard fsync(state.fd) == 0 else {
                 throw DownloadError.local(POSIXFailure(operation: "sync", path: state.partPath))
             }
+        } else {
+            // The caller syncs in batches; start this file's writeback now so
+            // the disk works while other transfers run, and the batch's sync
+            // finds little left to wait for.
+            Writeback.start(state.fd)
         }
         var digest: String?
         if let expected = options.sha256 {
