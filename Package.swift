@@ -24,9 +24,14 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
         ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
         .target(
             name: "TransferCore",
-            dependencies: ["CCurl", "CCrypto", "CSQLite"]
+            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib"]
         ),
         .executableTarget(
             name: "transferd",

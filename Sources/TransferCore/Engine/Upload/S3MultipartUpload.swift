@@ -38,6 +38,8 @@ public struct S3UploadCheckpoint: Codable, Equatable, Sendable {
     public struct Part: Codable, Equatable, Sendable {
         public var etag: String
         public var size: Int64
+        /// The part's CRC-32 (base64), when the upload was created with CRC32 checksums.
+        public var crc32: String?
     }
 
     public var version = 1
@@ -49,6 +51,9 @@ public struct S3UploadCheckpoint: Codable, Equatable, Sendable {
     public var uploadID: String
     /// Completed parts by number.
     public var parts: [Int: Part]
+    /// `CRC32` when the upload was created with per-part CRC-32 checksums
+    /// (absent in checkpoints of uploads started without them).
+    public var checksumAlgorithm: String?
 }
 
 public struct S3UploadOptions: Sendable {
@@ -129,7 +134,7 @@ public final class S3MultipartUpload: @unchecked Sendable {
         onEvent(.started(totalSize: size))
 
         if size <= partSize {
-            let md5 = try FileDigests.compute(path: options.source, offset: 0, length: size).md5
+            let md5 = try FileDigests.compute(path: options.source, offset: 0, length: size, sha256: false).md5
             let events = onEvent
             let etag = try await client.putObject(bucket: options.bucket, key: options.key, path: options.source, length: size,
                                                   md5: md5, contentType: contentType) { events(.progress(sent: $0, totalSize: size)) }
@@ -147,13 +152,15 @@ public final class S3MultipartUpload: @unchecked Sendable {
         let sent = Locked<Int64>(checkpoint.parts.values.reduce(0) { $0 + $1.size })
         onEvent(.progress(sent: sent.current, totalSize: size))
         let uploadID = checkpoint.uploadID
+        let crc = checkpoint.checksumAlgorithm == "CRC32"
         do {
             try await withThrowingTaskGroup(of: (Int, S3UploadCheckpoint.Part).self) { group in
                 var next = missing.makeIterator()
                 func launch() {
                     guard let number = next.next() else { return }
                     group.addTask { (number, try await self.sendPart(number, of: count, partSize: partSize, size: size,
-                                                                      uploadID: uploadID, sent: sent)) }
+                                                                      uploadID: uploadID, sent: sent,
+                                                                      crc: crc)) }
                 }
                 for _ in 0..<options.partsInFlight { launch() }
                 while let (number, part) = try await group.next() {
@@ -164,7 +171,7 @@ public final class S3MultipartUpload: @unchecked Sendable {
             }
             let etag = try await client.completeMultipartUpload(
                 bucket: options.bucket, key: options.key, uploadID: checkpoint.uploadID,
-                parts: checkpoint.parts.map { ($0.key, $0.value.etag) })
+                parts: checkpoint.parts.map { ($0.key, $0.value.etag, $0.value.crc32) })
             let expected = Self.multipartETag(checkpoint.parts.sorted { $0.key < $1.key }.map(\.value.etag))
             guard Self.unquote(etag) == expected else {
                 throw S3Error.verification("the object's ETag \(etag) is not the expected \(expected) (MD5 of the part MD5s)")
@@ -199,21 +206,24 @@ public final class S3MultipartUpload: @unchecked Sendable {
         }
         let id = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, contentType: contentType)
         let fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
-                                       partSize: partSize, uploadID: id, parts: [:])
+                                       partSize: partSize, uploadID: id, parts: [:], checksumAlgorithm: "CRC32")
         try save(fresh)
         return fresh
     }
 
     private func sendPart(_ number: Int, of count: Int, partSize: Int64, size: Int64, uploadID: String,
-                          sent: Locked<Int64>) async throws -> S3UploadCheckpoint.Part {
+                          sent: Locked<Int64>, crc: Bool) async throws -> S3UploadCheckpoint.Part {
         let offset = Int64(number - 1) * partSize
         let length = min(partSize, size - offset)
-        let md5 = try FileDigests.compute(path: options.source, offset: offset, length: length).md5
+        let digests = try FileDigests.compute(path: options.source, offset: offset, length: length, sha256: false, crc32: crc)
+        let md5 = digests.md5
+        let crc32 = crc ? CRC32.base64(digests.crc32) : nil
         let events = onEvent
         let inFlight = partsInFlight
         // Progress is the finished parts plus what each part in flight has sent so far.
-        let etag = try await client.uploadPart(bucket: options.bucket, key: options.key, uploadID: uploadID, number: number,
-                                               path: options.source, offset: offset, length: length, md5: md5) { partSent in
+        let (etag, returnedCRC) = try await client.uploadPart(bucket: options.bucket, key: options.key, uploadID: uploadID,
+                                                              number: number, path: options.source, offset: offset,
+                                                              length: length, md5: md5, crc32: crc32) { partSent in
             let inFlightBytes = inFlight.withLock { parts -> Int64 in
                 parts[number] = partSent
                 return parts.values.reduce(0, +)
@@ -225,7 +235,10 @@ public final class S3MultipartUpload: @unchecked Sendable {
             throw S3Error.verification("part \(number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
         }
         sent.withLock { $0 += length }
-        return S3UploadCheckpoint.Part(etag: etag, size: length)
+        if let crc32, let returnedCRC, returnedCRC != crc32 {
+            throw S3Error.verification("part \(number) came back with CRC-32 \(returnedCRC), not the \(crc32) of what was sent")
+        }
+        return S3UploadCheckpoint.Part(etag: etag, size: length, crc32: crc32)
     }
 
     /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).

@@ -204,12 +204,21 @@ enum ServerMessage {
 
 /// MD5 and SHA-256 of a file region in one read.
 enum FileDigests {
-    static func compute(path: String, offset: Int64, length: Int64) throws -> (md5: [UInt8], sha256: [UInt8]) {
+    struct Result {
+        var md5: [UInt8] = []
+        var sha256: [UInt8] = []
+        var crc32: UInt32 = 0
+    }
+
+    /// The digests of a file's byte range, in one read; only those asked for are computed.
+    static func compute(path: String, offset: Int64, length: Int64, md5 wantMD5: Bool = true, sha256 wantSHA256: Bool = true,
+                        crc32 wantCRC32: Bool = false) throws -> Result {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXFailure(operation: "read", path: path) }
         defer { close(fd) }
-        var md5 = Digest(.md5)
-        var sha = Digest(.sha256)
+        var md5 = wantMD5 ? Digest(.md5) : nil
+        var sha = wantSHA256 ? Digest(.sha256) : nil
+        var crc = CRC32()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var done: Int64 = 0
@@ -218,10 +227,11 @@ enum FileDigests {
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw POSIXFailure(operation: "read", path: path, code: n < 0 ? errno : EIO) }
             let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-            md5.update(piece)
-            sha.update(piece)
+            md5?.update(piece)
+            sha?.update(piece)
+            if wantCRC32 { crc.update(piece) }
             done += Int64(n)
         }
-        return (md5.finalize(), sha.finalize())
+        return Result(md5: md5?.finalize() ?? [], sha256: sha?.finalize() ?? [], crc32: crc.value)
     }
 }

@@ -24,24 +24,32 @@ public final class S3Client: @unchecked Sendable {
 
     // MARK: Operations
 
-    public func createMultipartUpload(bucket: String, key: String, contentType: String) async throws -> String {
+    /// Starts a multipart upload; with `crc32`, every part must carry its CRC-32
+    /// (S3 checks each, and keeps a composite checksum of the object).
+    public func createMultipartUpload(bucket: String, key: String, contentType: String, crc32: Bool = true) async throws -> String {
+        var headers: HTTPHeaders = ["Content-Type": contentType]
+        if crc32 { headers.add("x-amz-checksum-algorithm", "CRC32") }
         let response = try await send("CreateMultipartUpload", method: "POST", bucket: bucket, key: key, query: "uploads=",
-                                      headers: ["Content-Type": contentType])
+                                      headers: headers)
         guard let id = XMLScan.value(of: "UploadId", in: response.body) else {
             throw S3Error.verification("CreateMultipartUpload answered without an UploadId")
         }
         return id
     }
 
-    /// Sends one part with its Content-MD5 (S3 checks it) and returns the ETag.
+    /// Sends one part with its Content-MD5 and, when given, its CRC-32 (S3
+    /// checks both) and returns the ETag and the CRC-32 the server computed.
     public func uploadPart(bucket: String, key: String, uploadID: String, number: Int, path: String, offset: Int64,
-                           length: Int64, md5: [UInt8], onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> String {
+                           length: Int64, md5: [UInt8], crc32: String? = nil,
+                           onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> (etag: String, crc32: String?) {
         let query = "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))"
+        var headers: HTTPHeaders = ["Content-MD5": Data(md5).base64EncodedString()]
+        if let crc32 { headers.add("x-amz-checksum-crc32", crc32) }
         let response = try await send("UploadPart", method: "PUT", bucket: bucket, key: key, query: query,
-                                      headers: ["Content-MD5": Data(md5).base64EncodedString()],
+                                      headers: headers,
                                       body: .file(path: path, offset: offset, length: length), onProgress: onProgress)
         guard let etag = response.headers["ETag"] else { throw S3Error.verification("UploadPart \(number) answered without an ETag") }
-        return etag
+        return (etag, response.headers["x-amz-checksum-crc32"])
     }
 
     public struct ListedPart: Sendable, Equatable {
@@ -73,10 +81,13 @@ public final class S3Client: @unchecked Sendable {
     }
 
     /// Joins the parts; returns the object's ETag.
-    public func completeMultipartUpload(bucket: String, key: String, uploadID: String, parts: [(number: Int, etag: String)]) async throws -> String {
+    public func completeMultipartUpload(bucket: String, key: String, uploadID: String,
+                                        parts: [(number: Int, etag: String, crc32: String?)]) async throws -> String {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts.sorted(by: { $0.number < $1.number }) {
-            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(XMLScan.escape(part.etag))</ETag></Part>"
+            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(XMLScan.escape(part.etag))</ETag>"
+            if let crc32 = part.crc32 { xml += "<ChecksumCRC32>\(XMLScan.escape(crc32))</ChecksumCRC32>" }
+            xml += "</Part>"
         }
         xml += "</CompleteMultipartUpload>"
         let response = try await send("CompleteMultipartUpload", method: "POST", bucket: bucket, key: key,

@@ -26,3 +26,17 @@ final class RedactionTests: XCTestCase {
         XCTAssertEqual(Redaction.headerValue(name: "X-Custom", value: "v=s3cr3t-value-from-env"), "v=REDACTED")
     }
 }
+
+final class CRC32Tests: XCTestCase {
+    func testKnownValueAndS3Encoding() {
+        var crc = CRC32()
+        let text = Array("123456789".utf8)
+        text.withUnsafeBytes { crc.update($0) }
+        XCTAssertEqual(crc.value, 0xCBF4_3926, "the standard CRC-32 check value")
+        XCTAssertEqual(crc.base64, "y/Q5Jg==", "big-endian bytes in base64, as x-amz-checksum-crc32 carries them")
+        var split = CRC32()
+        text[..<4].withUnsafeBytes { split.update($0) }
+        text[4...].withUnsafeBytes { split.update($0) }
+        XCTAssertEqual(split.value, crc.value, "pieces give the same value as the whole")
+    }
+}
