@@ -21,3 +21,14 @@ source "$servers/env"
 echo "bench: building transferd (release)" >&2
 swift build -c release >/dev/null
 transferd="$(swift build -c release --show-bin-path)/transferd"
+
+# make_small_files COUNT: COUNT files of 256 KiB of random bytes, f0.bin ...,
+# in the servers' www/small (kept between runs); prints that folder.
+make_small_files() {
+    local folder="$TRANSFERD_TEST_WWW/small" i
+    mkdir -p "$folder"
+    for ((i = 0; i < $1; i++)); do
+        [[ -f $folder/f$i.bin ]] || head -c 262144 /dev/urandom > "$folder/f$i.bin"
+    done
+    echo "$folder"
+}

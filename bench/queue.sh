@@ -14,11 +14,7 @@ runs="${1:-3}"
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 count=1000
-small="$TRANSFERD_TEST_WWW/small"
-mkdir -p "$small"
-for ((i = 0; i < count; i++)); do
-    [[ -f $small/f$i.bin ]] || head -c 262144 /dev/urandom > "$small/f$i.bin"
-done
+small=$(make_small_files "$count")
 list="$work/small.list"
 cfg="$work/small.curl"
 : > "$list"; : > "$cfg"

@@ -28,7 +28,6 @@ import email.utils
 import http
 import json
 import os
-import signal
 import socket
 import sys
 import threading
@@ -37,6 +36,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+import serving  # Tests/Servers/serving.py: port file and serve loop
 
 # Body bytes handed to the kernel per sendfile call: large enough for speed,
 # small enough that faults (drop, stall, rate) act at a fine granularity.
@@ -711,14 +712,6 @@ class FaultServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def write_port_file(path: str, port: int) -> None:
-    """Write the port atomically so a poller never reads a partial number."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w") as file:
-        file.write(f"{port}\n")
-    os.replace(temporary, path)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="directory to serve")
@@ -731,23 +724,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"--root {args.root!r} is not a directory")
 
     server = FaultServer(args.port, args.root, args.verbose)
-    port = server.server_address[1]
-
-    def stop(signum, frame):  # noqa: ARG001
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-    if args.port_file:
-        write_port_file(args.port_file, port)
-    if args.verbose:
-        print(f"fault server on 127.0.0.1:{port}, root {server.root}", file=sys.stderr)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-    return 0
+    banner = f"fault server on 127.0.0.1:{server.server_address[1]}, root {server.root}" if args.verbose else None
+    return serving.serve(server, args.port_file, banner)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import re
-import signal
 import socket
 import sys
 import threading
@@ -43,6 +42,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
+
+import serving  # Tests/Servers/serving.py: port file and serve loop
 
 SERVER_NAME = "transferd-form-server"
 READ_SIZE = 256 * 1024
@@ -561,14 +562,6 @@ class FormRequestHandler(BaseHTTPRequestHandler):
     do_DELETE = do_PATCH = do_OPTIONS = do_PUT
 
 
-def write_port_file(path: str, port: int) -> None:
-    """Write the port atomically so a poller never reads a partial number."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w") as file:
-        file.write(f"{port}\n")
-    os.replace(temporary, path)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="directory for received files")
@@ -585,23 +578,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     logging.getLogger("python_multipart").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     os.makedirs(args.root, exist_ok=True)
     server = FormServer(args.port, args.root, args.max_field_size, args.verbose)
-    port = server.server_address[1]
-
-    def stop(signum, frame):  # noqa: ARG001
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-    if args.port_file:
-        write_port_file(args.port_file, port)
-    if args.verbose:
-        print(f"form server on 127.0.0.1:{port}, root {server.root}", file=sys.stderr)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-    return 0
+    banner = f"form server on 127.0.0.1:{server.server_address[1]}, root {server.root}" if args.verbose else None
+    return serving.serve(server, args.port_file, banner)
 
 
 if __name__ == "__main__":

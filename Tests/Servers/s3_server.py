@@ -40,11 +40,12 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 from typing import Any, Callable, Iterable, Optional
 from urllib.parse import parse_qsl, unquote
+
+import serving  # Tests/Servers/serving.py: port file and serve loop
 
 SEED_USER = "transferd-test"
 SEED_POLICY_NAME = "transferd-test-allow-all"
@@ -359,13 +360,6 @@ class LoggingMiddleware:
 # ---------------------------------------------------------------------------
 
 
-def write_port_file(path: str, port: int) -> None:
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w") as file:
-        file.write(f"{port}\n")
-    os.replace(temporary, path)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="port (0 = any free port)")
@@ -394,22 +388,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     moto_app = DomainDispatcherApplication(create_backend_app)
     app = LoggingMiddleware(moto_app, RequestLog(args.request_log), reseed, not args.no_auth)
     server = make_server("127.0.0.1", args.port, app, threaded=True)
-    port = server.server_address[1]
-
-    def stop(signum, frame):  # noqa: ARG001
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-    if args.port_file:
-        write_port_file(args.port_file, port)
-    print(f"moto S3 server on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-    return 0
+    return serving.serve(server, args.port_file, f"moto S3 server on http://127.0.0.1:{server.server_address[1]}")
 
 
 if __name__ == "__main__":

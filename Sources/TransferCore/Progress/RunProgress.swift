@@ -187,7 +187,7 @@ public struct RunProgress: Sendable {
 
     /// An exponential moving average whose weight follows the sample's length,
     /// so irregular samples smooth the same way as regular ones.
-    static func smooth(_ previous: Double, delta: Int64, interval: TimeInterval) -> Double {
+    public static func smooth(_ previous: Double, delta: Int64, interval: TimeInterval) -> Double {
         guard interval > 0 else { return previous }
         let instant = Double(delta) / interval
         guard previous > 0 else { return instant }

@@ -321,9 +321,8 @@ public final class QueueRunner: @unchecked Sendable {
         for (id, job) in active {
             guard let (written, total) = job.engine.current?.progress() ?? job.uploadProgress.current else { continue }
             reports.append(JobProgress(id: id, bytesDone: written, bytesTotal: total))
-            let interval = now.timeIntervalSince(job.progressTime)
-            let instant = interval > 0 ? Double(max(0, written - job.progress.bytesDone)) / interval : 0
-            job.progress.speed = job.progress.speed == 0 ? instant : job.progress.speed * 0.6 + instant * 0.4
+            job.progress.speed = RunProgress.smooth(job.progress.speed, delta: max(0, written - job.progress.bytesDone),
+                                                    interval: now.timeIntervalSince(job.progressTime))
             job.progress.bytesDone = written
             job.progress.bytesTotal = total
             job.progressTime = now

@@ -22,10 +22,4 @@ struct CRC32 {
     var base64: String {
         Data([UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]).base64EncodedString()
     }
-
-    static func base64(_ value: UInt32) -> String {
-        var crc = CRC32()
-        crc.value = value
-        return crc.base64
-    }
 }

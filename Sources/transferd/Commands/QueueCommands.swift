@@ -26,7 +26,7 @@ enum QueueCommands {
                 for job in jobs { Output.out(StatusTable.json(job) + "\n") }
                 return .success
             }
-            Output.out(StatusTable.render(jobs, width: Output.stdoutIsTerminal ? Output.terminalWidth : 200))
+            Output.out(StatusTable.render(jobs, width: Output.stdoutIsTerminal ? Output.terminalSize().columns : 200))
             return .success
         }
     }

@@ -52,12 +52,12 @@ struct LiveView {
     }
 
     /// `marker name [bar] percent columns...`. When the width is short the
-    /// bar goes first, then the columns in the order of `dropOrder` (sizes,
-    /// then ETA, then speed); the name takes what is left.
-    private func row(marker: String, name: String, fraction: Double?, percent: String, columns: [String],
-                     dropOrder: [Int] = [0, 2, 1]) -> String {
+    /// bar goes first, then the columns (sizes, then ETA, then speed); the
+    /// name takes what is left.
+    private func row(marker: String, name: String, fraction: Double?, percent: String, columns: [String]) -> String {
         var kept = Array(columns.indices)
-        var drops = dropOrder
+        // Columns are sizes, speed, ETA: sizes go first, then the ETA, then the speed.
+        var drops = [0, 2, 1]
         var barWidth = width >= 110 ? 24 : width >= 90 ? 16 : width >= 70 ? 10 : 0
         let minimumName = 10
         func fixedWidth() -> Int {

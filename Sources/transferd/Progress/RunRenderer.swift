@@ -35,7 +35,7 @@ struct RenderContext: Sendable {
     var err: @Sendable (String) -> Void = { Output.err($0) }
     var now: @Sendable () -> Date = { Date() }
     /// Columns and rows of the terminal, read again for every frame (it may be resized).
-    var size: @Sendable () -> (columns: Int, rows: Int) = { Output.terminalSize }
+    var size: @Sendable () -> (columns: Int, rows: Int) = { Output.terminalSize() }
     var color = false
     /// How `failed/` is named in the summary.
     var failedFolder = "queue.d/failed"

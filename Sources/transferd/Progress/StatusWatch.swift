@@ -29,7 +29,7 @@ struct StatusWatch {
             let active = try store.jobs(in: .running) + store.jobs(in: .finishing) + store.jobs(in: .waiting)
             let progress = RunProgress(active: active, counts: try store.counts(), at: now)
             if interactive {
-                let size = Output.terminalSize
+                let size = Output.terminalSize()
                 let view = LiveView(width: size.columns, maxJobLines: max(1, min(12, size.rows / 2 - 1)),
                                     style: TerminalStyle(color: color))
                 let header = TerminalStyle(color: color).dim(

@@ -19,16 +19,10 @@ enum Output {
     static var stderrIsTerminal: Bool { isatty(2) == 1 }
     static var stdoutIsTerminal: Bool { isatty(1) == 1 }
 
-    static var terminalWidth: Int {
+    /// Columns and rows of the terminal on `fd` (80×24 when it is not one).
+    static func terminalSize(fd: Int32 = 1) -> (columns: Int, rows: Int) {
         var size = winsize()
-        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
-        return 80
-    }
-
-    /// Columns and rows of the terminal on stdout (80×24 when it is not one).
-    static var terminalSize: (columns: Int, rows: Int) {
-        var size = winsize()
-        guard ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return (80, 24) }
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return (80, 24) }
         return (Int(size.ws_col), Int(max(size.ws_row, 4)))
     }
 

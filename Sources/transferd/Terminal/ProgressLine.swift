@@ -63,11 +63,8 @@ final class ProgressLine: @unchecked Sendable {
     private func updateSpeed(_ written: Int64) {
         let now = Date()
         if let sample = lastSample {
-            let interval = now.timeIntervalSince(sample.time)
-            if interval > 0 {
-                let instant = Double(written - sample.written) / interval
-                speed = speed == 0 ? instant : speed * 0.7 + instant * 0.3
-            }
+            speed = RunProgress.smooth(speed, delta: max(0, written - sample.written),
+                                       interval: now.timeIntervalSince(sample.time))
         }
         lastSample = (now, written)
     }
@@ -82,7 +79,7 @@ final class ProgressLine: @unchecked Sendable {
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled)
         let text = String(format: "%@ [%@] %3d%%  %@ / %@  %@  ETA %@", name, bar, Int(fraction * 100),
                           Format.bytes(written), Format.bytes(total), rate, eta)
-        return String(text.prefix(max(20, Output.terminalWidth - 1)))
+        return String(text.prefix(max(20, Output.terminalSize(fd: 2).columns - 1)))
     }
 
     private func line(_ text: String, permanent: Bool) {

@@ -217,7 +217,7 @@ public final class S3MultipartUpload: @unchecked Sendable {
         let length = min(partSize, size - offset)
         let digests = try FileDigests.compute(path: options.source, offset: offset, length: length, sha256: false, crc32: crc)
         let md5 = digests.md5
-        let crc32 = crc ? CRC32.base64(digests.crc32) : nil
+        let crc32 = crc ? digests.crc32.base64 : nil
         let events = onEvent
         let inFlight = partsInFlight
         // Progress is the finished parts plus what each part in flight has sent so far.

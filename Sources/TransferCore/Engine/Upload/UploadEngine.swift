@@ -207,7 +207,7 @@ enum FileDigests {
     struct Result {
         var md5: [UInt8] = []
         var sha256: [UInt8] = []
-        var crc32: UInt32 = 0
+        var crc32 = CRC32()
     }
 
     /// The digests of a file's byte range, in one read; only those asked for are computed.
@@ -232,6 +232,6 @@ enum FileDigests {
             if wantCRC32 { crc.update(piece) }
             done += Int64(n)
         }
-        return Result(md5: md5?.finalize() ?? [], sha256: sha?.finalize() ?? [], crc32: crc.value)
+        return Result(md5: md5?.finalize() ?? [], sha256: sha?.finalize() ?? [], crc32: crc)
     }
 }
