@@ -19,8 +19,8 @@ scripts/servers start "$servers" >/dev/null
 source "$servers/env"
 
 echo "bench: building transferd (release)" >&2
-swift build -c release >/dev/null
-transferd="$(swift build -c release --show-bin-path)/transferd"
+swift build -c release --product transferd --static-swift-stdlib >/dev/null
+transferd="$(swift build -c release --product transferd --static-swift-stdlib --show-bin-path)/transferd"
 
 # make_small_files COUNT: COUNT files of 256 KiB of random bytes, f0.bin ...,
 # in the servers' www/small (kept between runs); prints that folder.

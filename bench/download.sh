@@ -16,8 +16,8 @@ runs="${1:-3}"
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 out="$work/out"
 echo "bench: building the slow-disk variant" >&2
-swift build -c release --scratch-path "$work/build-slowdisk" -Xswiftc -DTRANSFERD_SLOW_DISK >/dev/null
-slow="$(swift build -c release --scratch-path "$work/build-slowdisk" --show-bin-path)/transferd"
+swift build -c release --product transferd --static-swift-stdlib --scratch-path "$work/build-slowdisk" -Xswiftc -DTRANSFERD_SLOW_DISK >/dev/null
+slow="$(swift build -c release --product transferd --static-swift-stdlib --scratch-path "$work/build-slowdisk" --show-bin-path)/transferd"
 
 source_file="$TRANSFERD_TEST_WWW/1g.bin"
 [[ -f $source_file ]] || head -c 1073741824 /dev/urandom > "$source_file"

@@ -43,28 +43,58 @@ final class QueueStoreTests: XCTestCase {
 
     func testClaimsByPriorityThenAgeAndHonoursAccept() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("low"), job("high", priority: 5), job("mid", priority: 1), job("other", host: "b.example")])
-        let first = try store.claimRunnable(limit: 2, now: Date()) { _ in true }
+        let first = try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }
         XCTAssertEqual(first.map(\.id), ["high", "mid"])
         XCTAssertTrue(first.allSatisfy { $0.state == .running })
-        let second = try store.claimRunnable(limit: 5, now: Date()) { $0.spec.host == "b.example" }
+        let second = try store.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { $0.host == "b.example" }
         XCTAssertEqual(second.map(\.id), ["other"])
         XCTAssertEqual(try store.counts()[.running], 3)
     }
 
+    func testFullHostsArePassedOverAndDueRetriesMergeByPriority() throws {
+        var wide = job("wide", host: "c.example")
+        wide.connections = 4
+        _ = try store.ingest(fileName: "a.json", contentHash: "h",
+                             jobs: [job("a1"), job("a2"), job("b1", host: "b.example"), wide, job("retry", priority: 2, host: "d.example")])
+        _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "retry" }
+        try store.scheduleRetry("retry", at: Date().addingTimeInterval(-1), error: "HTTP 503", attempts: 1)
+        var seen: [ClaimCandidate] = []
+        let claimed = try store.claimRunnable(limit: 10, now: Date(), excludingHosts: ["a.example"]) { seen.append($0); return true }
+        // The due retry (priority 2) first, then by age; a.example's jobs never reach `accept`.
+        XCTAssertEqual(claimed.map(\.id), ["retry", "b1", "wide"])
+        XCTAssertEqual(seen.map(\.host), ["d.example", "b.example", "c.example"])
+        XCTAssertEqual(seen.last?.connections, 4)
+    }
+
+    func testResultRowsListFinishedJobsOnly() throws {
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
+        _ = try store.claimRunnable(limit: 3, now: Date(), excludingHosts: []) { _ in true }
+        try store.finishDone([("1", 10, "abc")], at: Date())
+        try store.finish("2", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
+        let rows = try store.results(fromFile: "a.json")
+        XCTAssertEqual(rows.map(\.id), ["1", "2"])
+        XCTAssertEqual(rows[0].url, "https://a.example/1")
+        XCTAssertEqual(rows[0].destination, "/data/1")
+        XCTAssertEqual(rows[0].bytes, 10)
+        XCTAssertEqual(rows[0].sha256, "abc")
+        XCTAssertEqual(rows[1].state, .failed)
+        XCTAssertEqual(rows[1].lastError, "HTTP 404")
+    }
+
     func testWaitingJobsAreRunnableOnlyWhenDue() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
-        _ = try store.claimRunnable(limit: 1, now: Date()) { _ in true }
+        _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
         let later = Date().addingTimeInterval(60)
         try store.scheduleRetry("1", at: later, error: "HTTP 503", attempts: 1)
-        XCTAssertTrue(try store.claimRunnable(limit: 1, now: Date()) { _ in true }.isEmpty)
+        XCTAssertTrue(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.isEmpty)
         XCTAssertEqual(try store.nextWakeup()?.timeIntervalSince1970 ?? 0, later.timeIntervalSince1970, accuracy: 0.001)
-        XCTAssertEqual(try store.claimRunnable(limit: 1, now: later.addingTimeInterval(1)) { _ in true }.map(\.id), ["1"])
+        XCTAssertEqual(try store.claimRunnable(limit: 1, now: later.addingTimeInterval(1), excludingHosts: []) { _ in true }.map(\.id), ["1"])
         XCTAssertEqual(try store.job("1")?.attempts, 1)
     }
 
     func testInterruptedJobsComeBackAndFinishedOnesStay() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
-        _ = try store.claimRunnable(limit: 3, now: Date()) { _ in true }
+        _ = try store.claimRunnable(limit: 3, now: Date(), excludingHosts: []) { _ in true }
         try store.finishDone([("1", 10, nil)], at: Date())
         try store.pause(["2"])
         XCTAssertEqual(try store.recoverInterrupted(), 2)
@@ -75,14 +105,14 @@ final class QueueStoreTests: XCTestCase {
 
     func testRetryAndCancel() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
-        _ = try store.claimRunnable(limit: 1, now: Date()) { $0.id == "1" }
+        _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "1" }
         try store.finish("1", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
         XCTAssertEqual(try store.requeue(id: nil), 1)
         XCTAssertEqual(try store.job("1")?.state, .queued)
         XCTAssertNil(try store.job("1")?.lastError)
         XCTAssertEqual(try store.cancel("2"), .queued)
         XCTAssertEqual(try store.job("2")?.state, .cancelled)
-        _ = try store.claimRunnable(limit: 1, now: Date()) { _ in true }
+        _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
         XCTAssertEqual(try store.cancel("1"), .running)
         XCTAssertEqual(try store.cancelRequested(among: ["1"]), ["1"])
         XCTAssertNil(try store.cancel("nope"))
@@ -90,7 +120,7 @@ final class QueueStoreTests: XCTestCase {
 
     func testCheckpointsAndProgressPersistAcrossConnections() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
-        _ = try store.claimRunnable(limit: 1, now: Date()) { _ in true }
+        _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
         try store.saveCheckpoint("{\"x\":1}", for: "1")
         try store.saveProgress(["1": ProgressSnapshot(bytesDone: 5, bytesTotal: 10, speed: 2)])
         let reopened = try SQLiteQueueStore(path: path)

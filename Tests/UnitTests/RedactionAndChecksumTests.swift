@@ -12,6 +12,13 @@ final class RedactionTests: XCTestCase {
         XCTAssertTrue(shown.contains("page=2"), shown)
     }
 
+    func testURLTextIsParsedOnlyWhenItCouldHoldASecret() {
+        XCTAssertEqual(Redaction.url(string: "http://example.com/plain/f1.bin"), "http://example.com/plain/f1.bin")
+        let shown = Redaction.url(string: "https://user:pw@example.com/a?token=t&page=2")
+        XCTAssertFalse(shown.contains("pw") || shown.contains("user") || shown.contains("=t&"), shown)
+        XCTAssertTrue(shown.contains("page=2"), shown)
+    }
+
     func testHeaderValues() {
         XCTAssertEqual(Redaction.headerValue(name: "Authorization", value: "AWS4-HMAC-SHA256 Credential=AKIA/..."), "REDACTED")
         XCTAssertEqual(Redaction.headerValue(name: "X-Auth-Token", value: "t"), "REDACTED")

@@ -44,6 +44,6 @@ public enum JSONValue: Equatable, Sendable, Decodable {
     }
 
     public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+        try JSONParser.parse(data)
     }
 }

@@ -35,7 +35,7 @@ public struct JobFileParser: Sendable {
         guard let text = String(data: data, encoding: .utf8), !text.contains("\u{0}") else {
             return reject("not UTF-8 text (binary data?)", fix: "job files are JSON or URL lists")
         }
-        guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+        guard !text.allSatisfy(\.isWhitespace) else {
             return reject("the file is empty", fix: "write one job as a JSON object, or one URL per line in a .urls file")
         }
         let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
@@ -70,6 +70,8 @@ struct Context {
     var jobs: [JobSpec] = []
     var errors: [JobFileError] = []
     private var seenIDs: Set<String> = []
+    /// The URL last parsed: checking a URL and naming its destination read it once.
+    private var lastParsed: (text: String, url: URL?)?
 
     init(file: String, idPrefix: String, root: String) {
         self.file = file
@@ -86,9 +88,10 @@ struct Context {
     // MARK: URL lists
 
     mutating func parseList(_ text: String) {
-        let lines = text.replacingOccurrences(of: "\r\n", with: "\n").split(separator: "\n", omittingEmptySubsequences: false)
+        // "\r\n" is one Character, a newline like "\n".
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         for (offset, rawLine) in lines.enumerated() {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = rawLine.trimmingSpaces()
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             let number = offset + 1
@@ -293,13 +296,20 @@ struct Context {
 
     // MARK: URLs and paths
 
+    private mutating func parsed(_ text: String) -> URL? {
+        if let lastParsed, lastParsed.text == text { return lastParsed.url }
+        let url = URL(string: text)
+        lastParsed = (text, url)
+        return url
+    }
+
     mutating func checkURL(_ text: String, kind: JobSpec.Kind, job: Int, id: String?) -> String? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = String(text.trimmingSpaces())
         guard !trimmed.isEmpty else {
             fail(job, id, "url", "is empty", fix: "give the address to transfer")
             return nil
         }
-        guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased() else {
+        guard let url = parsed(trimmed), let scheme = url.scheme?.lowercased() else {
             fail(job, id, "url", "\"\(trimmed)\" is not a URL")
             return nil
         }
@@ -318,7 +328,7 @@ struct Context {
 
     /// An absolute, normalised path inside the root, or nil after recording why not.
     mutating func resolveInsideRoot(_ path: String, field: String, job: Int, id: String?) -> String? {
-        let absolute = path.hasPrefix("/") ? path : (root as NSString).appendingPathComponent(path)
+        let absolute = path.hasPrefix("/") ? path : root + "/" + path
         let normalised = PathNormalization.normalize(absolute)
         guard normalised == root || normalised.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
             fail(job, id, field, "\"\(path)\" is outside the root \(root)",
@@ -329,7 +339,7 @@ struct Context {
     }
 
     mutating func resolveDestination(_ dest: String?, url: String, job: Int, id: String?) -> String? {
-        var name = URL(string: url)?.lastPathComponent ?? ""
+        var name = parsed(url)?.lastPathComponent ?? ""
         if name.isEmpty || name == "/" { name = "index.html" }
         guard let dest, !dest.isEmpty else { return resolveInsideRoot(name, field: "dest", job: job, id: id) }
         let path = dest.hasSuffix("/") ? dest + name : dest
@@ -344,5 +354,15 @@ struct Context {
             return nil
         }
         return resolveInsideRoot(source, field: "source", job: job, id: id)
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing white space (no Foundation bridging: list files have a line per job).
+    func trimmingSpaces() -> SubSequence {
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else {
+            return self[endIndex...]
+        }
+        return self[first...last]
     }
 }

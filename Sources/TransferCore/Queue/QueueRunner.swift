@@ -40,6 +40,8 @@ public final class QueueRunner: @unchecked Sendable {
     final class ActiveJob: @unchecked Sendable {
         let record: JobRecord
         let connections: Int
+        /// The per-host limit's key, worked out once.
+        let host: String
         var task: Task<Void, Never>?
         let engine = Locked<DownloadEngine?>(nil)
         /// The last progress seen, for the speed.
@@ -48,9 +50,10 @@ public final class QueueRunner: @unchecked Sendable {
         let cancelledByUser = Locked(false)
         /// Bytes sent and total of an upload, as its engine reports them.
         let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
-        init(record: JobRecord, connections: Int) {
+        init(record: JobRecord, connections: Int, host: String) {
             self.record = record
             self.connections = connections
+            self.host = host
         }
     }
 
@@ -79,6 +82,8 @@ public final class QueueRunner: @unchecked Sendable {
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
     private var lastProgressSave = Date.distantPast
+    /// When a claim last found nothing to start (nil: since then, something changed).
+    private var lastFruitlessClaim: Date?
     /// Jobs paused by this run's shutdown, reported together at the end.
     private var pausedIDs: [String] = []
 
@@ -122,6 +127,7 @@ public final class QueueRunner: @unchecked Sendable {
                 try saveProgressAndHonourCancels()
                 if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
             case .files:
+                lastFruitlessClaim = nil
                 if !stopping { try ingest() }
             case .stop:
                 if !stopping {
@@ -130,6 +136,7 @@ public final class QueueRunner: @unchecked Sendable {
                     for job in active.values { job.task?.cancel() }
                 }
             case .finished(let id, let outcome):
+                lastFruitlessClaim = nil
                 if let job = active.removeValue(forKey: id) {
                     try record(outcome, for: job, into: &summary)
                 }
@@ -173,25 +180,36 @@ public final class QueueRunner: @unchecked Sendable {
         let free = options.maxJobs - active.count
         // Claim in groups (a quarter of the slots) rather than one job per transaction.
         guard free > 0, free >= max(1, options.maxJobs / 4) || active.isEmpty else { return }
+        // After a claim that found nothing, look again when a slot or host frees up, files
+        // arrive, or half a second has passed (a retry coming due), not at every wake.
+        if let fruitless = lastFruitlessClaim, Date().timeIntervalSince(fruitless) < 0.5 { return }
         var hostUse: [String: Int] = [:]
-        for job in active.values { hostUse[job.record.spec.host, default: 0] += job.connections }
-        let claimed = try store.claimRunnable(limit: free, now: Date()) { record in
-            let connections = self.connections(for: record.spec)
-            let used = hostUse[record.spec.host, default: 0]
+        for job in active.values { hostUse[job.host, default: 0] += job.connections }
+        let full = Set(hostUse.filter { $0.value >= options.maxConnectionsPerHost }.keys)
+        var hosts: [String: String] = [:]
+        let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: full) { candidate in
+            let connections = self.connections(jobSetting: candidate.connections)
+            let used = hostUse[candidate.host, default: 0]
             // A job wider than the limit may still run alone on its host.
             guard used == 0 || used + connections <= options.maxConnectionsPerHost else { return false }
-            hostUse[record.spec.host] = used + connections
+            hostUse[candidate.host] = used + connections
+            hosts[candidate.id] = candidate.host
             return true
         }
-        for record in claimed { start(record) }
+        lastFruitlessClaim = claimed.isEmpty ? Date() : nil
+        for record in claimed { start(record, host: hosts[record.id] ?? record.spec.host) }
+    }
+
+    private func connections(jobSetting: Int?) -> Int {
+        min(jobSetting ?? options.connections, max(1, options.maxConnectionsPerHost))
     }
 
     private func connections(for spec: JobSpec) -> Int {
-        min(spec.connections ?? options.connections, max(1, options.maxConnectionsPerHost))
+        connections(jobSetting: spec.connections)
     }
 
-    private func start(_ record: JobRecord) {
-        let job = ActiveJob(record: record, connections: connections(for: record.spec))
+    private func start(_ record: JobRecord, host: String) {
+        let job = ActiveJob(record: record, connections: connections(for: record.spec), host: host)
         active[record.id] = job
         onEvent(.started(JobStarted(id: record.id, kind: record.spec.kind.rawValue, name: record.spec.displayName,
                                     url: Self.shownURL(record.spec), destination: record.spec.destination,
@@ -345,7 +363,7 @@ public final class QueueRunner: @unchecked Sendable {
 extension QueueRunner {
     /// The URL as events show it: secrets in the query or user info redacted.
     static func shownURL(_ spec: JobSpec) -> String {
-        URL(string: spec.url).map(Redaction.url) ?? spec.url
+        Redaction.url(string: spec.url)
     }
 
     /// Bytes an attempt starts with: what earlier runs left for downloads and

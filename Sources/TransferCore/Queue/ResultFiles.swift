@@ -16,55 +16,43 @@ public struct ResultFiles {
         self.store = store
     }
 
-    struct Entry: Encodable {
-        var id: String
-        var state: String
-        var url: String
-        var destination: String?
-        var bytes: Int64?
-        var sha256: String?
-        var duration_seconds: Double?
-        var attempts: Int
-        var last_error: String?
-        var finished_at: String?
-    }
-
     /// Rewrites the result files of these job files.
     public func update(sourceFiles: Set<String>) throws {
         for source in sourceFiles.sorted() {
-            let jobs = try store.jobs(fromFile: source)
-            let finished = jobs.filter(\.state.isFinal)
+            let finished = try store.results(fromFile: source)
             try write(finished.filter { $0.state == .done }, to: layout.done, source: source)
             try write(finished.filter { $0.state != .done }, to: layout.failed, source: source)
         }
     }
 
-    private func write(_ jobs: [JobRecord], to folder: String, source: String) throws {
+    /// A pretty-printed JSON array, keys sorted, one object per job.
+    private func write(_ jobs: [JobResult], to folder: String, source: String) throws {
         let path = (folder as NSString).appendingPathComponent(Self.fileName(for: source))
         guard !jobs.isEmpty else {
             unlink(path)
             return
         }
-        let formatter = ISO8601DateFormatter()
-        let entries = jobs.map { job in
-            Entry(id: job.id, state: job.state.rawValue, url: URL(string: job.spec.url).map(Redaction.url) ?? job.spec.url,
-                  destination: job.spec.destination, bytes: job.state == .done ? job.bytesTotal : nil, sha256: job.sha256,
-                  duration_seconds: zip(job.startedAt, job.finishedAt).map { (($1.timeIntervalSince($0)) * 1000).rounded() / 1000 },
-                  attempts: job.attempts, last_error: job.state == .done ? nil : job.lastError,
-                  finished_at: job.finishedAt.map(formatter.string(from:)))
+        let entries = jobs.map { job -> JSONObject.Value in
+            var entry = JSONObject()
+            entry.add("attempts", job.attempts)
+            if job.state == .done, let bytes = job.bytes { entry.add("bytes", bytes) }
+            if let destination = job.destination { entry.add("destination", destination) }
+            if let started = job.startedAt, let finished = job.finishedAt {
+                entry.add("duration_seconds", .number((finished.timeIntervalSince(started) * 1000).rounded() / 1000))
+            }
+            if let finished = job.finishedAt { entry.add("finished_at", JSONObject.timestampSeconds(finished)) }
+            entry.add("id", job.id)
+            if job.state != .done, let error = job.lastError { entry.add("last_error", error) }
+            if let sha256 = job.sha256 { entry.add("sha256", sha256) }
+            entry.add("state", job.state.rawValue)
+            entry.add("url", Redaction.url(string: job.url))
+            return .object(entry)
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try encoder.encode(entries).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try Data((JSONObject.serialized(entries, pretty: true) + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 
     static func fileName(for source: String) -> String {
         let base = (source as NSString).lastPathComponent
         return (base.hasSuffix(".json") ? String(base.dropLast(5)) : base) + ".json"
     }
-}
-
-private func zip<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
-    guard let a, let b else { return nil }
-    return (a, b)
 }

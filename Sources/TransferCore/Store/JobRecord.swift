@@ -66,8 +66,10 @@ public protocol QueueStore: AnyObject, Sendable {
     /// Jobs left `running` or `paused` by an earlier process become `queued` again.
     func recoverInterrupted() throws -> Int
     /// Marks up to `limit` runnable jobs `running` (by priority, then age) and returns them.
-    /// `accept` sees candidates in order and says which to take (per-host limits).
-    func claimRunnable(limit: Int, now: Date, accept: (JobRecord) -> Bool) throws -> [JobRecord]
+    /// Jobs for `excludingHosts` are passed over; `accept` sees the other candidates
+    /// in order and says which to take (per-host limits). Only taken jobs are read whole.
+    func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+                       accept: (ClaimCandidate) -> Bool) throws -> [JobRecord]
     func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws
     /// Marks many jobs done in one transaction.
     func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws
@@ -80,6 +82,8 @@ public protocol QueueStore: AnyObject, Sendable {
     func job(_ id: String) throws -> JobRecord?
     func jobs() throws -> [JobRecord]
     func jobs(fromFile name: String) throws -> [JobRecord]
+    /// The finished (done, failed, cancelled) jobs of one job file, in order: what its result files list.
+    func results(fromFile name: String) throws -> [JobResult]
     func counts() throws -> [JobState: Int]
     /// When the earliest waiting job becomes runnable.
     func nextWakeup() throws -> Date?
@@ -90,4 +94,26 @@ public protocol QueueStore: AnyObject, Sendable {
     func cancelRequested(among ids: [String]) throws -> [String]
     func checkpoint(for id: String) throws -> String?
     func saveCheckpoint(_ json: String?, for id: String) throws
+}
+
+/// What a result file lists about one finished job (read without decoding its spec).
+public struct JobResult: Sendable, Equatable {
+    public var id: String
+    public var state: JobState
+    public var url: String
+    public var destination: String?
+    public var bytes: Int64?
+    public var sha256: String?
+    public var attempts: Int
+    public var lastError: String?
+    public var startedAt: Date?
+    public var finishedAt: Date?
+}
+
+/// A runnable job as the scheduler weighs it, before its spec is read.
+public struct ClaimCandidate: Sendable, Equatable {
+    public var id: String
+    public var host: String
+    /// The job's own range connections, if it sets them.
+    public var connections: Int?
 }

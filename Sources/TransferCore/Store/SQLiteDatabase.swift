@@ -37,6 +37,13 @@ final class SQLiteDatabase {
     /// Runs a statement with bound values; returns the rows.
     @discardableResult
     func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
+        var rows: [[SQLValue]] = []
+        try forEachRow(sql, values) { rows.append($0); return true }
+        return rows
+    }
+
+    /// Runs a statement, handing each row to `body` until it returns false.
+    func forEachRow(_ sql: String, _ values: [SQLValue] = [], _ body: ([SQLValue]) throws -> Bool) throws {
         let statement = try prepared(sql)
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
         for (offset, value) in values.enumerated() {
@@ -48,7 +55,6 @@ final class SQLiteDatabase {
             case .text(let text): tdc_sqlite3_bind_text_copy(statement, index, text, -1)
             }
         }
-        var rows: [[SQLValue]] = []
         while true {
             let step = sqlite3_step(statement)
             if step == SQLITE_DONE { break }
@@ -56,16 +62,16 @@ final class SQLiteDatabase {
                 throw StoreError.sqlite(path: path, message: String(cString: sqlite3_errmsg(handle)))
             }
             let columns = sqlite3_column_count(statement)
-            rows.append((0..<columns).map { column in
+            let row = (0..<columns).map { column -> SQLValue in
                 switch sqlite3_column_type(statement, column) {
                 case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, column))
                 case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, column))
                 case SQLITE_NULL: return .null
                 default: return .text(String(cString: sqlite3_column_text(statement, column)))
                 }
-            })
+            }
+            guard try body(row) else { break }
         }
-        return rows
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }

@@ -60,6 +60,11 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
             ingested_at REAL NOT NULL
         );
         """,
+        // 2: the host in the runnable index, so claims pass over full hosts without reading rows.
+        """
+        DROP INDEX jobs_runnable;
+        CREATE INDEX jobs_runnable ON jobs(state, priority DESC, seq, host);
+        """,
     ]
 
     private func migrate() throws {
@@ -84,27 +89,29 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     return IngestOutcome(added: 0, alreadyKnown: jobs.count, duplicateFile: true)
                 }
                 var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
                 let now = Date().timeIntervalSince1970
                 for job in jobs {
-                    let spec = String(decoding: try encoder.encode(job), as: UTF8.self)
+                    let spec = job.storedJSON
+                    try database.query("""
+                        INSERT INTO jobs (id, kind, host, spec, source_file, priority, state, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (id) DO NOTHING
+                        """, [.text(job.id), .text(job.kind.rawValue), .text(job.host), .text(spec), .text(fileName),
+                              .integer(Int64(job.priority)), .real(now)])
+                    if database.changes == 1 {
+                        outcome.added += 1
+                        continue
+                    }
+                    // The id is taken: the same job again is fine, another one is refused.
                     if let existing = try database.query("SELECT spec, source_file FROM jobs WHERE id = ?", [.text(job.id)]).first {
-                        guard existing[0].string == spec else {
+                        let same = existing[0].string == spec || existing[0].string.flatMap { try? JobSpec(stored: $0) } == job
+                        guard same else {
                             throw JobFileRejection(errors: [JobFileError(
                                 file: fileName, id: job.id, field: "id",
                                 message: "a different job with this id came from \(existing[1].string ?? "another file")",
                                 fix: "give the new job its own id")])
                         }
                         outcome.alreadyKnown += 1
-                        continue
                     }
-                    try database.query("""
-                        INSERT INTO jobs (id, kind, host, spec, source_file, priority, state, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)
-                        """, [.text(job.id), .text(job.kind.rawValue), .text(job.host), .text(spec), .text(fileName),
-                              .integer(Int64(job.priority)), .real(now)])
-                    outcome.added += 1
                 }
                 try database.query("INSERT INTO ingested_files (content_sha256, file_name, jobs, ingested_at) VALUES (?, ?, ?, ?)",
                                    [.text(contentHash), .text(fileName), .integer(Int64(jobs.count)), .real(now)])
@@ -122,28 +129,66 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func claimRunnable(limit: Int, now: Date, accept: (JobRecord) -> Bool) throws -> [JobRecord] {
+    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
         guard limit > 0 else { return [] }
+        let excluded = JSONObject.serialized(excludingHosts.sorted().map { .string($0) })
         return try locked {
             try database.transaction {
-                // Ready jobs only, through the (state, priority, seq) index: the cost follows
-                // the slots to fill, not the queue's length.
-                let rows = try database.query("""
-                    SELECT \(Self.columns) FROM jobs
-                    WHERE state = 'queued' OR (state = 'waiting' AND next_attempt_at <= ?)
+                // Queued jobs stream in order from the (state, priority, seq, host) index, with no
+                // sort: the cost follows the slots to fill, not the queue's length, and full hosts
+                // are passed over inside the index. Waiting jobs whose time has come (few) are
+                // read first and merged in by priority, then age.
+                let columns = "seq, priority, id, host, json_extract(spec, '$.connections')"
+                let due = try database.query("""
+                    SELECT \(columns) FROM jobs
+                    WHERE state = 'waiting' AND next_attempt_at <= ? AND host NOT IN (SELECT value FROM json_each(?))
                     ORDER BY priority DESC, seq LIMIT ?
-                    """, [.real(now.timeIntervalSince1970), .integer(Int64(limit * 4 + 16))])
+                    """, [.real(now.timeIntervalSince1970), .text(excluded), .integer(Int64(limit * 4 + 16))])
+                var nextDue = due.startIndex
+                var candidates: [ClaimCandidate] = []
+                var passedOver = 0
+                /// Weighs one row; false when the claim has what it needs.
+                func consider(_ row: [SQLValue]) -> Bool {
+                    let candidate = ClaimCandidate(id: row[2].string ?? "", host: row[3].string ?? "",
+                                                   connections: row[4].int.map(Int.init))
+                    if accept(candidate) {
+                        candidates.append(candidate)
+                        passedOver = 0
+                    } else {
+                        passedOver += 1
+                    }
+                    // A run of refusals means hosts filled up during this claim; the next
+                    // claim leaves them out in the index.
+                    return candidates.count < limit && passedOver < 32
+                }
+                func precedes(_ a: [SQLValue], _ b: [SQLValue]) -> Bool {
+                    let (pa, pb) = (a[1].int ?? 0, b[1].int ?? 0)
+                    return pa != pb ? pa > pb : (a[0].int ?? 0) < (b[0].int ?? 0)
+                }
+                var going = true
+                try database.forEachRow("""
+                    SELECT \(columns) FROM jobs
+                    WHERE state = 'queued' AND host NOT IN (SELECT value FROM json_each(?))
+                    ORDER BY priority DESC, seq
+                    """, [.text(excluded)]) { row in
+                    while going, nextDue < due.endIndex, precedes(due[nextDue], row) {
+                        going = consider(due[nextDue])
+                        nextDue += 1
+                    }
+                    if going { going = consider(row) }
+                    return going
+                }
+                while going, nextDue < due.endIndex {
+                    going = consider(due[nextDue])
+                    nextDue += 1
+                }
                 var claimed: [JobRecord] = []
-                for row in rows {
-                    guard claimed.count < limit else { break }
-                    let record = try Self.record(row)
-                    guard accept(record) else { continue }
-                    try database.query("UPDATE jobs SET state = 'running', started_at = ? WHERE id = ?",
-                                       [.real(now.timeIntervalSince1970), .text(record.id)])
-                    var running = record
-                    running.state = .running
-                    running.startedAt = now
-                    claimed.append(running)
+                for candidate in candidates {
+                    let taken = try database.query("""
+                        UPDATE jobs SET state = 'running', started_at = ? WHERE id = ? RETURNING \(Self.columns)
+                        """, [.real(now.timeIntervalSince1970), .text(candidate.id)])
+                    claimed.append(contentsOf: try taken.map(Self.record))
                 }
                 return claimed
             }
@@ -242,10 +287,8 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         source_file, created_at, started_at, finished_at, cancel_requested, checkpoint
         """
 
-    private static let decoder = JSONDecoder()
-
     private static func record(_ row: [SQLValue]) throws -> JobRecord {
-        let spec = try decoder.decode(JobSpec.self, from: Data((row[1].string ?? "").utf8))
+        let spec = try JobSpec(stored: row[1].string ?? "")
         return JobRecord(seq: row[0].int ?? 0, spec: spec, state: JobState(rawValue: row[2].string ?? "") ?? .queued,
                          attempts: Int(row[3].int ?? 0), nextAttemptAt: row[4].double.map(Date.init(timeIntervalSince1970:)),
                          lastError: row[5].string, bytesDone: row[6].int ?? 0, bytesTotal: row[7].int, speed: row[8].double,
@@ -269,6 +312,22 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     public func jobs(fromFile name: String) throws -> [JobRecord] {
         try locked {
             try database.query("SELECT \(Self.columns) FROM jobs WHERE source_file = ? ORDER BY seq", [.text(name)]).map(Self.record)
+        }
+    }
+
+    public func results(fromFile name: String) throws -> [JobResult] {
+        try locked {
+            try database.query("""
+                SELECT id, state, json_extract(spec, '$.url'), json_extract(spec, '$.destination'), bytes_total, sha256,
+                    attempts, last_error, started_at, finished_at
+                FROM jobs WHERE source_file = ? AND state IN ('done', 'failed', 'cancelled') ORDER BY seq
+                """, [.text(name)]).map { row in
+                JobResult(id: row[0].string ?? "", state: JobState(rawValue: row[1].string ?? "") ?? .failed,
+                          url: row[2].string ?? "", destination: row[3].string, bytes: row[4].int, sha256: row[5].string,
+                          attempts: Int(row[6].int ?? 0), lastError: row[7].string,
+                          startedAt: row[8].double.map(Date.init(timeIntervalSince1970:)),
+                          finishedAt: row[9].double.map(Date.init(timeIntervalSince1970:)))
+            }
         }
     }
 

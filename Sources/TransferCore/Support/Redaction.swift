@@ -7,6 +7,14 @@ public enum Redaction {
         "token", "access_token", "sig", "apikey", "api_key", "password",
     ]
 
+    /// `url(_:)` for a URL as text. Without user info or a query there is
+    /// nothing to redact, and the text is returned as written (no parsing:
+    /// the queue shows one of these per job event).
+    public static func url(string: String) -> String {
+        guard string.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "?") }) else { return string }
+        return URL(string: string).map(url) ?? string
+    }
+
     /// The URL with any user info and secret-looking query values replaced by `REDACTED`.
     public static func url(_ url: URL) -> String {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {

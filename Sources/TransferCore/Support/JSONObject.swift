@@ -1,0 +1,106 @@
+import Foundation
+
+/// A JSON object that keeps its keys in the order they were added.
+public struct JSONObject: Sendable {
+    public indirect enum Value: Sendable {
+        case string(String)
+        case int(Int64)
+        case number(Double)
+        case bool(Bool)
+        case null
+        case array([Value])
+        case object(JSONObject)
+    }
+
+    private var fields: [(String, Value)] = []
+
+    public init() {}
+
+    public mutating func add(_ key: String, _ value: Value) { fields.append((key, value)) }
+    public mutating func add(_ key: String, _ value: String) { fields.append((key, .string(value))) }
+    public mutating func add(_ key: String, _ value: Int) { fields.append((key, .int(Int64(value)))) }
+    public mutating func add(_ key: String, _ value: Int64) { fields.append((key, .int(value))) }
+
+    /// On one line, or indented by two spaces a level for people to read.
+    public func serialized(pretty: Bool = false) -> String {
+        var text = ""
+        Self.write(.object(self), to: &text, indent: pretty ? "\n" : nil)
+        return text
+    }
+
+    /// `indent` is nil for one line, else the newline and indentation of the current level.
+    static func write(_ value: Value, to text: inout String, indent: String?) {
+        switch value {
+        case .string(let string): text += quoted(string)
+        case .int(let number): text += String(number)
+        case .number(let number): text += number.isFinite ? String(number) : "null"
+        case .bool(let flag): text += flag ? "true" : "false"
+        case .null: text += "null"
+        case .array(let items):
+            writeList(items.map { (nil, $0) }, open: "[", close: "]", to: &text, indent: indent)
+        case .object(let object):
+            writeList(object.fields.map { ($0.0, $0.1) }, open: "{", close: "}", to: &text, indent: indent)
+        }
+    }
+
+    private static func writeList(_ items: [(String?, Value)], open: String, close: String, to text: inout String, indent: String?) {
+        text += open
+        guard !items.isEmpty else { return text += close }
+        let inner = indent.map { $0 + "  " }
+        for (index, (key, value)) in items.enumerated() {
+            if index > 0 { text += "," }
+            if let inner { text += inner }
+            if let key { text += quoted(key) + (indent == nil ? ":" : ": ") }
+            write(value, to: &text, indent: inner)
+        }
+        if let indent { text += indent }
+        text += close
+    }
+
+    /// A whole array, one line or indented.
+    public static func serialized(_ items: [Value], pretty: Bool = false) -> String {
+        var text = ""
+        write(.array(items), to: &text, indent: pretty ? "\n" : nil)
+        return text
+    }
+
+    public static func quoted(_ string: String) -> String {
+        // Most strings (URLs, paths, ids) need no escape: copied whole.
+        if !string.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
+            return "\"" + string + "\""
+        }
+        var text = "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": text += "\\\""
+            case "\\": text += "\\\\"
+            case "\n": text += "\\n"
+            case "\r": text += "\\r"
+            case "\t": text += "\\t"
+            case _ where scalar.value < 0x20: text += String(format: "\\u%04x", scalar.value)
+            default: text.unicodeScalars.append(scalar)
+            }
+        }
+        return text + "\""
+    }
+
+    /// RFC 3339 UTC with milliseconds: `2026-11-29T17:30:00.125Z`.
+    public static func timestamp(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        var seconds = time_t(milliseconds / 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), Int(milliseconds % 1000))
+    }
+
+    /// RFC 3339 UTC to the second: `2026-11-29T17:30:00Z`.
+    public static func timestampSeconds(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    }
+}
