@@ -78,6 +78,14 @@ final class JSONParserTests: XCTestCase {
         XCTAssertThrowsError(try JobSpec(stored: #"{"id": "x", "kind": "download", "url": "u", "priority": "high"}"#))
     }
 
+    func testHostIsReadFromTheTextAsURLReadsIt() {
+        for url in ["http://127.0.0.1:8080/a/b?c#d", "https://user:pw@Example.com/x", "s3://bucket/key/with:colon",
+                    "https://h.example", "http://[::1]:9000/p", "https://h.example?q=1", "https://a@b@c.example:1/"] {
+            XCTAssertEqual(JobSpec.host(of: url), URL(string: url)?.host ?? "", url)
+        }
+        XCTAssertEqual(JobSpec.host(of: "not a url"), "")
+    }
+
     func testResultTimestampsAndQuoting() {
         XCTAssertEqual(JSONObject.timestampSeconds(Date(timeIntervalSince1970: 1_795_980_000.9)), "2026-11-29T19:20:00Z")
         XCTAssertEqual(JSONObject.quoted("plain/path"), "\"plain/path\"")

@@ -60,5 +60,23 @@ public struct JobSpec: Codable, Equatable, Sendable {
     }
 
     /// The host jobs are grouped by for the per-host connection limit.
-    public var host: String { URL(string: url)?.host ?? "" }
+    public var host: String { Self.host(of: url) }
+
+    /// The host part of a URL, read from the text (the queue asks once per job;
+    /// validation has already parsed the URL): after `scheme://` and any user
+    /// info, before the port and path; an IPv6 address without its brackets.
+    static func host(of url: String) -> String {
+        let bytes = Array(url.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes.count > colon + 2,
+              bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return "" }
+        let start = colon + 3
+        let end = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
+        var authority = bytes[start..<end]
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
+            return String(decoding: authority[(authority.startIndex + 1)..<close], as: UTF8.self)
+        }
+        if let port = authority.firstIndex(of: UInt8(ascii: ":")) { authority = authority[..<port] }
+        return String(decoding: authority, as: UTF8.self)
+    }
 }

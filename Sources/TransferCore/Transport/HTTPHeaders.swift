@@ -16,8 +16,15 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     public subscript(name: String) -> String? {
-        let lowered = name.lowercased()
-        return fields.first { $0.name.lowercased() == lowered }?.value
+        fields.first { Self.sameName($0.name, name) }?.value
+    }
+
+    /// Header names compare without regard to ASCII case (no lowercased copies:
+    /// every response's headers are looked up on the transfer thread).
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
+            x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))
+        }
     }
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
@@ -34,8 +41,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     public mutating func remove(_ name: String) {
-        let lowered = name.lowercased()
-        fields.removeAll { $0.name.lowercased() == lowered }
+        fields.removeAll { Self.sameName($0.name, name) }
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
@@ -53,7 +59,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return nil }
         let name = trimmed(line[..<colon])
         let value = trimmed(line[line.index(after: colon)...])
-        guard !name.isEmpty, !name.contains(" ") else { return nil }
+        guard !name.isEmpty, !name.utf8.contains(UInt8(ascii: " ")) else { return nil }
         return (name, value)
     }
 

@@ -73,7 +73,7 @@ final class DownloadSink: ResponseSink {
             try startWriting(at: requestedOffset)
         case 200:
             let size = head.headers["Content-Length"].flatMap(Int64.init)
-            let ranges = head.headers["Accept-Ranges"]?.lowercased().contains("bytes") ?? false
+            let ranges = head.headers["Accept-Ranges"].map { $0.lowercased().split(separator: ",").contains { HTTPHeaders.trimmed($0) == "bytes" } } ?? false
             if sentRange {
                 let reason = state.validators.matches(responseValidators)
                     ? "the server ignored the range request" : "the remote file changed"

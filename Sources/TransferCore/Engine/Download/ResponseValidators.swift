@@ -44,7 +44,7 @@ public struct ContentRange: Equatable, Sendable {
     }
 
     public init?(header: String) {
-        let trimmed = header.trimmingCharacters(in: .whitespaces)
+        let trimmed = HTTPHeaders.trimmed(Substring(header))
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst(6)
         let parts = spec.split(separator: "/", maxSplits: 1)

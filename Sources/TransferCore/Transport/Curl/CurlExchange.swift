@@ -189,7 +189,9 @@ final class CurlExchange {
         tdc_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         tdc_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
-        let url = effective.flatMap { URL(string: String(cString: $0)) } ?? request.url
+        // Parsed only after a redirect: most answers come from the URL asked.
+        let answered = effective.map { String(cString: $0) }
+        let url = answered == nil || answered == request.url.absoluteString ? request.url : URL(string: answered!) ?? request.url
         let headers = HTTPHeaders(headerLines.compactMap(HTTPHeaders.parseLine))
         let received = ResponseHead(status: status, headers: headers, url: url)
         head = received
