@@ -41,6 +41,24 @@ final class QueueStoreTests: XCTestCase {
         XCTAssertNil(try store.job("9"), "the whole file is one transaction")
     }
 
+    func testABatchOfFilesIsRecordedFileByFile() throws {
+        var conflicting = job("1")
+        conflicting.url = "https://a.example/elsewhere"
+        let results = try store.ingest([
+            JobFileContent(fileName: "a.json", contentHash: "ha", jobs: [job("1"), job("2")]),
+            JobFileContent(fileName: "b.json", contentHash: "hb", jobs: [job("3"), conflicting]),
+            JobFileContent(fileName: "c.json", contentHash: "hc", jobs: [job("4")]),
+            JobFileContent(fileName: "a-again.json", contentHash: "ha", jobs: [job("1"), job("2")]),
+        ])
+        XCTAssertEqual(try results[0].get().added, 2)
+        XCTAssertThrowsError(try results[1].get()) { error in
+            XCTAssertTrue("\(error)".contains("a different job with this id came from a.json"), "\(error)")
+        }
+        XCTAssertEqual(try results[2].get().added, 1)
+        XCTAssertTrue(try results[3].get().duplicateFile)
+        XCTAssertEqual(try store.jobs().map(\.id), ["1", "2", "4"], "the refused file left no job behind")
+    }
+
     func testClaimsByPriorityThenAgeAndHonoursAccept() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("low"), job("high", priority: 5), job("mid", priority: 1), job("other", host: "b.example")])
         let first = try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }

@@ -22,54 +22,68 @@ public struct QueueIngestor {
         public var rejected: [(file: String, errors: String)] = []
     }
 
-    /// Ingests every ready file, in name order.
+    /// Files recorded in one store transaction (bounded in number and bytes).
+    static let batchFiles = 256
+    static let batchBytes = 16 << 20
+
+    /// Ingests every ready file, in name order. Valid files are recorded in
+    /// batches, one transaction each, and moved to `accepted/` only once their
+    /// batch is committed; a crash in between leaves them in place, and the
+    /// next ingest finds their content already recorded and moves them on.
     public func ingestAll() throws -> Report {
         var report = Report()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.directory)) ?? []
+        var batch: [JobFileContent] = []
+        var batchBytes = 0
+        func recordBatch() throws {
+            guard !batch.isEmpty else { return }
+            for (file, result) in zip(batch, try store.ingest(batch)) {
+                switch result {
+                case .success(let outcome):
+                    try move(file.fileName, to: layout.accepted)
+                    report.jobsAdded += outcome.added
+                case .failure(let rejection):
+                    try reject(file.fileName, rejection)
+                    report.rejected.append((file.fileName, rejection.description))
+                }
+            }
+            batch = []
+            batchBytes = 0
+        }
         for name in names.sorted() where JobFileParser.isJobFile(name) && !name.hasSuffix(".tmp") {
-            let path = layout.path(name)
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+            var info = stat()
+            guard stat(layout.path(name), &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR else { continue }
             report.files += 1
-            switch try ingest(name: name) {
-            case .success(let added): report.jobsAdded += added
-            case .failure(let rejection): report.rejected.append((name, rejection.description))
+            switch try read(name: name) {
+            case .success(let content):
+                batch.append(content)
+                batchBytes += Int(info.st_size)
+                if batch.count >= Self.batchFiles || batchBytes >= Self.batchBytes { try recordBatch() }
+            case .failure(let rejection):
+                try reject(name, rejection)
+                report.rejected.append((name, rejection.description))
             }
         }
+        try recordBatch()
         return report
     }
 
-    func ingest(name: String) throws -> Result<Int, JobFileRejection> {
+    /// Reads and validates one file.
+    func read(name: String) throws -> Result<JobFileContent, JobFileRejection> {
         let path = layout.path(name)
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
-        let parser = JobFileParser(root: layout.root)
-        let result: Result<[JobSpec], JobFileRejection>
-        var hash = ""
+        var info = stat()
+        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
         if size > JobFileParser.maxFileSize {
             // Too big to read: the parser's rule, without loading it.
-            result = .failure(JobFileRejection(errors: [JobFileError(
+            return .failure(JobFileRejection(errors: [JobFileError(
                 file: name, message: "the file is \(size) bytes; the limit is \(JobFileParser.maxFileSize) bytes",
                 fix: "split it into several job files")]))
-        } else {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw POSIXFailure(operation: "read", path: path)
-            }
-            hash = SHA256Hasher.hex(of: data)
-            result = parser.parse(name: name, data: data)
         }
-        switch result {
-        case .success(let jobs):
-            do {
-                let outcome = try store.ingest(fileName: name, contentHash: hash, jobs: jobs)
-                try move(name, to: layout.accepted)
-                return .success(outcome.added)
-            } catch let rejection as JobFileRejection {
-                try reject(name, rejection)
-                return .failure(rejection)
-            }
-        case .failure(let rejection):
-            try reject(name, rejection)
-            return .failure(rejection)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw POSIXFailure(operation: "read", path: path)
+        }
+        return JobFileParser(root: layout.root).parse(name: name, data: data).map {
+            JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: $0)
         }
     }
 

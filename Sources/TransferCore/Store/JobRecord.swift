@@ -48,6 +48,20 @@ public struct ProgressSnapshot: Sendable, Equatable {
 }
 
 /// What ingesting one file did.
+/// A valid job file's jobs, ready for the store.
+public struct JobFileContent: Sendable {
+    public var fileName: String
+    /// SHA-256 of the file's bytes: the same content is recorded once.
+    public var contentHash: String
+    public var jobs: [JobSpec]
+
+    public init(fileName: String, contentHash: String, jobs: [JobSpec]) {
+        self.fileName = fileName
+        self.contentHash = contentHash
+        self.jobs = jobs
+    }
+}
+
 public struct IngestOutcome: Sendable, Equatable {
     /// Jobs recorded.
     public var added: Int
@@ -63,6 +77,9 @@ public struct IngestOutcome: Sendable, Equatable {
 public protocol QueueStore: AnyObject, Sendable {
     /// Records a file's jobs in one transaction, unless this content was seen before.
     func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome
+    /// Records several files in one transaction, each file all or nothing: a
+    /// file the store refuses (an id taken by another job) is left out alone.
+    func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>]
     /// Jobs left `running` or `paused` by an earlier process become `queued` again.
     func recoverInterrupted() throws -> Int
     /// Marks up to `limit` runnable jobs `running` (by priority, then age) and returns them.

@@ -83,42 +83,65 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     // MARK: Ingest
 
     public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
+        try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0].get()
+    }
+
+    public func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>] {
         try locked {
+            // One transaction (one WAL commit) for the batch; each file in a savepoint
+            // of its own, so a file the store refuses leaves no trace.
             try database.transaction {
-                if try !database.query("SELECT 1 FROM ingested_files WHERE content_sha256 = ?", [.text(contentHash)]).isEmpty {
-                    return IngestOutcome(added: 0, alreadyKnown: jobs.count, duplicateFile: true)
-                }
-                var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
-                let now = Date().timeIntervalSince1970
-                for job in jobs {
-                    let spec = job.storedJSON
-                    try database.query("""
-                        INSERT INTO jobs (id, kind, host, spec, source_file, priority, state, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (id) DO NOTHING
-                        """, [.text(job.id), .text(job.kind.rawValue), .text(job.host), .text(spec), .text(fileName),
-                              .integer(Int64(job.priority)), .real(now)])
-                    if database.changes == 1 {
-                        outcome.added += 1
-                        continue
-                    }
-                    // The id is taken: the same job again is fine, another one is refused.
-                    if let existing = try database.query("SELECT spec, source_file FROM jobs WHERE id = ?", [.text(job.id)]).first {
-                        let same = existing[0].string == spec || existing[0].string.flatMap { try? JobSpec(stored: $0) } == job
-                        guard same else {
-                            throw JobFileRejection(errors: [JobFileError(
-                                file: fileName, id: job.id, field: "id",
-                                message: "a different job with this id came from \(existing[1].string ?? "another file")",
-                                fix: "give the new job its own id")])
-                        }
-                        outcome.alreadyKnown += 1
+                try files.map { file in
+                    try database.execute("SAVEPOINT job_file")
+                    do {
+                        let outcome = try record(file)
+                        try database.execute("RELEASE job_file")
+                        return .success(outcome)
+                    } catch let rejection as JobFileRejection {
+                        try database.execute("ROLLBACK TO job_file; RELEASE job_file")
+                        return .failure(rejection)
                     }
                 }
-                try database.query("INSERT INTO ingested_files (content_sha256, file_name, jobs, ingested_at) VALUES (?, ?, ?, ?)",
-                                   [.text(contentHash), .text(fileName), .integer(Int64(jobs.count)), .real(now)])
-                return outcome
             }
         }
     }
+
+    /// Records one file's jobs (inside the caller's transaction).
+    private func record(_ file: JobFileContent) throws -> IngestOutcome {
+        let (fileName, contentHash, jobs) = (file.fileName, file.contentHash, file.jobs)
+        if try !database.query("SELECT 1 FROM ingested_files WHERE content_sha256 = ?", [.text(contentHash)]).isEmpty {
+            return IngestOutcome(added: 0, alreadyKnown: jobs.count, duplicateFile: true)
+        }
+        var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
+        let now = Date().timeIntervalSince1970
+        for job in jobs {
+            let spec = job.storedJSON
+            try database.query("""
+                INSERT INTO jobs (id, kind, host, spec, source_file, priority, state, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (id) DO NOTHING
+                """, [.text(job.id), .text(job.kind.rawValue), .text(job.host), .text(spec), .text(fileName),
+                      .integer(Int64(job.priority)), .real(now)])
+            if database.changes == 1 {
+                outcome.added += 1
+                continue
+            }
+            // The id is taken: the same job again is fine, another one is refused.
+            if let existing = try database.query("SELECT spec, source_file FROM jobs WHERE id = ?", [.text(job.id)]).first {
+                let same = existing[0].string == spec || existing[0].string.flatMap { try? JobSpec(stored: $0) } == job
+                guard same else {
+                    throw JobFileRejection(errors: [JobFileError(
+                        file: fileName, id: job.id, field: "id",
+                        message: "a different job with this id came from \(existing[1].string ?? "another file")",
+                        fix: "give the new job its own id")])
+                }
+                outcome.alreadyKnown += 1
+            }
+        }
+        try database.query("INSERT INTO ingested_files (content_sha256, file_name, jobs, ingested_at) VALUES (?, ?, ?, ?)",
+                           [.text(contentHash), .text(fileName), .integer(Int64(jobs.count)), .real(now)])
+        return outcome
+    }
+
 
     // MARK: Scheduling
 

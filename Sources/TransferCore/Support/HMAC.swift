@@ -18,6 +18,17 @@ enum HMACSHA256 {
     static func mac(key: [UInt8], message: String) -> [UInt8] { mac(key: key, message: Array(message.utf8)) }
 }
 
-extension Array where Element == UInt8 {
-    var hexString: String { map { String(format: "%02x", $0) }.joined() }
+extension Sequence where Element == UInt8 {
+    /// Lowercase hex, two digits a byte (a table lookup: `String(format:)` per
+    /// byte made hashing each ingested job file cost more than parsing it).
+    var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(underestimatedCount * 2)
+        for byte in self {
+            bytes.append(digits[Int(byte >> 4)])
+            bytes.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 }

@@ -26,7 +26,7 @@ public struct SHA256Hasher: ~Copyable {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)
-        return digest.prefix(Int(length)).map { String(format: "%02x", $0) }.joined()
+        return digest.prefix(Int(length)).hexString
     }
 
     /// Hashes `data` in one call.

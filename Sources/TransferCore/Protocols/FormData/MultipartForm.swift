@@ -39,7 +39,7 @@ public struct MultipartForm: Sendable {
     public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 
     static func randomBoundary() -> String {
-        "transferd-" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        "transferd-" + (0..<16).map { _ in UInt8.random(in: 0...255) }.hexString
     }
 
     /// The body: fields first, then files, each file streamed from disk.
