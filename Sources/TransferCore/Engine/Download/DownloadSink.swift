@@ -37,13 +37,13 @@ final class DownloadSink: ResponseSink {
         self.sentRange = sentRange
     }
 
-    deinit { buffer.deallocate() }
+    deinit { WriteBuffers.shared.give(buffer) }
 
     private func allocateBuffer(expected: Int64?) {
         guard buffer.baseAddress == nil else { return }
         let limit = Int64(state.writeBufferSize)
         let size = Int(min(limit, max(64 * 1024, expected ?? limit)))
-        buffer = .allocate(byteCount: size, alignment: 64)
+        buffer = WriteBuffers.shared.take(byteCount: size)
     }
 
     func receive(head: ResponseHead) throws {
@@ -202,5 +202,29 @@ final class DownloadSink: ResponseSink {
                                      message: ServerMessage.summary(text))
         }
         return nil
+    }
+}
+
+/// Write buffers kept for the next exchange: a queue of small downloads
+/// otherwise allocates and frees one per file, which fragments the heap
+/// (peak RSS) and faults fresh pages in each time.
+final class WriteBuffers: @unchecked Sendable {
+    static let shared = WriteBuffers()
+    /// Idle buffers kept per size; the rest are freed.
+    private static let keep = 32
+    private let idle = Locked<[Int: [UnsafeMutableRawBufferPointer]]>([:])
+
+    func take(byteCount: Int) -> UnsafeMutableRawBufferPointer {
+        idle.withLock { $0[byteCount]?.popLast() } ?? .allocate(byteCount: byteCount, alignment: 64)
+    }
+
+    func give(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard buffer.baseAddress != nil else { return }
+        let kept = idle.withLock { pool -> Bool in
+            guard pool[buffer.count, default: []].count < Self.keep else { return false }
+            pool[buffer.count, default: []].append(buffer)
+            return true
+        }
+        if !kept { buffer.deallocate() }
     }
 }
