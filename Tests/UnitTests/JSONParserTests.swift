@@ -7,11 +7,12 @@ final class JSONParserTests: XCTestCase {
     func testValuesKeepTheirKinds() throws {
         let value = try JSONParser.parse(#"{"a": 1, "b": -2.5, "c": 1e3, "d": true, "e": null, "f": [1, "x"], "g": {}, "h": 0}"#)
         XCTAssertEqual(value, .object([
-            "a": .integer(1), "b": .number(-2.5), "c": .number(1000), "d": .bool(true), "e": .null,
+            "a": .integer(1), "b": .number(-2.5), "c": .integer(1000), "d": .bool(true), "e": .null,
             "f": .array([.integer(1), .string("x")]), "g": .object([:]), "h": .integer(0),
         ]))
         XCTAssertEqual(try JSONParser.parse("9223372036854775807"), .integer(Int64.max))
         XCTAssertEqual(try JSONParser.parse("9223372036854775808"), .number(9223372036854775808))
+        XCTAssertEqual(try JSONParser.parse("[1.0, -0.0, 2.5e1, 1.5]"), .array([.integer(1), .integer(0), .integer(25), .number(1.5)]))
     }
 
     func testEscapesAndUnicode() throws {

@@ -84,6 +84,18 @@ final class QueueStoreTests: XCTestCase {
         XCTAssertEqual(seen.last?.connections, 4)
     }
 
+    func testAHostRefusedOnceIsPassedOverForTheRestOfTheClaim() throws {
+        let crowd = (0..<100).map { job("a\($0)") }
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: crowd + [job("b", host: "b.example")])
+        var asked: [String] = []
+        let claimed = try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { candidate in
+            asked.append(candidate.id)
+            return candidate.host == "b.example"
+        }
+        XCTAssertEqual(claimed.map(\.id), ["b"], "100 jobs of a host with no room do not hide the next host's job")
+        XCTAssertEqual(asked, ["a0", "b"])
+    }
+
     func testResultRowsListFinishedJobsOnly() throws {
         _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
         _ = try store.claimRunnable(limit: 3, now: Date(), excludingHosts: []) { _ in true }

@@ -234,6 +234,8 @@ struct JSONParser {
             index = start
             throw failure("the number \(text) is out of range")
         }
+        // 1.0 or 1e3 is a whole number too, when exactly one.
+        if double == double.rounded(), abs(double) < 9.0e15 { return .integer(Int64(double)) }
         return .number(double)
     }
 

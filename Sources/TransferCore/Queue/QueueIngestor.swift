@@ -23,8 +23,8 @@ public struct QueueIngestor {
     }
 
     /// Files recorded in one store transaction (bounded in number and bytes).
-    static let batchFiles = 256
-    static let batchBytes = 16 << 20
+    static let batchFiles = 64
+    static let batchBytes = 4 << 20
 
     /// Ingests every ready file, in name order. Valid files are recorded in
     /// batches, one transaction each, and moved to `accepted/` only once their
@@ -34,10 +34,14 @@ public struct QueueIngestor {
         var report = Report()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.directory)) ?? []
         var batch: [JobFileContent] = []
+        var identities: [FileIdentity] = []
         var batchBytes = 0
         func recordBatch() throws {
             guard !batch.isEmpty else { return }
-            for (file, result) in zip(batch, try store.ingest(batch)) {
+            for ((file, identity), result) in zip(zip(batch, identities), try store.ingest(batch)) {
+                // Replaced since it was read (write, then rename over it): the newcomer
+                // stays for the next ingest; what was read is recorded.
+                guard FileIdentity(path: layout.path(file.fileName)) == identity else { continue }
                 switch result {
                 case .success(let outcome):
                     try move(file.fileName, to: layout.accepted)
@@ -48,16 +52,17 @@ public struct QueueIngestor {
                 }
             }
             batch = []
+            identities = []
             batchBytes = 0
         }
         for name in names.sorted() where JobFileParser.isJobFile(name) && !name.hasSuffix(".tmp") {
-            var info = stat()
-            guard stat(layout.path(name), &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR else { continue }
+            guard let identity = FileIdentity(path: layout.path(name)), !identity.isDirectory else { continue }
             report.files += 1
             switch try read(name: name) {
             case .success(let content):
                 batch.append(content)
-                batchBytes += Int(info.st_size)
+                identities.append(identity)
+                batchBytes += Int(identity.size)
                 if batch.count >= Self.batchFiles || batchBytes >= Self.batchBytes { try recordBatch() }
             case .failure(let rejection):
                 try reject(name, rejection)
@@ -103,5 +108,28 @@ public struct QueueIngestor {
         }
         guard rename(layout.path(name), target) == 0 else { throw POSIXFailure(operation: "move", path: layout.path(name)) }
         return target
+    }
+}
+
+/// Which file a name pointed to, to notice one renamed over it.
+struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modified: Int64
+    let isDirectory: Bool
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        #if os(Linux)
+        modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        #else
+        modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
+        #endif
+        isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
     }
 }

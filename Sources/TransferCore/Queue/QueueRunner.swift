@@ -82,8 +82,8 @@ public final class QueueRunner: @unchecked Sendable {
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
     private var lastProgressSave = Date.distantPast
-    /// When a claim last found nothing to start (nil: since then, something changed).
-    private var lastFruitlessClaim: Date?
+    /// When (system uptime) a claim last found nothing to start (nil: since then, something changed).
+    private var lastFruitlessClaim: TimeInterval?
     /// Jobs paused by this run's shutdown, reported together at the end.
     private var pausedIDs: [String] = []
 
@@ -182,7 +182,7 @@ public final class QueueRunner: @unchecked Sendable {
         guard free > 0, free >= max(1, options.maxJobs / 4) || active.isEmpty else { return }
         // After a claim that found nothing, look again when a slot or host frees up, files
         // arrive, or half a second has passed (a retry coming due), not at every wake.
-        if let fruitless = lastFruitlessClaim, Date().timeIntervalSince(fruitless) < 0.5 { return }
+        if let fruitless = lastFruitlessClaim, ProcessInfo.processInfo.systemUptime - fruitless < 0.5 { return }
         var hostUse: [String: Int] = [:]
         for job in active.values { hostUse[job.host, default: 0] += job.connections }
         let full = Set(hostUse.filter { $0.value >= options.maxConnectionsPerHost }.keys)
@@ -196,7 +196,7 @@ public final class QueueRunner: @unchecked Sendable {
             hosts[candidate.id] = candidate.host
             return true
         }
-        lastFruitlessClaim = claimed.isEmpty ? Date() : nil
+        lastFruitlessClaim = claimed.isEmpty ? ProcessInfo.processInfo.systemUptime : nil
         for record in claimed { start(record, host: hosts[record.id] ?? record.spec.host) }
     }
 

@@ -7,7 +7,9 @@ import Foundation
 /// corrupt the file. Partial files are synced before a checkpoint naming their
 /// bytes is committed, so a checkpoint never claims data that is not there.
 public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
-    public static let schemaVersion = 1
+    public static var schemaVersion: Int { migrations.count }
+    /// Rows a claim may pass over (jobs of hosts it cannot use now) before it stops looking.
+    static let claimPassOverLimit = 4096
     private let database: SQLiteDatabase
     private let lock = NSLock()
 
@@ -170,20 +172,23 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     """, [.real(now.timeIntervalSince1970), .text(excluded), .integer(Int64(limit * 4 + 16))])
                 var nextDue = due.startIndex
                 var candidates: [ClaimCandidate] = []
+                // A host refused once (full, or too full for the job) is passed over for the
+                // rest of this claim; the rows read are bounded all the same.
+                var refusedHosts: Set<String> = []
                 var passedOver = 0
                 /// Weighs one row; false when the claim has what it needs.
                 func consider(_ row: [SQLValue]) -> Bool {
                     let candidate = ClaimCandidate(id: row[2].string ?? "", host: row[3].string ?? "",
                                                    connections: row[4].int.map(Int.init))
-                    if accept(candidate) {
+                    if refusedHosts.contains(candidate.host) {
+                        passedOver += 1
+                    } else if accept(candidate) {
                         candidates.append(candidate)
-                        passedOver = 0
                     } else {
+                        refusedHosts.insert(candidate.host)
                         passedOver += 1
                     }
-                    // A run of refusals means hosts filled up during this claim; the next
-                    // claim leaves them out in the index.
-                    return candidates.count < limit && passedOver < 32
+                    return candidates.count < limit && passedOver < Self.claimPassOverLimit
                 }
                 func precedes(_ a: [SQLValue], _ b: [SQLValue]) -> Bool {
                     let (pa, pb) = (a[1].int ?? 0, b[1].int ?? 0)

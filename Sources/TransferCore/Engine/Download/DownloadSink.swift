@@ -207,24 +207,42 @@ final class DownloadSink: ResponseSink {
 
 /// Write buffers kept for the next exchange: a queue of small downloads
 /// otherwise allocates and frees one per file, which fragments the heap
-/// (peak RSS) and faults fresh pages in each time.
+/// (peak RSS) and faults fresh pages in each time. Sizes are rounded up to a
+/// power of two (at least 64 KiB), so a few classes serve every response, and
+/// at most 16 MiB is kept idle.
 final class WriteBuffers: @unchecked Sendable {
     static let shared = WriteBuffers()
-    /// Idle buffers kept per size; the rest are freed.
-    private static let keep = 32
-    private let idle = Locked<[Int: [UnsafeMutableRawBufferPointer]]>([:])
+    static let idleLimit = 16 << 20
+    private let idle = Locked<(buffers: [Int: [UnsafeMutableRawBufferPointer]], bytes: Int)>(([:], 0))
 
+    /// Bytes held idle now.
+    var idleBytes: Int { idle.withLock { $0.bytes } }
+
+    /// A buffer of at least `byteCount` bytes.
     func take(byteCount: Int) -> UnsafeMutableRawBufferPointer {
-        idle.withLock { $0[byteCount]?.popLast() } ?? .allocate(byteCount: byteCount, alignment: 64)
+        let size = Self.sizeClass(byteCount)
+        let reused = idle.withLock { pool -> UnsafeMutableRawBufferPointer? in
+            guard let buffer = pool.buffers[size]?.popLast() else { return nil }
+            pool.bytes -= buffer.count
+            return buffer
+        }
+        return reused ?? .allocate(byteCount: size, alignment: 64)
     }
 
     func give(_ buffer: UnsafeMutableRawBufferPointer) {
         guard buffer.baseAddress != nil else { return }
         let kept = idle.withLock { pool -> Bool in
-            guard pool[buffer.count, default: []].count < Self.keep else { return false }
-            pool[buffer.count, default: []].append(buffer)
+            guard buffer.count == Self.sizeClass(buffer.count), pool.bytes + buffer.count <= Self.idleLimit else { return false }
+            pool.buffers[buffer.count, default: []].append(buffer)
+            pool.bytes += buffer.count
             return true
         }
         if !kept { buffer.deallocate() }
+    }
+
+    static func sizeClass(_ byteCount: Int) -> Int {
+        var size = 64 << 10
+        while size < byteCount { size <<= 1 }
+        return size
     }
 }
