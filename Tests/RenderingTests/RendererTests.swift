@@ -11,7 +11,7 @@ final class RendererTests: XCTestCase {
     /// retry, a failure, successes and a pause.
     private func play(_ renderer: RunRenderer, clock: FixedClock) {
         renderer.handle(.runStarted(pending: 2))
-        renderer.handle(.ingested(files: 2, jobs: 1, rejected: [RejectedFile(file: "bad.json", error: "bad.json: not JSON (line 1)")]))
+        renderer.handle(.ingested(files: 2, jobs: 1, rejected: [RejectedFile(file: "bad.json", error: "bad.json: job 1: field \"url\": is missing\nbad.json: job 2: field \"x\": unknown key")]))
         renderer.handle(Scenario.start("a", "alpha.bin", total: 8 * mib))
         renderer.handle(Scenario.start("b", "beta.bin", total: 4 * mib))
         renderer.handle(Scenario.start("c", "gamma.bin", total: nil))

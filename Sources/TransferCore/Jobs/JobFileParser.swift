@@ -196,7 +196,8 @@ struct Context {
         }
 
         guard let rawURL = reader.string("url") else {
-            fail("url", reader.has("url") ? "must be a string" : "is missing", fix: "every job needs a \"url\"")
+            // A "url" of the wrong type is reported with the other type errors.
+            if !reader.has("url") { fail("url", "is missing", fix: "every job needs a \"url\"") }
             reportTypeErrors(reader, number: number, id: display)
             return
         }

@@ -151,8 +151,9 @@ struct LiveView {
         }
     }
 
-    func rejectedLine(_ file: RejectedFile) -> String {
-        style.red("REJECTED") + fit(" \(Text.sanitized(file.error))", reserve: 8)
+    /// A line per problem the rejected file has.
+    func rejectedLines(_ file: RejectedFile) -> [String] {
+        file.problems.map { style.red("REJECTED") + fit(" \($0)", reserve: 8) }
     }
 
     func pausedLine(count: Int) -> String {

@@ -30,7 +30,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             break
         case .ingested(let files, let jobs, let rejected):
             lines.append("ingested \(files) file\(files == 1 ? "" : "s"): \(jobs) new job\(jobs == 1 ? "" : "s")")
-            for file in rejected { lines.append("REJECTED \(Text.sanitized(file.error))") }
+            for problem in rejected.flatMap(\.problems) { lines.append("REJECTED \(problem)") }
         case .started(let start):
             var line = "start   \(start.id)  \(start.url)"
             if start.bytesDone > 0 { line += "  (resuming at \(Format.bytes(start.bytesDone)))" }
@@ -118,7 +118,7 @@ final class QuietRenderer: RunRenderer, @unchecked Sendable {
         defer { lock.unlock() }
         progress.apply(event, at: context.now())
         if case .ingested(_, _, let rejected) = event {
-            for file in rejected { context.err("REJECTED \(Text.sanitized(file.error))\n") }
+            for problem in rejected.flatMap(\.problems) { context.err("REJECTED \(problem)\n") }
         }
         for end in progress.takeFinished() where end.state == .failed {
             context.err(PlainRenderer.finishedLine(end) + "\n")
@@ -135,5 +135,12 @@ final class QuietRenderer: RunRenderer, @unchecked Sendable {
         var lines = report.quietLines()
         if summary.interrupted { lines.insert("interrupted: running jobs are paused; run the same command to resume", at: 0) }
         if !lines.isEmpty { context.err(lines.joined(separator: "\n") + "\n") }
+    }
+}
+
+extension RejectedFile {
+    /// The file's problems, one per line of its error, each safe to print.
+    var problems: [String] {
+        error.split(separator: "\n").map { Text.sanitized(String($0)) }
     }
 }

@@ -38,7 +38,7 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         progress.apply(event, at: now)
         switch event {
         case .ingested(_, _, let rejected):
-            for file in rejected { pendingLines.append(view.rejectedLine(file)) }
+            for file in rejected { pendingLines.append(contentsOf: view.rejectedLines(file)) }
         case .paused(let ids) where !ids.isEmpty:
             pendingLines.append(view.pausedLine(count: ids.count))
         default:
