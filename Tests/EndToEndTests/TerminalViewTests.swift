@@ -48,6 +48,7 @@ final class TerminalViewTests: XCTestCase {
             screen.contains("watching") && screen.range(of: #"(alpha|beta)\.bin .*\d+%"#, options: .regularExpression) != nil
         }
         XCTAssertTrue(watched.contains("running"), watched)
+        XCTAssertTrue(watched.contains("run active (pid "), "the watch says a run is working the queue:\n\(watched)")
 
         let finished = try terminal.waitFor(pane: 0, timeout: 60, "the end of the run") { $0.range(of: #"exit=\d+"#, options: .regularExpression) != nil }
         XCTAssertTrue(finished.contains("exit=0"), finished)

@@ -69,6 +69,22 @@ final class QueueStoreTests: XCTestCase {
         XCTAssertEqual(try store.counts()[.running], 3)
     }
 
+    func testTheRunLockNamesTheLiveRunOnly() throws {
+        let lockPath = path + ".lock"
+        defer { unlink(lockPath) }
+        XCTAssertNil(RunLock.activeRun(path: lockPath), "no lock file")
+        var lock: RunLock? = try RunLock(path: lockPath)
+        XCTAssertEqual(RunLock.activeRun(path: lockPath), getpid())
+        XCTAssertThrowsError(try RunLock(path: lockPath), "a second run is refused")
+        XCTAssertEqual(RunLock.activeRun(path: lockPath), getpid(), "the refused one left the lock file alone")
+        withExtendedLifetime(lock) {}
+        lock = nil
+        XCTAssertNil(RunLock.activeRun(path: lockPath), "released")
+        // A run killed with -9 leaves its pid behind; a dead pid is no run.
+        try Data("999999999\n".utf8).write(to: URL(fileURLWithPath: lockPath))
+        XCTAssertNil(RunLock.activeRun(path: lockPath))
+    }
+
     func testFullHostsArePassedOverAndDueRetriesMergeByPriority() throws {
         var wide = job("wide", host: "c.example")
         wide.connections = 4

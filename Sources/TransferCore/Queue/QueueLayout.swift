@@ -67,7 +67,9 @@ public final class RunLock {
     private let fd: Int32
 
     public init(path: String) throws {
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // `self.fd` is set only once the lock is held: a throwing init that had
+        // set it would run `deinit` on a descriptor already closed.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw POSIXFailure(operation: "open", path: path) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             var buffer = [UInt8](repeating: 0, count: 64)
@@ -79,10 +81,23 @@ public final class RunLock {
         let pid = "\(getpid())\n"
         ftruncate(fd, 0)
         _ = pid.withCString { pwrite(fd, $0, strlen($0), 0) }
+        self.fd = fd
     }
 
     deinit {
+        // Emptied first: a pid left in the file names a run that ended badly.
+        ftruncate(fd, 0)
         flock(fd, LOCK_UN)
         close(fd)
+    }
+
+    /// The pid of the run working this queue, if one is: the pid in the lock
+    /// file, when that process is alive. Read without taking the lock, so a
+    /// `run` starting meanwhile is never refused because of it.
+    public static func activeRun(path: String) -> Int32? {
+        guard let data = FileManager.default.contents(atPath: path),
+              let pid = Int32(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+              pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return nil }
+        return pid
     }
 }

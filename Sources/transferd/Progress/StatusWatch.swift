@@ -33,16 +33,21 @@ struct StatusWatch {
                 let view = LiveView(width: size.columns, maxJobLines: max(1, min(12, size.rows / 2 - 1)),
                                     style: TerminalStyle(color: color))
                 let header = TerminalStyle(color: color).dim(
-                    Text.truncated("watching \(layout.directory) (refresh \(Format.seconds(interval)); Ctrl-C to stop)",
+                    Text.truncated("watching \(layout.directory), \(runState()) (refresh \(Format.seconds(interval)); Ctrl-C to stop)",
                                    to: size.columns - 1))
                 screen.draw(permanent: [], live: [header] + view.lines(progress, now: now))
             } else {
-                Output.out(PlainRenderer.progressLine(progress, now: now) + "\n")
+                Output.out(PlainRenderer.progressLine(progress, now: now) + "; \(runState())\n")
             }
             // Sleep in small steps so Ctrl-C ends the view at once.
             let deadline = Date().addingTimeInterval(interval)
             while !stop.current && Date() < deadline { usleep(50_000) }
         }
         return .success
+    }
+
+    /// Whether a `transferd run` is working the queue right now.
+    private func runState() -> String {
+        RunLock.activeRun(path: layout.lockFile).map { "run active (pid \($0))" } ?? "no run active"
     }
 }
