@@ -33,7 +33,7 @@ struct StatusWatch {
                 let view = LiveView(width: size.columns, maxJobLines: max(1, min(12, size.rows / 2 - 1)),
                                     style: TerminalStyle(color: color))
                 let header = TerminalStyle(color: color).dim(
-                    Text.truncated("watching \(layout.directory), \(runState()) (refresh \(Format.seconds(interval)); Ctrl-C to stop)",
+                    Text.truncated("\(runState()); watching \(layout.directory) (refresh \(Format.seconds(interval)); Ctrl-C to stop)",
                                    to: size.columns - 1))
                 screen.draw(permanent: [], live: [header] + view.lines(progress, now: now))
             } else {
