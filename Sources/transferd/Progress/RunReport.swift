@@ -19,6 +19,11 @@ struct RunReport {
                          + " run the same command to resume.")
         }
         lines.append(headline())
+        if summary.rejectedFiles > 0 {
+            let rejected = (failedFolder as NSString).deletingLastPathComponent + "/rejected"
+            lines.append("Rejected job files are in \(rejected)/ with NAME.error beside each;"
+                         + " fix one and drop it into the queue again")
+        }
         lines += failureLines(failuresOnly: false)
         return lines
     }
