@@ -33,12 +33,11 @@ public struct QueueIngestor {
     public func ingestAll() throws -> Report {
         var report = Report()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.directory)) ?? []
-        var batch: [JobFileContent] = []
-        var identities: [FileIdentity] = []
+        var batch: [(content: JobFileContent, identity: FileIdentity)] = []
         var batchBytes = 0
         func recordBatch() throws {
             guard !batch.isEmpty else { return }
-            for ((file, identity), result) in zip(zip(batch, identities), try store.ingest(batch)) {
+            for ((file, identity), result) in zip(batch, try store.ingest(batch.map(\.content))) {
                 // Replaced since it was read (write, then rename over it): the newcomer
                 // stays for the next ingest; what was read is recorded.
                 guard FileIdentity(path: layout.path(file.fileName)) == identity else { continue }
@@ -52,16 +51,14 @@ public struct QueueIngestor {
                 }
             }
             batch = []
-            identities = []
             batchBytes = 0
         }
         for name in names.sorted() where JobFileParser.isJobFile(name) && !name.hasSuffix(".tmp") {
             guard let identity = FileIdentity(path: layout.path(name)), !identity.isDirectory else { continue }
             report.files += 1
-            switch try read(name: name) {
+            switch try read(name: name, size: identity.size) {
             case .success(let content):
-                batch.append(content)
-                identities.append(identity)
+                batch.append((content, identity))
                 batchBytes += Int(identity.size)
                 if batch.count >= Self.batchFiles || batchBytes >= Self.batchBytes { try recordBatch() }
             case .failure(let rejection):
@@ -73,11 +70,9 @@ public struct QueueIngestor {
         return report
     }
 
-    /// Reads and validates one file.
-    func read(name: String) throws -> Result<JobFileContent, JobFileRejection> {
+    /// Reads and validates one file of `size` bytes.
+    func read(name: String, size: Int64) throws -> Result<JobFileContent, JobFileRejection> {
         let path = layout.path(name)
-        var info = stat()
-        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
         if size > JobFileParser.maxFileSize {
             // Too big to read: the parser's rule, without loading it.
             return .failure(JobFileRejection(errors: [JobFileError(

@@ -50,10 +50,10 @@ public final class QueueRunner: @unchecked Sendable {
         let cancelledByUser = Locked(false)
         /// Bytes sent and total of an upload, as its engine reports them.
         let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
-        init(record: JobRecord, connections: Int, host: String) {
+        init(record: JobRecord, connections: Int) {
             self.record = record
             self.connections = connections
-            self.host = host
+            self.host = record.spec.host
         }
     }
 
@@ -186,30 +186,25 @@ public final class QueueRunner: @unchecked Sendable {
         var hostUse: [String: Int] = [:]
         for job in active.values { hostUse[job.host, default: 0] += job.connections }
         let full = Set(hostUse.filter { $0.value >= options.maxConnectionsPerHost }.keys)
-        var hosts: [String: String] = [:]
         let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: full) { candidate in
             let connections = self.connections(jobSetting: candidate.connections)
             let used = hostUse[candidate.host, default: 0]
             // A job wider than the limit may still run alone on its host.
             guard used == 0 || used + connections <= options.maxConnectionsPerHost else { return false }
             hostUse[candidate.host] = used + connections
-            hosts[candidate.id] = candidate.host
             return true
         }
         lastFruitlessClaim = claimed.isEmpty ? ProcessInfo.processInfo.systemUptime : nil
-        for record in claimed { start(record, host: hosts[record.id] ?? record.spec.host) }
+        for record in claimed { start(record) }
     }
 
+    /// Range connections for a job: its own setting or the run's, within the per-host limit.
     private func connections(jobSetting: Int?) -> Int {
         min(jobSetting ?? options.connections, max(1, options.maxConnectionsPerHost))
     }
 
-    private func connections(for spec: JobSpec) -> Int {
-        connections(jobSetting: spec.connections)
-    }
-
-    private func start(_ record: JobRecord, host: String) {
-        let job = ActiveJob(record: record, connections: connections(for: record.spec), host: host)
+    private func start(_ record: JobRecord) {
+        let job = ActiveJob(record: record, connections: connections(jobSetting: record.spec.connections))
         active[record.id] = job
         onEvent(.started(JobStarted(id: record.id, kind: record.spec.kind.rawValue, name: record.spec.displayName,
                                     url: Self.shownURL(record.spec), destination: record.spec.destination,
@@ -225,8 +220,7 @@ public final class QueueRunner: @unchecked Sendable {
         let record = job.record
         let elapsed = record.startedAt.map { Date().timeIntervalSince($0) }
         func finished(_ state: JobState, bytes: Int64? = nil, error: String? = nil) -> QueueEvent {
-            .finished(JobFinished(id: record.id, state: state, name: record.spec.displayName, url: Self.shownURL(record.spec), destination: record.spec.destination,
-                                  bytes: bytes, elapsed: elapsed, error: error))
+            Self.finishedEvent(record, state: state, bytes: bytes, elapsed: elapsed, error: error)
         }
         switch outcome {
         case .done(let result):
@@ -296,9 +290,8 @@ public final class QueueRunner: @unchecked Sendable {
             let record = item.job.record
             changedSources.insert(record.sourceFile)
             summary.done += 1
-            onEvent(.finished(JobFinished(id: record.id, state: .done, name: record.spec.displayName, url: Self.shownURL(record.spec),
-                                          destination: record.spec.destination, bytes: item.result.size, elapsed: item.elapsed,
-                                          sha256: item.result.sha256, skipped: item.result.skipped)))
+            onEvent(Self.finishedEvent(record, state: .done, bytes: item.result.size, elapsed: item.elapsed,
+                                       sha256: item.result.sha256, skipped: item.result.skipped))
         }
     }
 
@@ -364,6 +357,14 @@ extension QueueRunner {
     /// The URL as events show it: secrets in the query or user info redacted.
     static func shownURL(_ spec: JobSpec) -> String {
         Redaction.url(string: spec.url)
+    }
+
+    /// The event for a job that ended.
+    static func finishedEvent(_ record: JobRecord, state: JobState, bytes: Int64?, elapsed: TimeInterval?, error: String? = nil,
+                              sha256: String? = nil, skipped: Bool = false) -> QueueEvent {
+        .finished(JobFinished(id: record.id, state: state, name: record.spec.displayName, url: shownURL(record.spec),
+                              destination: record.spec.destination, bytes: bytes, elapsed: elapsed,
+                              sha256: sha256, skipped: skipped, error: error))
     }
 
     /// Bytes an attempt starts with: what earlier runs left for downloads and

@@ -48,6 +48,13 @@ public struct ProgressSnapshot: Sendable, Equatable {
 }
 
 /// What ingesting one file did.
+extension QueueStore {
+    /// Records one file's jobs, unless this content was seen before.
+    public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
+        try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0].get()
+    }
+}
+
 /// A valid job file's jobs, ready for the store.
 public struct JobFileContent: Sendable {
     public var fileName: String
@@ -75,10 +82,9 @@ public struct IngestOutcome: Sendable, Equatable {
 /// and their resume checkpoints. SQLite is the embedded implementation; the
 /// protocol keeps SQL and claiming logic behind it.
 public protocol QueueStore: AnyObject, Sendable {
-    /// Records a file's jobs in one transaction, unless this content was seen before.
-    func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome
     /// Records several files in one transaction, each file all or nothing: a
     /// file the store refuses (an id taken by another job) is left out alone.
+    /// Content seen before is recorded once.
     func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>]
     /// Jobs left `running` or `paused` by an earlier process become `queued` again.
     func recoverInterrupted() throws -> Int

@@ -84,10 +84,6 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: Ingest
 
-    public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
-        try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0].get()
-    }
-
     public func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>] {
         try locked {
             // One transaction (one WAL commit) for the batch; each file in a savepoint

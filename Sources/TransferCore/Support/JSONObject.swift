@@ -37,21 +37,28 @@ public struct JSONObject: Sendable {
         case .bool(let flag): text += flag ? "true" : "false"
         case .null: text += "null"
         case .array(let items):
-            writeList(items.map { (nil, $0) }, open: "[", close: "]", to: &text, indent: indent)
+            writeList(items.count, open: "[", close: "]", to: &text, indent: indent) { index, text, inner in
+                write(items[index], to: &text, indent: inner)
+            }
         case .object(let object):
-            writeList(object.fields.map { ($0.0, $0.1) }, open: "{", close: "}", to: &text, indent: indent)
+            writeList(object.fields.count, open: "{", close: "}", to: &text, indent: indent) { index, text, inner in
+                let (key, value) = object.fields[index]
+                text += quoted(key) + (indent == nil ? ":" : ": ")
+                write(value, to: &text, indent: inner)
+            }
         }
     }
 
-    private static func writeList(_ items: [(String?, Value)], open: String, close: String, to text: inout String, indent: String?) {
+    /// Brackets, separators and line breaks around `count` items; `item` writes one.
+    private static func writeList(_ count: Int, open: String, close: String, to text: inout String, indent: String?,
+                                  item: (Int, inout String, String?) -> Void) {
         text += open
-        guard !items.isEmpty else { return text += close }
+        guard count > 0 else { return text += close }
         let inner = indent.map { $0 + "  " }
-        for (index, (key, value)) in items.enumerated() {
+        for index in 0..<count {
             if index > 0 { text += "," }
             if let inner { text += inner }
-            if let key { text += quoted(key) + (indent == nil ? ":" : ": ") }
-            write(value, to: &text, indent: inner)
+            item(index, &text, inner)
         }
         if let indent { text += indent }
         text += close

@@ -190,8 +190,8 @@ final class CurlExchange {
         var effective: UnsafeMutablePointer<CChar>?
         tdc_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
         // Parsed only after a redirect: most answers come from the URL asked.
-        let answered = effective.map { String(cString: $0) }
-        let url = answered == nil || answered == request.url.absoluteString ? request.url : URL(string: answered!) ?? request.url
+        let url = effective.map { String(cString: $0) }
+            .flatMap { $0 == request.url.absoluteString ? request.url : URL(string: $0) } ?? request.url
         let headers = HTTPHeaders(headerLines.compactMap(HTTPHeaders.parseLine))
         let received = ResponseHead(status: status, headers: headers, url: url)
         head = received
