@@ -4,7 +4,15 @@
 The transferd tests use it for the faults that real servers (nginx) will not
 produce on demand: connections dropped mid-body, short bodies, transient error
 statuses, validators that change mid-download, ignored Range headers, stalls,
-slow bodies and redirect chains.
+slow bodies and redirect chains; and hostile answers: no validators, forced
+gzip, redirects to any URL (another host, ftp://), header values with a bare
+CR or a NUL, bodies without end, 200 answers to a Range request carrying only
+the range, and Content-Length values larger than the body.
+
+It also runs a tiny anonymous FTP responder on a second loopback port (see
+FtpResponder), as a target for redirects to ftp://: it serves the bytes
+FTP_CONTENT for any path and counts its control connections under the stats
+key "ftp".
 
 Without fault parameters it is a well-behaved static file server for the
 directory given with --root (GET and HEAD, single byte ranges, If-Range,
@@ -16,7 +24,8 @@ to the request path, so independent tests do not disturb each other.
 See Tests/Servers/README.md for the list of parameters and control endpoints.
 
 Usage:
-    python3 fault_server.py --root DIR [--port 0] [--port-file FILE] [--verbose]
+    python3 fault_server.py --root DIR [--port 0] [--port-file FILE]
+        [--ftp-port 0] [--ftp-port-file FILE] [--verbose]
 
 Only the Python 3.11 standard library is used.
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import gzip
 import http
 import json
 import os
@@ -34,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from typing import Callable, Optional
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import serving  # Tests/Servers/serving.py: port file and serve loop
@@ -47,6 +57,19 @@ CHUNK_SIZE = 256 * 1024
 RATE_STEPS_PER_SECOND = 20
 
 SERVER_NAME = "transferd-fault-server"
+
+# The body of every `endless` / `endless_chunked` response, repeated forever.
+ENDLESS_PATTERN = b"transferd-endless-body-0123456789\n"
+
+# What the FTP responder answers any RETR with, and the stats key its control
+# connections are counted under (GET /_stats?key=ftp).
+FTP_CONTENT = b"FTP-SECRET-CONTENT"
+FTP_STATS_KEY = "ftp"
+
+# Raw header lines of `header_crlf=1` and `header_nul=1`: a bare CR (no LF)
+# and a NUL byte inside a header value.
+HEADER_CRLF_LINE = b"X-Evil: a\rInjected: yes\r\n"
+HEADER_NUL_LINE = b"X-Evil-Nul: a\x00Injected: yes\r\n"
 
 
 class BadRequest(Exception):
@@ -80,6 +103,16 @@ class FaultPlan:
     redirect: Optional[int] = None
     status: Optional[int] = None
     message: Optional[str] = None
+    # Hostile answers.
+    no_validators: bool = False  # no ETag, Last-Modified, Accept-Ranges
+    gzip: bool = False  # body gzip-compressed whatever Accept-Encoding says; Range ignored
+    redirect_to: Optional[str] = None  # 302 to exactly this URL
+    header_crlf: bool = False  # a header value with a bare CR (HEADER_CRLF_LINE)
+    header_nul: bool = False  # a header value with a NUL byte (HEADER_NUL_LINE)
+    endless: bool = False  # 200, no Content-Length, Connection: close, body never ends
+    endless_chunked: bool = False  # 200, chunked, the last chunk never comes
+    range_lie: bool = False  # a range request gets 200 with Content-Range and the range only
+    length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
 
     @classmethod
     def from_query(cls, path: str, query: dict[str, str]) -> "FaultPlan":
@@ -105,6 +138,9 @@ class FaultPlan:
                 raise BadRequest(f"{name} must be >= 0")
             return value
 
+        def flag(name: str) -> bool:
+            return query.get(name, "0") not in ("", "0", "false")
+
         def status_code(name: str) -> Optional[int]:
             value = integer(name, minimum=100)
             if value is not None and value > 999:
@@ -116,6 +152,16 @@ class FaultPlan:
         if (change_after is None) != (alt is None):
             raise BadRequest("change_after and alt must be given together")
         rate = integer("rate", minimum=1)
+        redirect_to = query.get("redirect_to")
+        if redirect_to is not None:
+            if redirect_to == "" or any(c in redirect_to for c in "\r\n\0"):
+                raise BadRequest("redirect_to must be a non-empty URL without CR, LF or NUL")
+            try:
+                redirect_to.encode("latin-1")
+            except UnicodeEncodeError:
+                raise BadRequest("redirect_to must be Latin-1 (percent-encode the rest)") from None
+        if flag("endless") and flag("endless_chunked"):
+            raise BadRequest("endless and endless_chunked exclude each other")
 
         return cls(
             key=query.get("key", path),
@@ -126,7 +172,7 @@ class FaultPlan:
             retry_after_date=integer("retry_after_date"),
             change_after=change_after,
             alt=alt,
-            ignore_range=query.get("ignore_range", "0") not in ("", "0", "false"),
+            ignore_range=flag("ignore_range"),
             short_by=integer("short_by"),
             short_count=integer("short_count") if "short_count" in query else 1,
             rate=rate,
@@ -136,6 +182,15 @@ class FaultPlan:
             redirect=integer("redirect"),
             status=status_code("status"),
             message=query.get("message"),
+            no_validators=flag("no_validators"),
+            gzip=flag("gzip"),
+            redirect_to=redirect_to,
+            header_crlf=flag("header_crlf"),
+            header_nul=flag("header_nul"),
+            endless=flag("endless"),
+            endless_chunked=flag("endless_chunked"),
+            range_lie=flag("range_lie"),
+            length_lie=integer("length_lie"),
         )
 
 
@@ -329,8 +384,27 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: "FaultServer"
 
+    # The faults of the request being answered, while its response is sent:
+    # end_headers() adds the hostile header lines it asks for.
+    plan: Optional[FaultPlan] = None
+
     def version_string(self) -> str:
         return SERVER_NAME
+
+    def end_headers(self) -> None:
+        plan = self.plan
+        if plan is not None:
+            if plan.header_crlf:
+                self.send_raw_header_line(HEADER_CRLF_LINE)
+            if plan.header_nul:
+                self.send_raw_header_line(HEADER_NUL_LINE)
+        super().end_headers()
+
+    def send_raw_header_line(self, line: bytes) -> None:
+        """Queue a header line as bytes, unchecked, like send_header() does."""
+        if not hasattr(self, "_headers_buffer"):
+            self._headers_buffer = []
+        self._headers_buffer.append(line)
 
     # -- plumbing ----------------------------------------------------------
 
@@ -385,34 +459,42 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
         body = self.read_request_body()
         target = urlsplit(self.path)
         if target.path == "/_echo":
-            # Uploads can be faulted too: with `key`, requests are counted, and
-            # `fail`/`fail_count`/`retry_after` or `status` answer before the echo.
             query = dict(parse_qsl(target.query, keep_blank_values=True))
-            if "key" in query:
-                try:
-                    plan = FaultPlan.from_query(target.path, query)
-                except BadRequest as error:
-                    self.send_simple(http.HTTPStatus.BAD_REQUEST, f"{error}\n")
-                    return
-                registry = self.server.registry
-                registry.record_request(plan.key, None)
-                if plan.status is not None:
-                    self.send_simple(plan.status, plan.message or default_status_message(plan.status), key=plan.key)
-                    return
-                if plan.fail_status is not None and registry.claim_failure(plan.key, plan.fail_count):
-                    headers = {}
-                    if plan.retry_after is not None:
-                        headers["Retry-After"] = plan.retry_after
-                    self.send_simple(plan.fail_status, plan.message or default_status_message(plan.fail_status),
-                                     key=plan.key, extra_headers=headers)
-                    return
-            self.send_echo(body)
+            if not self.answer_echo_faults(target.path, query, None):
+                self.send_echo(body)
             return
         self.send_simple(
             http.HTTPStatus.METHOD_NOT_ALLOWED,
             "method not allowed\n",
             extra_headers={"Allow": "GET, HEAD"},
         )
+
+    def answer_echo_faults(self, path: str, query: dict[str, str], range_header: Optional[str]) -> bool:
+        """Count an /_echo request with a `key`, and answer its `status` or
+        `fail` fault; True if a fault answered (then there is no echo).
+
+        Uploads can be faulted this way, and a redirect's target can be an
+        echo whose arrival the key's stats show."""
+        if "key" not in query:
+            return False
+        try:
+            plan = FaultPlan.from_query(path, query)
+        except BadRequest as error:
+            self.send_simple(http.HTTPStatus.BAD_REQUEST, f"{error}\n")
+            return True
+        registry = self.server.registry
+        registry.record_request(plan.key, range_header)
+        if plan.status is not None:
+            self.send_simple(plan.status, plan.message or default_status_message(plan.status), key=plan.key)
+            return True
+        if plan.fail_status is not None and registry.claim_failure(plan.key, plan.fail_count):
+            headers = {}
+            if plan.retry_after is not None:
+                headers["Retry-After"] = plan.retry_after
+            self.send_simple(plan.fail_status, plan.message or default_status_message(plan.fail_status),
+                             key=plan.key, extra_headers=headers)
+            return True
+        return False
 
     # -- simple responses ----------------------------------------------------
 
@@ -477,7 +559,8 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             self.send_json({"reset": query.get("key", "*")})
             return
         if path == "/_echo":
-            self.send_echo()
+            if not self.answer_echo_faults(path, query, self.headers.get("Range")):
+                self.send_echo()
             return
 
         try:
@@ -488,18 +571,31 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
 
         registry = self.server.registry
         registry.record_request(plan.key, self.headers.get("Range"))
+        self.plan = plan
         try:
             self.serve_with_faults(plan, path, target.query, send_body)
         except ConnectionAborted:
             self.abort_connection()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        finally:
+            self.plan = None
 
     def serve_with_faults(
         self, plan: FaultPlan, path: str, raw_query: str, send_body: bool
     ) -> None:
         registry = self.server.registry
         key = plan.key
+
+        if plan.redirect_to is not None:
+            self.send_simple(
+                http.HTTPStatus.FOUND,
+                f"redirecting to {plan.redirect_to}\n",
+                key=key,
+                extra_headers={"Location": plan.redirect_to},
+                send_body=send_body,
+            )
+            return
 
         if plan.redirect:
             self.send_redirect(plan, raw_query, send_body)
@@ -529,6 +625,10 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
                 extra_headers=headers,
                 send_body=send_body,
             )
+            return
+
+        if plan.endless or plan.endless_chunked:
+            self.send_endless(plan, send_body)
             return
 
         served = self.select_file(plan, path)
@@ -576,59 +676,144 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
 
     def send_file(self, plan: FaultPlan, served: ServedFile, send_body: bool) -> None:
         status = http.HTTPStatus.OK
-        first, length = 0, served.size
+        first, length = 0, served.size  # the part of the body that is sent
+        declared = served.size  # the Content-Length header
+        content_range: Optional[str] = None
+        etag = served.etag
+        compressed: Optional[bytes] = None
         range_header = self.headers.get("Range")
         if_range = self.headers.get("If-Range")
 
-        if range_header and not plan.ignore_range:
+        if plan.gzip:
+            # The whole file, compressed, whatever Accept-Encoding and Range say.
+            with open(served.path, "rb") as file:
+                compressed = gzip.compress(file.read(), mtime=0)
+            length = declared = len(compressed)
+            etag = served.etag[:-1] + '-gzip"'  # another representation
+        elif plan.length_lie is not None:
+            declared = plan.length_lie
+        elif range_header and not plan.ignore_range:
             if if_range is None or served.matches_if_range(if_range):
                 parsed = parse_single_range(range_header, served.size)
                 if parsed == "unsatisfiable":
+                    headers = {"Content-Range": f"bytes */{served.size}"}
+                    if not plan.no_validators:
+                        headers.update(
+                            {
+                                "ETag": served.etag,
+                                "Last-Modified": served.last_modified_header,
+                                "Accept-Ranges": "bytes",
+                            }
+                        )
                     self.send_simple(
                         http.HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
                         "range not satisfiable\n",
                         key=plan.key,
-                        extra_headers={
-                            "Content-Range": f"bytes */{served.size}",
-                            "ETag": served.etag,
-                            "Last-Modified": served.last_modified_header,
-                            "Accept-Ranges": "bytes",
-                        },
+                        extra_headers=headers,
                         send_body=send_body,
                     )
                     return
                 if isinstance(parsed, tuple):
-                    status = http.HTTPStatus.PARTIAL_CONTENT
                     first, last = parsed
-                    length = last - first + 1
+                    length = declared = last - first + 1
+                    content_range = f"bytes {first}-{last}/{served.size}"
+                    if not plan.range_lie:  # range_lie: the range, but as a 200
+                        status = http.HTTPStatus.PARTIAL_CONTENT
 
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(length))
-        self.send_header("ETag", served.etag)
-        self.send_header("Last-Modified", served.last_modified_header)
-        if not plan.ignore_range:
-            self.send_header("Accept-Ranges", "bytes")
-        if status == http.HTTPStatus.PARTIAL_CONTENT:
-            self.send_header(
-                "Content-Range", f"bytes {first}-{first + length - 1}/{served.size}"
-            )
+        if compressed is not None:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(declared))
+        if not plan.no_validators:
+            self.send_header("ETag", etag)
+            self.send_header("Last-Modified", served.last_modified_header)
+            if not plan.ignore_range and compressed is None:
+                self.send_header("Accept-Ranges", "bytes")
+        if content_range is not None:
+            self.send_header("Content-Range", content_range)
         self.end_headers()
 
-        if send_body:
-            self.send_body(plan, served, first, length)
+        if not send_body:
+            return
+        if compressed is not None:
+            self.send_body(plan, self.bytes_writer(compressed), first, length)
+        else:
+            with open(served.path, "rb") as file:
+                self.send_body(plan, self.file_writer(file.fileno()), first, length)
+        if plan.length_lie is not None:
+            raise ConnectionAborted()  # whatever was declared, the body is over
 
-    def send_body(self, plan: FaultPlan, served: ServedFile, first: int, length: int) -> None:
-        """Write `length` bytes of the file from `first`, applying body faults."""
+    def send_endless(self, plan: FaultPlan, send_body: bool) -> None:
+        """200 with a body that never ends: no Content-Length and
+        `Connection: close`, or chunked without the last chunk."""
+        self.send_response(http.HTTPStatus.OK)
+        self.send_header("Content-Type", "application/octet-stream")
+        if plan.endless_chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if not send_body:
+            return
+        pattern = ENDLESS_PATTERN * (CHUNK_SIZE // len(ENDLESS_PATTERN) + 2)
+        view = memoryview(pattern)
+        sock = self.connection
+
+        def write(offset: int, count: int) -> int:
+            start = offset % len(ENDLESS_PATTERN)
+            data = view[start : start + count]
+            if plan.endless_chunked:
+                sock.sendall(b"%x\r\n" % len(data) + data + b"\r\n")
+            else:
+                sock.sendall(data)
+            return len(data)
+
+        self.send_body(plan, write, 0, None)
+
+    def file_writer(self, file_fd: int) -> Callable[[int, int], int]:
+        """A body writer sending bytes of an open file with sendfile."""
+        socket_fd = self.connection.fileno()
+        return lambda offset, count: os.sendfile(socket_fd, file_fd, offset, count)
+
+    def bytes_writer(self, data: bytes) -> Callable[[int, int], int]:
+        """A body writer sending bytes held in memory."""
+        view = memoryview(data)
+        sock = self.connection
+
+        def write(offset: int, count: int) -> int:
+            piece = view[offset : offset + count]
+            sock.sendall(piece)
+            return len(piece)
+
+        return write
+
+    def send_body(
+        self,
+        plan: FaultPlan,
+        write: Callable[[int, int], int],
+        first: int,
+        length: Optional[int],
+    ) -> None:
+        """Write `length` body bytes from offset `first`, applying body faults.
+
+        `write(offset, count)` sends at most `count` bytes from `offset` of
+        the body's source and returns how many it sent. `length` None means
+        a body without end: it stops only when the client goes away (or at
+        `drop_every`).
+        """
         registry = self.server.registry
         key = plan.key
 
         # How much of the promised body is actually sent before cutting.
         to_send = length
         if plan.drop_every is not None:
-            to_send = min(to_send, plan.drop_every)
-        if plan.short_by and length > 0 and registry.claim_short_response(
-            key, plan.short_count
+            to_send = plan.drop_every if to_send is None else min(to_send, plan.drop_every)
+        if (
+            plan.short_by
+            and length is not None
+            and length > 0
+            and registry.claim_short_response(key, plan.short_count)
         ):
             to_send = min(to_send, max(0, length - plan.short_by))
 
@@ -637,37 +822,34 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             max(1, plan.rate // RATE_STEPS_PER_SECOND) if plan.rate is not None else None
         )
         started = time.monotonic()
-        socket_fd = self.connection.fileno()
         position = 0  # body bytes of this response written so far
 
-        with open(served.path, "rb") as file:
-            file_fd = file.fileno()
-            while position < to_send:
-                if stall_pending and position >= plan.stall_after:
-                    stall_pending = False
-                    if registry.claim_stall(key, plan.stall_count):
-                        time.sleep(plan.stall_seconds)
-                        started += plan.stall_seconds  # pace `rate` from here on
+        while to_send is None or position < to_send:
+            if stall_pending and position >= plan.stall_after:
+                stall_pending = False
+                if registry.claim_stall(key, plan.stall_count):
+                    time.sleep(plan.stall_seconds)
+                    started += plan.stall_seconds  # pace `rate` from here on
 
-                piece = min(CHUNK_SIZE, to_send - position)
-                if rate_piece is not None:
-                    piece = min(piece, rate_piece)
-                if stall_pending:
-                    piece = min(piece, plan.stall_after - position)
+            piece = CHUNK_SIZE if to_send is None else min(CHUNK_SIZE, to_send - position)
+            if rate_piece is not None:
+                piece = min(piece, rate_piece)
+            if stall_pending:
+                piece = min(piece, plan.stall_after - position)
 
-                sent = os.sendfile(socket_fd, file_fd, first + position, piece)
-                if sent == 0:  # file shrank underneath us
-                    raise ConnectionAborted()
-                position += sent
-                registry.add_bytes(key, sent)
+            sent = write(first + position, piece)
+            if sent == 0:  # file shrank underneath us
+                raise ConnectionAborted()
+            position += sent
+            registry.add_bytes(key, sent)
 
-                if plan.rate is not None:
-                    due = started + position / plan.rate
-                    delay = due - time.monotonic()
-                    if delay > 0:
-                        time.sleep(delay)
+            if plan.rate is not None:
+                due = started + position / plan.rate
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
 
-        if to_send < length:
+        if length is None or to_send < length:
             raise ConnectionAborted()
 
     def abort_connection(self) -> None:
@@ -687,6 +869,127 @@ def default_status_message(status: int) -> str:
     except ValueError:
         phrase = "status"
     return f"{status} {phrase}\n"
+
+
+# ---------------------------------------------------------------------------
+# FTP responder
+# ---------------------------------------------------------------------------
+
+
+class FtpResponder:
+    """Just enough FTP for curl's anonymous RETR of any path, on 127.0.0.1.
+
+    Every path holds FTP_CONTENT. Each accepted control connection is counted
+    as one request of the stats key FTP_STATS_KEY ("ftp"), and the data bytes
+    sent as its bytes_sent, so GET /_stats?key=ftp shows whether a client
+    followed a redirect to ftp://. One thread per control connection.
+
+    Commands: USER and PASS (230), PWD (257 "/"), CWD (250), TYPE (200),
+    SIZE (213 n), EPSV (229) and PASV (227) open a passive data port, RETR
+    (150, the bytes on the data connection, 226), QUIT (221); anything else
+    gets 502.
+    """
+
+    DATA_ACCEPT_TIMEOUT_SECONDS = 10
+    IDLE_TIMEOUT_SECONDS = 60
+
+    def __init__(self, port: int, registry: StateRegistry, verbose: bool) -> None:
+        self.registry = registry
+        self.verbose = verbose
+        self.listener = socket.create_server(("127.0.0.1", port), backlog=64)
+        self.port = self.listener.getsockname()[1]
+
+    def start(self) -> None:
+        threading.Thread(target=self.accept_loop, name="ftp-accept", daemon=True).start()
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        self.listener.close()
+
+    def accept_loop(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            self.registry.record_request(FTP_STATS_KEY, None)
+            threading.Thread(
+                target=self.session, args=(connection,), name="ftp-session", daemon=True
+            ).start()
+
+    def session(self, connection: socket.socket) -> None:
+        passive: Optional[socket.socket] = None  # listening data socket
+
+        def reply(text: str) -> None:
+            if self.verbose:
+                print(f"ftp > {text}", file=sys.stderr, flush=True)
+            connection.sendall(text.encode("latin-1") + b"\r\n")
+
+        def open_passive() -> int:
+            nonlocal passive
+            if passive is not None:
+                passive.close()
+            passive = socket.create_server(("127.0.0.1", 0), backlog=1)
+            passive.settimeout(self.DATA_ACCEPT_TIMEOUT_SECONDS)
+            return passive.getsockname()[1]
+
+        connection.settimeout(self.IDLE_TIMEOUT_SECONDS)
+        try:
+            with connection, connection.makefile("rb") as reader:
+                reply("220 transferd test FTP responder")
+                while True:
+                    line = reader.readline(4096)
+                    if not line:
+                        return
+                    command, _, _argument = line.decode("latin-1").strip().partition(" ")
+                    verb = command.upper()
+                    if self.verbose:
+                        print(f"ftp < {line.decode('latin-1').strip()}", file=sys.stderr, flush=True)
+                    if verb in ("USER", "PASS"):
+                        reply("230 Logged in")
+                    elif verb == "PWD":
+                        reply('257 "/" is the current directory')
+                    elif verb == "CWD":
+                        reply("250 Directory changed")
+                    elif verb == "TYPE":
+                        reply("200 Type set")
+                    elif verb == "SIZE":
+                        reply(f"213 {len(FTP_CONTENT)}")
+                    elif verb == "EPSV":
+                        reply(f"229 Entering Extended Passive Mode (|||{open_passive()}|)")
+                    elif verb == "PASV":
+                        port = open_passive()
+                        reply(f"227 Entering Passive Mode (127,0,0,1,{port >> 8},{port & 0xFF})")
+                    elif verb == "RETR":
+                        if passive is None:
+                            reply("425 Use PASV or EPSV first")
+                            continue
+                        reply(f"150 Opening BINARY mode data connection ({len(FTP_CONTENT)} bytes)")
+                        try:
+                            data, _ = passive.accept()
+                        except OSError:
+                            reply("425 No data connection")
+                            continue
+                        finally:
+                            passive.close()
+                            passive = None
+                        with data:
+                            data.sendall(FTP_CONTENT)
+                        self.registry.add_bytes(FTP_STATS_KEY, len(FTP_CONTENT))
+                        reply("226 Transfer complete")
+                    elif verb == "QUIT":
+                        reply("221 Goodbye")
+                        return
+                    else:
+                        reply("502 Command not implemented")
+        except OSError:
+            pass  # the client went away or was idle too long
+        finally:
+            if passive is not None:
+                passive.close()
 
 
 # ---------------------------------------------------------------------------
@@ -717,6 +1020,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--root", required=True, help="directory to serve")
     parser.add_argument("--port", type=int, default=0, help="port (0 = any free port)")
     parser.add_argument("--port-file", help="write the listening port to this file")
+    parser.add_argument("--ftp-port", type=int, default=0,
+                        help="port of the FTP responder (0 = any free port)")
+    parser.add_argument("--ftp-port-file",
+                        help="write the FTP responder's port to this file (before --port-file)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
 
@@ -724,8 +1031,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"--root {args.root!r} is not a directory")
 
     server = FaultServer(args.port, args.root, args.verbose)
-    banner = f"fault server on 127.0.0.1:{server.server_address[1]}, root {server.root}" if args.verbose else None
-    return serving.serve(server, args.port_file, banner)
+    ftp = FtpResponder(args.ftp_port, server.registry, args.verbose)
+    # Written before the HTTP port file: once that exists, this one does too.
+    if args.ftp_port_file:
+        serving.write_port_file(args.ftp_port_file, ftp.port)
+    ftp.start()
+    banner = (
+        f"fault server on 127.0.0.1:{server.server_address[1]}, root {server.root}, "
+        f"FTP responder on 127.0.0.1:{ftp.port}"
+        if args.verbose
+        else None
+    )
+    try:
+        return serving.serve(server, args.port_file, banner)
+    finally:
+        ftp.close()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,15 @@ public struct TestServers {
     public let www: String
     public let nginxLog: String
 
+    /// The fault server's anonymous FTP responder (`ftp://127.0.0.1:PORT`, serves
+    /// `FTP-SECRET-CONTENT` for any path), from `TRANSFERD_TEST_FTP`; nil with an
+    /// env file from before it existed. Its control connections are counted in
+    /// `stats(key: "ftp")`.
+    public var ftp: URL? {
+        guard let value = ProcessInfo.processInfo.environment["TRANSFERD_TEST_FTP"], !value.isEmpty else { return nil }
+        return URL(string: value)
+    }
+
     public static func current(file: StaticString = #filePath, line: UInt = #line) throws -> TestServers {
         let environment = ProcessInfo.processInfo.environment
         func value(_ name: String) throws -> String {
@@ -45,7 +54,8 @@ public struct TestServers {
         public let ranges: [String?]
     }
 
-    /// What the fault server saw for one key.
+    /// What the fault server saw for one key (`"ftp"`: the FTP responder's
+    /// control connections and data bytes).
     public func stats(key: String) throws -> FaultStats {
         let url = URL(string: "\(fault.absoluteString)/_stats?key=\(key)")!
         return try JSONDecoder().decode(FaultStats.self, from: Data(contentsOf: url))

@@ -45,9 +45,14 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(policy.decide(.transport(.reset), attempt: 5, random: 0.5), .giveUp(reason: "gave up after 5 attempts"))
     }
 
-    func testProgressResumesAtOnce() {
-        XCTAssertEqual(policy.decide(.transport(.reset), attempt: 1, madeProgress: true), .retry(after: 0))
-        XCTAssertEqual(policy.decide(.transport(.truncated), attempt: 1, madeProgress: true), .retry(after: 0))
+    func testProgressResumesAfterAShortJitteredPause() {
+        // Every failed attempt backs off, even one that moved the job forward: 0.1 s ± 20 %.
+        for (random, expected) in [(0.5, 0.1), (0, 0.08), (0.999999, 0.12)] {
+            guard case .retry(let delay) = policy.decide(.transport(.truncated), attempt: 1, madeProgress: true, random: random) else {
+                return XCTFail("expected a retry")
+            }
+            XCTAssertEqual(delay, expected, accuracy: 0.0001)
+        }
     }
 
     func testRetryAfterSecondsAndDate() {

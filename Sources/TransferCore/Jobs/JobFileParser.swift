@@ -70,6 +70,8 @@ struct Context {
     var jobs: [JobSpec] = []
     var errors: [JobFileError] = []
     private var seenIDs: Set<String> = []
+    /// Download destinations of this file's jobs, with the job number that claimed each.
+    private var seenDestinations: [String: Int] = [:]
     /// The URL last parsed: checking a URL and naming its destination read it once.
     private var lastParsed: (text: String, url: URL?)?
 
@@ -102,7 +104,8 @@ struct Context {
             let id = "\(idPrefix)-\(jobs.count + errors.count + 1)"
             guard let url = checkURL(parts[0], kind: .download, job: number, id: id) else { continue }
             let directory = parts.count == 2 ? parts[1] + "/" : nil
-            guard let destination = resolveDestination(directory, url: url, job: number, id: id) else { continue }
+            guard let destination = resolveDestination(directory, url: url, job: number, id: id),
+                  claimDestination(destination, job: number, id: nil) else { continue }
             var spec = JobSpec(id: id, kind: .download, url: url, destination: destination)
             spec.priority = 0
             jobs.append(spec)
@@ -215,8 +218,8 @@ struct Context {
                 if let problem = EnvironmentReference.problem(in: value) {
                     fail("headers", "\(name): \(problem)", fix: "write a secret as ${env:NAME}")
                 }
-                if name.isEmpty || name.contains(where: { $0 == ":" || $0 == " " || $0 == "\n" }) {
-                    fail("headers", "\"\(name)\" is not a header name")
+                if let problem = HTTPHeaders.problem(name: name, value: value) {
+                    fail("headers", problem, fix: "a header is one line: a name of letters, digits and -, and a value without line breaks")
                 }
             }
             spec.headers = headers
@@ -242,6 +245,7 @@ struct Context {
             }
             if let url, errors.count == errorsBefore || reader.string("dest") != nil {
                 spec.destination = resolveDestination(reader.string("dest"), url: url, job: number, id: display)
+                if let destination = spec.destination { _ = claimDestination(destination, job: number, id: display) }
             }
             spec.region = reader.string("region")
             spec.endpoint = reader.string("endpoint")
@@ -297,6 +301,18 @@ struct Context {
 
     // MARK: URLs and paths
 
+    /// False (after recording why) when an earlier job of this file writes the same file:
+    /// two downloads into one destination would share one partial file.
+    mutating func claimDestination(_ destination: String, job: Int, id: String?) -> Bool {
+        if let first = seenDestinations[destination] {
+            fail(job, id, "dest", "\(destination) is also the destination of job \(first) in this file",
+                 fix: "give each download its own \"dest\"")
+            return false
+        }
+        seenDestinations[destination] = job
+        return true
+    }
+
     private mutating func parsed(_ text: String) -> URL? {
         if let lastParsed, lastParsed.text == text { return lastParsed.url }
         let url = URL(string: text)
@@ -308,6 +324,11 @@ struct Context {
         let trimmed = String(text.trimmingSpaces())
         guard !trimmed.isEmpty else {
             fail(job, id, "url", "is empty", fix: "give the address to transfer")
+            return nil
+        }
+        guard !trimmed.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            fail(job, id, "url", "contains a control character (a line break, tab or NUL)",
+                 fix: "percent-encode it (%0A for a line feed) or remove it")
             return nil
         }
         guard let url = parsed(trimmed), let scheme = url.scheme?.lowercased() else {
@@ -324,11 +345,20 @@ struct Context {
             fail(job, id, "url", "\"\(trimmed)\" has no host")
             return nil
         }
+        if kind == .download, scheme == "s3", let problem = S3Location.downloadProblem(trimmed) {
+            fail(job, id, "url", problem, fix: "name one object: s3://bucket/key")
+            return nil
+        }
         return trimmed
     }
 
     /// An absolute, normalised path inside the root, or nil after recording why not.
     mutating func resolveInsideRoot(_ path: String, field: String, job: Int, id: String?) -> String? {
+        guard !path.utf8.contains(0) else {
+            // A C string ends at NUL: the file written would not be the one named.
+            fail(job, id, field, "contains a NUL character (\\u0000)", fix: "remove it from the path")
+            return nil
+        }
         let absolute = path.hasPrefix("/") ? path : root + "/" + path
         let normalised = PathNormalization.normalize(absolute)
         guard normalised == root || normalised.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
@@ -340,8 +370,7 @@ struct Context {
     }
 
     mutating func resolveDestination(_ dest: String?, url: String, job: Int, id: String?) -> String? {
-        var name = parsed(url)?.lastPathComponent ?? ""
-        if name.isEmpty || name == "/" { name = "index.html" }
+        let name = parsed(url).map(URLFileName.of) ?? "index.html"
         guard let dest, !dest.isEmpty else { return resolveInsideRoot(name, field: "dest", job: job, id: id) }
         let path = dest.hasSuffix("/") ? dest + name : dest
         guard let resolved = resolveInsideRoot(path, field: "dest", job: job, id: id) else { return nil }

@@ -56,7 +56,16 @@ public struct QueueIngestor {
         for name in names.sorted() where JobFileParser.isJobFile(name) && !name.hasSuffix(".tmp") {
             guard let identity = FileIdentity(path: layout.path(name)), !identity.isDirectory else { continue }
             report.files += 1
-            switch try read(name: name, size: identity.size) {
+            if let kind = identity.notRegular {
+                // Never opened: a FIFO would block the run, a link could lead to a file of someone else's.
+                let rejection = JobFileRejection(errors: [JobFileError(
+                    file: name, message: "is \(kind), not a regular file; it was not read",
+                    fix: "write the job file itself into the queue folder (write it under another name, then rename it)")])
+                try reject(name, rejection)
+                report.rejected.append((name, rejection.description))
+                continue
+            }
+            switch read(name: name, size: identity.size) {
             case .success(let content):
                 batch.append((content, identity))
                 batchBytes += Int(identity.size)
@@ -70,8 +79,10 @@ public struct QueueIngestor {
         return report
     }
 
-    /// Reads and validates one file of `size` bytes.
-    func read(name: String, size: Int64) throws -> Result<JobFileContent, JobFileRejection> {
+    /// Reads and validates one file of `size` bytes. A file that cannot be read
+    /// (no permission, swapped for a link or a FIFO since it was listed) is
+    /// rejected with the reason, like an invalid one.
+    func read(name: String, size: Int64) -> Result<JobFileContent, JobFileRejection> {
         let path = layout.path(name)
         if size > JobFileParser.maxFileSize {
             // Too big to read: the parser's rule, without loading it.
@@ -79,17 +90,51 @@ public struct QueueIngestor {
                 file: name, message: "the file is \(size) bytes; the limit is \(JobFileParser.maxFileSize) bytes",
                 fix: "split it into several job files")]))
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw POSIXFailure(operation: "read", path: path)
+        let data: Data
+        do {
+            data = try Self.readRegularFile(path, limit: JobFileParser.maxFileSize)
+        } catch {
+            return .failure(JobFileRejection(errors: [JobFileError(
+                file: name, message: "could not be read: \(error)", fix: "make it a readable regular file")]))
         }
         return JobFileParser(root: layout.root).parse(name: name, data: data).map {
             JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: $0)
         }
     }
 
+    /// The content of a regular file, opened without following a link and
+    /// without blocking on a FIFO; more than `limit` bytes is an error.
+    static func readRegularFile(_ path: String, limit: Int) throws -> Data {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw POSIXFailure(operation: "open", path: path) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw POSIXFailure(operation: "stat", path: path) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw POSIXFailure(operation: "read (not a regular file)", path: path, code: EINVAL) }
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw POSIXFailure(operation: "read", path: path) }
+            if n == 0 { return data }
+            data.append(contentsOf: chunk[0..<n])
+            guard data.count <= limit else { throw POSIXFailure(operation: "read (larger than \(limit) bytes)", path: path, code: EFBIG) }
+        }
+    }
+
     private func reject(_ name: String, _ rejection: JobFileRejection) throws {
         let target = try move(name, to: layout.rejected)
-        try Data((rejection.description + "\n").utf8).write(to: URL(fileURLWithPath: target + ".error"), options: .atomic)
+        // Owner only: the reasons may quote the job file, which may not be world-readable.
+        let errorFile = target + ".error"
+        let fd = open(errorFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXFailure(operation: "create", path: errorFile) }
+        defer { close(fd) }
+        fchmod(fd, 0o600)
+        let text = Array((rejection.description + "\n").utf8)
+        guard text.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == text.count else {
+            throw POSIXFailure(operation: "write", path: errorFile)
+        }
     }
 
     /// Renames into `folder`, adding a numeric suffix rather than replacing an earlier file.
@@ -113,10 +158,20 @@ struct FileIdentity: Equatable {
     let size: Int64
     let modified: Int64
     let isDirectory: Bool
+    /// What the entry is when it is neither a regular file nor a folder ("a symbolic link", "a named pipe (FIFO)").
+    let notRegular: String?
 
+    /// The entry itself, not what a link points to.
     init?(path: String) {
         var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        guard lstat(path, &info) == 0 else { return nil }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG, S_IFDIR: notRegular = nil
+        case S_IFLNK: notRegular = "a symbolic link"
+        case S_IFIFO: notRegular = "a named pipe (FIFO)"
+        case S_IFSOCK: notRegular = "a socket"
+        default: notRegular = "a device"
+        }
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
         size = Int64(info.st_size)

@@ -34,15 +34,23 @@ public struct QueueLayout: Sendable {
 
     public func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
 
-    /// Creates the folders; throws with the path when the queue folder is missing.
+    /// Creates the folders (`.transferd/` readable by the owner only: the store
+    /// holds URLs and headers as written); throws with the path when the queue
+    /// folder is missing or they cannot be made.
     public func prepare() throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw QueueError.noQueue(directory)
         }
         for folder in [accepted, rejected, done, failed, stateDirectory] {
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let mode: mode_t = folder == stateDirectory ? 0o700 : 0o755
+            if mkdir(folder, mode) != 0 && errno != EEXIST {
+                throw QueueError.notWritable(folder, String(cString: strerror(errno)))
+            }
         }
+        // Folders made by earlier versions were 0755.
+        var info = stat()
+        if stat(stateDirectory, &info) == 0 && info.st_mode & 0o077 != 0 { chmod(stateDirectory, 0o700) }
     }
 }
 
@@ -50,9 +58,13 @@ public enum QueueError: Error, CustomStringConvertible {
     case noQueue(String)
     case locked(String)
     case unknownJob(String)
+    /// A folder the queue needs could not be made (a read-only queue folder, say).
+    case notWritable(String, String)
 
     public var description: String {
         switch self {
+        case .notWritable(let path, let reason):
+            return "cannot create \(path): \(reason); the queue folder must be writable by this user (its job files move into accepted/ and rejected/)"
         case .noQueue(let path): return "\(path) is not a folder; create it (mkdir -p \(path)) or name another queue"
         case .locked(let detail): return detail
         case .unknownJob(let id): return "no job with id \"\(id)\"; `transferd status` lists them"

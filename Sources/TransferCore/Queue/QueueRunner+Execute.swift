@@ -42,7 +42,7 @@ extension QueueRunner {
             let client = S3Client(configuration: configuration, transport: transports.transport(named: spec.transport ?? options.transport))
             (url, signer) = client.downloadSource(bucket: location.bucket, key: location.key)
         }
-        try ensureFolder((destination as NSString).deletingLastPathComponent)
+        try ensureFolder(of: destination)
         var download = DownloadOptions(
             url: url, destination: destination, headers: headers, connections: job.connections,
             sha256: spec.sha256, overwrite: spec.overwrite ?? .refuse,
@@ -74,6 +74,10 @@ extension QueueRunner {
         var s3: (upload: S3MultipartUpload, client: S3Client, state: JobUploadStateStore)?
         do {
             let headers = try expandedHeaders(spec)
+            // Sources are read through no symbolic link below the root (`ConfinedPath`).
+            for source in [spec.source].compactMap({ $0 }) + (spec.files ?? []).map(\.path) {
+                try ConfinedPath.check(source, root: layout.root, create: false, finalMustNotBeLink: true)
+            }
             switch spec.kind {
             case .put, .form:
                 guard let url = URL(string: spec.url) else { throw QueueError.unknownJob(spec.id) }

@@ -15,8 +15,9 @@ public final class QueueRunner: @unchecked Sendable {
         case finished(String, JobOutcome)
         /// An event from a job's task (an upload's own retry), passed on in order.
         case event(QueueEvent)
-        /// A batch of finished downloads was made durable, renamed and recorded done (or that failed).
-        case flushed([PendingDone], Error?)
+        /// A batch of finished downloads was made durable, renamed and recorded done (or that failed);
+        /// the jobs whose rename failed are listed with the reason, and were recorded failed.
+        case flushed([PendingDone], [String: String], Error?)
     }
 
     /// A finished download waiting for the next durable batch.
@@ -75,6 +76,8 @@ public final class QueueRunner: @unchecked Sendable {
     private var pendingDone: [PendingDone] = []
     /// A batch being made durable off the loop (at most one at a time).
     private var flushing = false
+    /// The batch the flusher holds.
+    private var flushingBatch: [PendingDone] = []
     private let flusher = DispatchQueue(label: "transferd.queue.flush")
     private var lastFlush = Date()
     private var rejectedFiles = 0
@@ -142,10 +145,11 @@ public final class QueueRunner: @unchecked Sendable {
                 }
             case .event(let event):
                 onEvent(event)
-            case .flushed(let batch, let error):
+            case .flushed(let batch, let renameFailures, let error):
                 flushing = false
+                flushingBatch = []
                 if let error { throw error }
-                recordDone(batch, into: &summary)
+                recordDone(batch, renameFailures: renameFailures, into: &summary)
             }
             if !stopping { try fillSlots() }
             if !pendingDone.isEmpty && !flushing && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
@@ -195,7 +199,30 @@ public final class QueueRunner: @unchecked Sendable {
             return true
         }
         lastFruitlessClaim = claimed.isEmpty ? ProcessInfo.processInfo.systemUptime : nil
-        for record in claimed { start(record) }
+        var writers = destinationsInUse()
+        for record in claimed {
+            // Two jobs writing one file would share its partial file: the later one waits its turn.
+            if let destination = record.spec.destination, record.spec.kind == .download {
+                if let holder = writers[destination] {
+                    try store.scheduleRetry(record.id, at: Date().addingTimeInterval(1),
+                                            error: "waits for job \(holder), which writes the same destination \(destination)",
+                                            attempts: record.attempts)
+                    continue
+                }
+                writers[destination] = record.id
+            }
+            start(record)
+        }
+    }
+
+    /// Destinations being written or renamed into place, with the job doing it.
+    private func destinationsInUse() -> [String: String] {
+        var writers: [String: String] = [:]
+        for job in active.values where job.record.spec.kind == .download {
+            if let destination = job.record.spec.destination { writers[destination] = job.record.id }
+        }
+        for item in pendingDone + flushingBatch { writers[item.result.path] = item.job.record.id }
+        return writers
     }
 
     /// Range connections for a job: its own setting or the run's, within the per-host limit.
@@ -256,19 +283,22 @@ public final class QueueRunner: @unchecked Sendable {
         pendingDone = []
         lastFlush = Date()
         flushing = true
+        flushingBatch = batch
         flusher.async { [self, post] in
             do {
-                try makeDurable(batch)
-                post.yield(.flushed(batch, nil))
+                post.yield(.flushed(batch, try makeDurable(batch), nil))
             } catch {
-                post.yield(.flushed(batch, error))
+                post.yield(.flushed(batch, [:], error))
             }
         }
     }
 
     /// Makes the finished files durable with one `syncfs` of the root's
     /// filesystem, then commits their "done" in one transaction.
-    private func makeDurable(_ batch: [PendingDone]) throws {
+    /// A job whose rename fails (the destination became a folder, a read-only
+    /// folder) fails alone, with the reason: it never stops the run.
+    /// - Returns: the reasons of the jobs whose rename failed, by job id.
+    private func makeDurable(_ batch: [PendingDone]) throws -> [String: String] {
         let fd = open(layout.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd >= 0 {
             _ = linuxSyncfs(fd)
@@ -277,29 +307,53 @@ public final class QueueRunner: @unchecked Sendable {
         let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
         // Recorded as finishing before the renames, so a run that dies among them completes them next time.
         try store.markFinishing(finished)
+        var failures: [String: String] = [:]
         for item in batch {
-            if let part = item.result.completedPartPath, rename(part, item.result.path) != 0 {
-                throw POSIXFailure(operation: "rename \(part) to", path: item.result.path)
+            if let part = item.result.completedPartPath, let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
+                failures[item.job.record.id] = reason
             }
         }
-        try store.finishDone(finished, at: Date())
+        for (id, reason) in failures {
+            try store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
+        }
+        try store.finishDone(finished.filter { failures[$0.0] == nil }, at: Date())
+        return failures
     }
 
-    private func recordDone(_ batch: [PendingDone], into summary: inout RunSummary) {
+    /// Renames a finished partial file into place; the reason when that fails.
+    static func moveIntoPlace(part: String, destination: String) -> String? {
+        guard rename(part, destination) != 0 else { return nil }
+        let failure = POSIXFailure(operation: "rename \(part) to", path: destination)
+        var info = stat()
+        if lstat(destination, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+            return "the destination \(destination) is a folder; the download is kept in \(part). "
+                + "Remove the folder or give the job another \"dest\", then `transferd retry`"
+        }
+        return "\(failure); the download is kept in \(part)"
+    }
+
+    private func recordDone(_ batch: [PendingDone], renameFailures: [String: String], into summary: inout RunSummary) {
         for item in batch {
             let record = item.job.record
             changedSources.insert(record.sourceFile)
+            if let reason = renameFailures[record.id] {
+                summary.failed += 1
+                onEvent(Self.finishedEvent(record, state: .failed, bytes: nil, elapsed: item.elapsed, error: reason))
+                continue
+            }
             summary.done += 1
             onEvent(Self.finishedEvent(record, state: .done, bytes: item.result.size, elapsed: item.elapsed,
                                        sha256: item.result.sha256, skipped: item.result.skipped))
         }
     }
 
-    /// Creates a destination folder once per run.
-    func ensureFolder(_ path: String) throws {
-        guard !folders.withLock({ $0.contains(path) }) else { return }
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        folders.withLock { _ = $0.insert(path) }
+    /// Creates a destination's folders inside the root, through no symbolic link
+    /// (`ConfinedPath`); each folder once per run.
+    func ensureFolder(of destination: String) throws {
+        let folder = (destination as NSString).deletingLastPathComponent
+        guard !folders.withLock({ $0.contains(folder) }) else { return }
+        try ConfinedPath.check(destination, root: layout.root, create: true)
+        folders.withLock { _ = $0.insert(folder) }
     }
 
     /// Jobs an earlier run left `finishing`: rename what is still at the partial path, then done.
@@ -309,11 +363,13 @@ public final class QueueRunner: @unchecked Sendable {
         for job in jobs {
             guard let destination = job.spec.destination else { continue }
             let part = destination + ".part"
-            if FileManager.default.fileExists(atPath: part) && rename(part, destination) != 0 {
-                throw POSIXFailure(operation: "rename \(part) to", path: destination)
+            changedSources.insert(job.sourceFile)
+            if FileManager.default.fileExists(atPath: part), let reason = Self.moveIntoPlace(part: part, destination: destination) {
+                // Fails alone, with the reason: it must not stop this run or the next.
+                try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
+                continue
             }
             finished.append((job.id, job.bytesTotal ?? job.bytesDone, job.sha256))
-            changedSources.insert(job.sourceFile)
         }
         try store.finishDone(finished, at: Date())
     }

@@ -14,6 +14,14 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     private let lock = NSLock()
 
     public init(path: String) throws {
+        // Owner only: the store holds URLs and headers as the jobs wrote them (a token in a
+        // query, say). SQLite gives its -wal and -shm files the database file's mode.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            fchmod(fd, 0o600)
+            close(fd)
+        }
+        for companion in [path + "-wal", path + "-shm"] { chmod(companion, 0o600) }
         database = try SQLiteDatabase(path: path)
         try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         try migrate()
@@ -239,7 +247,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     try database.query("""
                         UPDATE jobs SET state = 'done', last_error = NULL, bytes_done = ?, bytes_total = ?, sha256 = ?,
                             finished_at = ?, speed = NULL, next_attempt_at = NULL, checkpoint = NULL, cancel_requested = 0
-                        WHERE id = ?
+                        WHERE id = ? AND state != 'cancelled'
                         """, [.integer(job.bytes), .integer(job.bytes), SQLValue(job.sha256),
                               .real(date.timeIntervalSince1970), .text(job.id)])
                 }
@@ -393,7 +401,11 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                                        [.real(Date().timeIntervalSince1970), .text(id)])
                 case .running:
                     try database.query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", [.text(id)])
-                case .done, .failed, .cancelled, .finishing:
+                case .finishing:
+                    // Complete but not yet renamed: the partial file stays, the job ends here.
+                    try database.query("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
+                                       [.real(Date().timeIntervalSince1970), .text(id)])
+                case .done, .failed, .cancelled:
                     break
                 }
                 return state

@@ -2,6 +2,11 @@ import Foundation
 
 /// Sizes with binary suffixes: `1024`, `500K`, `10M`, `1.5G` (K = 1024).
 public enum ByteSize {
+    /// The largest size accepted: 2^60 bytes (1 EiB). Anything above is a
+    /// typo or an attack, and `Int64(Double)` traps past `Int64.max`.
+    public static let maximum: Int64 = 1 << 60
+
+    /// The size in bytes, or nil for text that is not a finite size from 0 to `maximum`.
     public static func parse(_ text: String) -> Int64? {
         var digits = text.trimmingCharacters(in: .whitespaces).uppercased()
         if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B") { digits.removeLast() }
@@ -11,7 +16,12 @@ public enum ByteSize {
             multiplier = factor
             digits.removeLast()
         }
-        guard let number = Double(digits), number >= 0 else { return nil }
-        return Int64(number * multiplier)
+        // Only decimal digits, one point and an exponent: Double(String) also reads
+        // "inf", "nan" and hexadecimal floats, which are no sizes.
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) || $0 == 0x2E || $0 == 0x45 || $0 == 0x2B || $0 == 0x2D }),
+              let number = Double(digits), number.isFinite, number >= 0 else { return nil }
+        let bytes = number * multiplier
+        guard bytes.isFinite, bytes <= Double(maximum) else { return nil }
+        return Int64(bytes)
     }
 }

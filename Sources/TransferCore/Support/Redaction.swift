@@ -48,9 +48,14 @@ public enum Redaction {
     /// Headers whose values are URLs (a redirect may point at a presigned URL).
     static let urlHeaders: Set<String> = ["location", "content-location"]
 
+    /// Whether a header with this (lower-case) name carries a secret.
+    static func isSecretHeaderName(_ lowered: String) -> Bool {
+        secretHeaders.contains(lowered) || secretWords.contains(where: { lowered.contains($0) })
+    }
+
     public static func headerValue(name: String, value: String) -> String {
         let lowered = name.lowercased()
-        if secretHeaders.contains(lowered) || secretWords.contains(where: { lowered.contains($0) }) { return "REDACTED" }
+        if isSecretHeaderName(lowered) { return "REDACTED" }
         if urlHeaders.contains(lowered), let url = URL(string: value) { return Redaction.url(url) }
         return scrub(value)
     }
@@ -61,6 +66,11 @@ public enum Redaction {
     public static func registerSecret(_ value: String) {
         guard value.count >= 4 else { return }
         knownSecrets.withLock { _ = $0.insert(value) }
+    }
+
+    /// Whether `text` holds a registered secret.
+    static func containsRegisteredSecret(_ text: String) -> Bool {
+        knownSecrets.current.contains { text.contains($0) }
     }
 
     /// `text` with every registered secret replaced by `REDACTED`.

@@ -53,6 +53,47 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
             && zip(lhs.fields, rhs.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
     }
 
+    /// What makes `name: value` unfit to send, if anything: a name that is not
+    /// an RFC 9110 token, or a value with CR, LF, NUL or another control
+    /// character (tab aside). Either would let a job add header lines of its
+    /// own choosing, or be cut short by a C string.
+    public static func problem(name: String, value: String) -> String? {
+        if name.isEmpty { return "an empty header name" }
+        let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
+        if let bad = name.utf8.first(where: { byte in
+            !((byte >= 0x30 && byte <= 0x39) || ((byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x7A) || tokenSymbols.contains(byte))
+        }) {
+            return "the header name \"\(Self.visible(name))\" contains \(Self.describe(byte: bad)), which a header name may not"
+        }
+        if let bad = value.utf8.first(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            return "the value of \(name) contains \(Self.describe(byte: bad)), which a header value may not"
+        }
+        return nil
+    }
+
+    /// The first problem among `fields` (see `problem(name:value:)`).
+    public var problem: String? {
+        for field in fields { if let problem = Self.problem(name: field.name, value: field.value) { return problem } }
+        return nil
+    }
+
+    private static func describe(byte: UInt8) -> String {
+        switch byte {
+        case 0x0D: return "a carriage return (CR)"
+        case 0x0A: return "a line feed (LF)"
+        case 0x00: return "a NUL byte"
+        case 0x20: return "a space"
+        case 0x3A: return "a colon"
+        case ..<0x20, 0x7F: return "the control character 0x\(String(byte, radix: 16))"
+        default: return "the character \"\(String(decoding: [byte], as: UTF8.self))\""
+        }
+    }
+
+    /// Text with control characters shown as `?`, for messages.
+    static func visible(_ text: String) -> String {
+        String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+    }
+
     /// Parses one raw header line (`Name: value`), as received from a server.
     /// Returns nil for status lines, blank lines and malformed lines.
     static func parseLine(_ line: String) -> (String, String)? {

@@ -44,8 +44,13 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
     /// Cap the receive rate of one exchange.
     public static let receiveRateLimit = TransportCapabilities(rawValue: 1 << 5)
 
+    /// Receive a body sent with a Content-Encoding as the bytes the server counted
+    /// (URLSession decodes it, so its length and checksums cannot be checked).
+    public static let encodedBodyAsSent = TransportCapabilities(rawValue: 1 << 6)
+
     public static let all: TransportCapabilities = [.customCA, .insecureTLS, .publicKeyPinning,
-                                                     .fileRegionBody, .backpressure, .receiveRateLimit]
+                                                     .fileRegionBody, .backpressure, .receiveRateLimit,
+                                                     .encodedBodyAsSent]
 
     static let names: [(TransportCapabilities, String)] = [
         (.customCA, "custom CA bundle (--cacert)"),
@@ -54,6 +59,7 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
         (.fileRegionBody, "file-region request bodies without a temporary copy"),
         (.backpressure, "network backpressure"),
         (.receiveRateLimit, "per-transfer rate limit"),
+        (.encodedBodyAsSent, "content-encoded bodies saved as sent"),
     ]
 
     public var description: String {
@@ -202,6 +208,10 @@ public struct TransferOutcome: Sendable {
 extension Transport {
     /// Throws `TransportError.unsupported` when this backend cannot honour the request.
     public func checkSupports(_ request: TransferRequest) throws {
+        // A header with CR, LF or NUL would add lines of its own or be cut short: never sent.
+        if let problem = request.headers.problem {
+            throw TransportError(.unsupported, url: request.url, message: "refused to send the request: \(problem)")
+        }
         let missing = request.requiredCapabilities.subtracting(capabilities)
         guard missing.isEmpty else {
             throw TransportError(.unsupported, url: request.url,

@@ -21,6 +21,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         case cancelled
         /// The backend cannot do what the request needs.
         case unsupported
+        /// A redirect to a URL transferd does not follow (not http or https).
+        case redirectRefused
         /// The server sent something that is not valid HTTP.
         case protocolError
         /// Anything else.

@@ -78,8 +78,9 @@ struct ParsedArguments {
 
     func seconds(_ key: String) throws -> Double? {
         guard let text = value(key) else { return nil }
-        guard let number = Double(text), number > 0 else {
-            throw UsageError("\(key) must be a number of seconds above 0, not '\(text)'")
+        // Finite and at most a year: `Int(seconds * 1000)` traps on inf and 1e300.
+        guard let number = Double(text), number.isFinite, number > 0, number <= 31_536_000 else {
+            throw UsageError("\(key) must be a number of seconds above 0 and at most 31536000 (a year), not '\(text)'")
         }
         return number
     }

@@ -59,6 +59,9 @@ enum GetCommand {
         let text = arguments.positionals[0]
         var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
         var url: URL
+        if text.hasPrefix("s3://"), let problem = S3Location.downloadProblem(text) {
+            throw UsageError(problem)
+        }
         if let location = S3Location(text) {
             let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
                                                             region: arguments.value("--region"),
@@ -101,8 +104,7 @@ enum GetCommand {
 
     /// `-o` as given, a file named after the URL inside `-o` when it is a directory, or in the current directory.
     static func destination(for url: URL, output: String?) throws -> String {
-        var name = url.lastPathComponent
-        if name.isEmpty || name == "/" { name = "index.html" }
+        let name = URLFileName.of(url)
         guard let output else { return name }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {

@@ -15,7 +15,7 @@ enum QueueCommands {
         return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json | --watch]",
                        summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
             let layout = QueueFlags.layout(arguments)
-            let store = try QueueFlags.openStore(layout)
+            let store = try QueueFlags.openStore(layout, forReading: true)
             if arguments.has("--watch") {
                 let interval = try arguments.seconds("--interval") ?? 0.5
                 return try StatusWatch(store: store, layout: layout, interval: interval,

@@ -11,8 +11,12 @@ enum QueueFlags {
         return QueueLayout(directory: directory, root: arguments.value("--root"))
     }
 
-    static func openStore(_ layout: QueueLayout) throws -> SQLiteQueueStore {
-        try layout.prepare()
+    /// - Parameter forReading: only to look (`status`): a store that exists is
+    ///   opened as it is, so a read-only queue folder can still be looked at.
+    static func openStore(_ layout: QueueLayout, forReading: Bool = false) throws -> SQLiteQueueStore {
+        if !(forReading && FileManager.default.fileExists(atPath: layout.database)) {
+            try layout.prepare()
+        }
         return try SQLiteQueueStore(path: layout.database)
     }
 }

@@ -48,8 +48,10 @@ enum TransferFlags {
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
                 throw UsageError("--header needs 'NAME: VALUE', not '\(line)'")
             }
-            headers.add(String(line[..<colon]).trimmingCharacters(in: .whitespaces),
-                        String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+            let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+            let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            if let problem = HTTPHeaders.problem(name: name, value: value) { throw UsageError("--header: \(problem)") }
+            headers.add(name, value)
         }
         return headers
     }

@@ -32,7 +32,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             lines.append("ingested \(files) file\(files == 1 ? "" : "s"): \(jobs) new job\(jobs == 1 ? "" : "s")")
             for problem in rejected.flatMap(\.problems) { lines.append("REJECTED \(problem)") }
         case .started(let start):
-            var line = "start   \(start.id)  \(start.url)"
+            var line = "start   \(start.id)  \(Text.sanitized(start.url))"
             if start.bytesDone > 0 { line += "  (resuming at \(Format.bytes(start.bytesDone)))" }
             lines.append(line)
         case .progress:

@@ -53,7 +53,7 @@ struct RunReport {
         if !failures.isEmpty {
             lines.append(style.red("Failed") + " (\(failures.count)):")
             for failure in failures.prefix(maxFailuresListed) {
-                lines.append("  \(failure.id)  \(failure.url)")
+                lines.append("  \(failure.id)  \(Text.sanitized(failure.url))")
                 lines.append("    \(Text.sanitized(failure.error ?? "unknown error"))")
                 lines.append("    fix the cause, then: transferd retry \(failure.id)")
             }

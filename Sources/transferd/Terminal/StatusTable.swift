@@ -15,14 +15,15 @@ enum StatusTable {
         for job in jobs {
             let progress = progressText(job)
             let speed = job.state == .running && (job.speed ?? 0) > 0 ? rate(job.speed!) : ""
-            var detail = job.spec.destination ?? job.spec.url
+            var detail = job.spec.destination ?? Redaction.url(string: job.spec.url)
             if let error = job.lastError, job.state != .done {
                 detail = job.state == .waiting && job.nextAttemptAt != nil
                     ? "retry in \(max(0, Int(job.nextAttemptAt!.timeIntervalSinceNow.rounded(.up)))) s: \(error)" : error
             }
             let line = pad(job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
                 + pad(speed, 11) + "  " + detail
-            lines.append(String(line.prefix(max(40, width))))
+            // File names, URLs and server messages may hold escape sequences: shown as `?`.
+            lines.append(String(Text.sanitized(line).prefix(max(40, width))))
         }
         return lines.joined(separator: "\n") + "\n"
     }
@@ -36,11 +37,12 @@ enum StatusTable {
     }
 
     static func json(_ job: JobRecord) -> String {
-        var object: [String: Any] = ["id": job.id, "state": job.state.rawValue, "url": job.spec.url,
+        // Redacted as in every other view: user info and secret query values.
+        var object: [String: Any] = ["id": job.id, "state": job.state.rawValue, "url": Redaction.url(string: job.spec.url),
                                      "bytes_done": job.bytesDone, "attempts": job.attempts, "priority": job.spec.priority]
         object["destination"] = job.spec.destination
         object["bytes_total"] = job.bytesTotal
-        object["last_error"] = job.lastError
+        object["last_error"] = job.lastError.map(Redaction.scrub)
         object["sha256"] = job.sha256
         object["speed"] = job.speed
         object["next_attempt_at"] = job.nextAttemptAt.map { ISO8601DateFormatter().string(from: $0) }

@@ -11,6 +11,9 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     public var plan: SegmentPlan
     /// False once the server showed it ignores Range requests.
     public var rangesSupported: Bool
+    /// The most bytes this download ever had on disk (see the retry budget in
+    /// `RetryPolicy`); absent in checkpoints from before it was kept.
+    public var furthest: Int64?
 
     public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
         self.version = Self.currentVersion
@@ -61,7 +64,8 @@ public struct FileCheckpointStore: CheckpointStore {
 enum AtomicFile {
     static func write(_ data: Data, to path: String) throws {
         let temporary = path + ".\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // Owner only: a checkpoint names the URL, which may carry a token.
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFailure(operation: "create", path: temporary) }
         let written = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
         guard written == data.count, fsync(fd) == 0 else {

@@ -66,6 +66,7 @@ public final class DownloadEngine: @unchecked Sendable {
                     throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: restarts)
                 }
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
+                state.forgetFurthest()
             } catch {
                 // Keep what is on disk for the next run.
                 try? saveCheckpoint(state)
@@ -234,7 +235,7 @@ public final class DownloadEngine: @unchecked Sendable {
         var failures = options.priorFailures
         while !state.segment(index).isComplete {
             let segment = state.segment(index)
-            let writtenBefore = state.plan.bytesWritten
+            let furthestBefore = state.furthest
             var headers = options.headers
             let span = [requestWindow, firstExchangeOnly ? options.minSegmentSize : nil].compactMap { $0 }.min()
             let sendRange = state.rangesSupported && (segment.offset > 0 || state.plan.isSegmented || span != nil)
@@ -271,11 +272,15 @@ public final class DownloadEngine: @unchecked Sendable {
             } catch {
                 try? sink.flush()
                 if case DownloadSignal.restart = error { throw error }
-                let madeProgress = state.plan.bytesWritten > writtenBefore
+                // Progress is new ground: bytes fetched again after a restart from 0 do not count,
+                // nor do other segments' bytes (a segment only moves forward).
+                let madeProgress = state.plan.isSegmented ? state.segment(index).offset > segment.offset
+                    : state.furthest > furthestBefore
                 failures = madeProgress ? 1 : failures + 1
                 let (failure, described) = classify(error, sink: sink)
                 switch options.retry.decide(failure, attempt: failures, madeProgress: madeProgress) {
-                case .retry(let delay) where delay > 0 && !options.retryInPlace:
+                // After progress the pause is short: the job keeps its slot and resumes in place.
+                case .retry(let delay) where delay > 0 && !madeProgress && !options.retryInPlace:
                     throw DownloadDeferred(delay: delay, reason: described, failures: failures)
                 case .retry(let delay):
                     onEvent(.retrying(attempt: failures, delay: delay, reason: described,

@@ -49,11 +49,29 @@ final class DownloadSink: ResponseSink {
     func receive(head: ResponseHead) throws {
         let responseValidators = ResponseValidators(headers: head.headers)
         allocateBuffer(expected: head.headers["Content-Length"].flatMap(Int64.init))
-        switch head.status {
+        let contentRange = head.headers["Content-Range"]
+        var status = head.status
+        if status == 200, let contentRange {
+            // Some S3 servers answer a range request with 200 and the range's bytes: taken as
+            // the range when everything agrees with what was asked, never as the whole file.
+            guard sentRange, let range = ContentRange(header: contentRange), range.first == requestedOffset else {
+                throw TransportError(.protocolError, url: head.url, message:
+                    "the server answered 200 with Content-Range: \(HTTPHeaders.visible(contentRange)) to "
+                    + (sentRange ? "a request for bytes from \(requestedOffset)" : "a request for the whole file")
+                    + "; a part of the file is not saved as the whole")
+            }
+            status = 206
+        }
+        switch status {
         case 206:
-            guard let range = head.headers["Content-Range"].flatMap(ContentRange.init(header:)) else {
+            guard let range = contentRange.flatMap(ContentRange.init(header:)) else {
                 throw DownloadSignal.restart(reason: "206 without a usable Content-Range")
             }
+            if let length = head.headers["Content-Length"].flatMap(Int64.init), length != range.last - range.first + 1 {
+                throw TransportError(.protocolError, url: head.url, message:
+                    "Content-Length \(length) disagrees with Content-Range bytes \(range.first)-\(range.last) (\(range.last - range.first + 1) bytes)")
+            }
+
             guard range.first == requestedOffset else {
                 throw DownloadSignal.restart(reason: "the server sent bytes from \(range.first), not \(requestedOffset)")
             }

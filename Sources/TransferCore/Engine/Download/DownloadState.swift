@@ -18,6 +18,10 @@ final class DownloadState: @unchecked Sendable {
         var reserved: Int64 = 0
         /// Bytes written since the last checkpoint.
         var sinceCheckpoint: Int64 = 0
+        /// The most bytes the partial file ever held for this remote version: only
+        /// bytes beyond it are progress (a server that cannot resume sends the
+        /// same first bytes again and again).
+        var furthest: Int64
     }
 
     var writeBufferSize = 1 << 20
@@ -33,8 +37,15 @@ final class DownloadState: @unchecked Sendable {
         self.partPath = partPath
         self.url = url
         fields = Locked(Fields(plan: checkpoint.plan, validators: checkpoint.validators,
-                               rangesSupported: checkpoint.rangesSupported))
+                               rangesSupported: checkpoint.rangesSupported,
+                               furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten)))
     }
+
+    /// See `Fields.furthest`.
+    var furthest: Int64 { fields.withLock { $0.furthest } }
+
+    /// Forgets the furthest offset: a new remote version starts from nothing.
+    func forgetFurthest() { fields.withLock { $0.furthest = 0 } }
 
     var plan: SegmentPlan { fields.withLock { $0.plan } }
     var validators: ResponseValidators { fields.withLock { $0.validators } }
@@ -45,8 +56,10 @@ final class DownloadState: @unchecked Sendable {
 
     func checkpoint() -> DownloadCheckpoint {
         fields.withLock {
-            DownloadCheckpoint(url: url.absoluteString, validators: $0.validators, plan: $0.plan,
-                               rangesSupported: $0.rangesSupported)
+            var checkpoint = DownloadCheckpoint(url: url.absoluteString, validators: $0.validators, plan: $0.plan,
+                                                rangesSupported: $0.rangesSupported)
+            checkpoint.furthest = $0.furthest
+            return checkpoint
         }
     }
 
@@ -54,6 +67,7 @@ final class DownloadState: @unchecked Sendable {
         let due = fields.withLock { fields -> Bool in
             fields.plan.recordWritten(count, segment: index)
             fields.sinceCheckpoint += count
+            fields.furthest = max(fields.furthest, fields.plan.bytesWritten)
             // A finished segment needs no checkpoint of its own: the file is about to be finalised or
             // another checkpoint will carry it.
             guard !fields.plan.segments[index].isComplete else { return false }

@@ -15,9 +15,15 @@ import Foundation
 ///
 /// A `Retry-After` from the server (seconds or HTTP-date) replaces the computed
 /// delay, up to `maxRetryAfter`; asking for longer fails with the server's wish
-/// in the message. An attempt that moved bytes resets the count and resumes at
-/// once: a connection that drops every few MiB still finishes, and only
-/// consecutive failures without progress use up attempts.
+/// in the message.
+///
+/// Progress means new bytes beyond the furthest offset the job ever reached
+/// (bytes fetched again after a server that cannot resume are no progress).
+/// An attempt that made progress resets the count and waits `progressDelay`
+/// (0.1 s ± jitter): a connection that drops every few MiB still finishes,
+/// without hammering the server. Every other failed attempt uses one up and
+/// backs off as in the table, whatever its cause, so a server that never lets
+/// a job progress fails it after `maxAttempts` attempts.
 public struct RetryPolicy: Sendable, Equatable {
     public var maxAttempts: Int
     public var baseDelay: TimeInterval
@@ -26,6 +32,8 @@ public struct RetryPolicy: Sendable, Equatable {
     /// Fraction of the delay added or removed at random.
     public var jitter: Double
     public var maxRetryAfter: TimeInterval
+    /// The pause after an attempt that made progress (jittered like the others).
+    public var progressDelay: TimeInterval = 0.1
 
     public static let `default` = RetryPolicy()
 
@@ -47,7 +55,7 @@ public struct RetryPolicy: Sendable, Equatable {
     /// - Parameters:
     ///   - failure: what went wrong.
     ///   - attempt: how many attempts without progress have failed so far, this one included (1-based).
-    ///   - madeProgress: whether this attempt moved any bytes.
+    ///   - madeProgress: whether this attempt reached bytes beyond the furthest offset before it.
     ///   - random: a value in 0..<1 for the jitter (injected for tests).
     public func decide(_ failure: Failure, attempt: Int, madeProgress: Bool = false, now: Date = Date(),
                        random: Double = Double.random(in: 0..<1)) -> Decision {
@@ -57,14 +65,18 @@ public struct RetryPolicy: Sendable, Equatable {
         case .immediately:
             return .retry(after: 0)
         case .withBackoff(let retryAfter):
-            if madeProgress && retryAfter == nil { return .retry(after: 0) }
+            if madeProgress && retryAfter == nil {
+                return .retry(after: progressDelay * (1 + jitter * (random * 2 - 1)))
+            }
             guard attempt < maxAttempts else {
                 return .giveUp(reason: "gave up after \(attempt) attempt\(attempt == 1 ? "" : "s")")
             }
             if let retryAfter {
                 let wait = retryAfter.delay(from: now)
                 guard wait <= maxRetryAfter else {
-                    return .giveUp(reason: "the server asked to retry in \(Int(wait)) s, more than the \(Int(maxRetryAfter)) s allowed")
+                    // Not Int(wait): a Retry-After near Int.max seconds is past Int's range as a Double.
+                    let asked = String(format: "%.0f", wait.rounded(.down))
+                    return .giveUp(reason: "the server asked to retry in \(asked) s, more than the \(Int(maxRetryAfter)) s allowed")
                 }
                 return .retry(after: max(0, wait))
             }
@@ -106,6 +118,8 @@ extension RetryPolicy {
                     return .never("TLS failure")
                 case .tooManyRedirects:
                     return .never("too many redirects")
+                case .redirectRefused:
+                    return .never("redirect refused")
                 case .cancelled:
                     return .never("cancelled")
                 case .unsupported:

@@ -42,6 +42,8 @@ public final class S3DirectoryUpload: @unchecked Sendable {
     }
 
     /// The regular files under the directory, as sorted relative paths.
+    /// Symbolic links are skipped, and so is whatever lies behind a linked folder:
+    /// a folder upload sends what is in the folder, not what links point at.
     func files() throws -> [String] {
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
             throw UploadError.local(POSIXFailure(operation: "list", path: directory))
@@ -49,7 +51,9 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         var found: [String] = []
         while let relative = enumerator.nextObject() as? String {
             var info = stat()
-            if stat((directory as NSString).appendingPathComponent(relative), &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+            let path = (directory as NSString).appendingPathComponent(relative)
+            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+               (try? ConfinedPath.check(path, root: directory, create: false, finalMustNotBeLink: true)) != nil {
                 found.append(relative)
             }
         }

@@ -122,6 +122,7 @@ public final class S3MultipartUpload: @unchecked Sendable {
 
     public func run() async throws -> S3UploadResult {
         let started = Date()
+        let fingerprint = try SourceFingerprint(path: options.source)
         var info = stat()
         guard stat(options.source, &info) == 0 else { throw UploadError.local(POSIXFailure(operation: "read", path: options.source)) }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
@@ -138,6 +139,7 @@ public final class S3MultipartUpload: @unchecked Sendable {
             let events = onEvent
             let etag = try await client.putObject(bucket: options.bucket, key: options.key, path: options.source, length: size,
                                                   md5: md5, contentType: contentType) { events(.progress(sent: $0, totalSize: size)) }
+            try fingerprint.check(options.source)
             guard Self.unquote(etag) == md5.hexString else {
                 throw S3Error.verification("the object's ETag \(etag) does not match the file's MD5 \(md5.hexString)")
             }
@@ -164,6 +166,8 @@ public final class S3MultipartUpload: @unchecked Sendable {
                 }
                 for _ in 0..<options.partsInFlight { launch() }
                 while let (number, part) = try await group.next() {
+                    // A part read from another version of the file is never recorded.
+                    try fingerprint.check(options.source)
                     checkpoint.parts[number] = part
                     try save(checkpoint)
                     launch()
@@ -184,6 +188,8 @@ public final class S3MultipartUpload: @unchecked Sendable {
             // A permanent failure: leave no orphaned parts behind.
             try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: checkpoint.uploadID)
             try? state.remove()
+            // A file changed mid-upload makes parts fail their digests: say why.
+            try fingerprint.check(options.source)
             throw error
         }
     }

@@ -80,8 +80,11 @@ public final class UploadEngine: @unchecked Sendable {
         let started = Date()
         var headers = options.headers
         let body: RequestBody
+        /// The files sent, as they were before the first byte was read.
+        var sources: [(path: String, fingerprint: SourceFingerprint)] = []
         switch options.body {
         case .file(let path):
+            sources.append((path, try SourceFingerprint(path: path)))
             var info = stat()
             guard stat(path, &info) == 0 else { throw UploadError.local(POSIXFailure(operation: "read", path: path)) }
             guard (info.st_mode & S_IFMT) == S_IFREG else {
@@ -103,6 +106,7 @@ public final class UploadEngine: @unchecked Sendable {
                 }
             }
         case .form(let form):
+            for file in form.files { sources.append((file.path, try SourceFingerprint(path: file.path))) }
             do { body = try form.body() } catch let error as POSIXFailure { throw UploadError.local(error) }
             headers.set("Content-Type", form.contentType)
         }
@@ -120,6 +124,7 @@ public final class UploadEngine: @unchecked Sendable {
             var described = ""
             do {
                 let outcome = try await transport.execute(request, sink: sink)
+                for source in sources { try source.fingerprint.check(source.path) }
                 if (200..<300).contains(outcome.head.status) {
                     return UploadResult(status: outcome.head.status, bytesSent: total, attempts: attempt,
                                         elapsed: Date().timeIntervalSince(started), responseBody: sink.body,
@@ -155,6 +160,8 @@ public enum UploadError: Error, CustomStringConvertible, Sendable {
     case transport(TransportError, reason: String)
     case local(POSIXFailure)
     case verification(String)
+    /// The local file changed while it was being sent.
+    case sourceChanged(path: String, detail: String)
 
     public var description: String {
         switch self {
@@ -167,6 +174,9 @@ public enum UploadError: Error, CustomStringConvertible, Sendable {
             return failure.description
         case .verification(let message):
             return message
+        case .sourceChanged(let path, let detail):
+            return "\(path) changed while it was being uploaded (\(detail)), so the server may hold a mix of old and new bytes; "
+                + "upload a copy that nothing writes to, or retry once the file is complete"
         }
     }
 }

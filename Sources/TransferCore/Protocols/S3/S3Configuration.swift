@@ -83,6 +83,17 @@ public struct S3Location: Sendable, Equatable {
         key = String(rest[rest.index(after: slash)...])
         guard !key.isEmpty else { return nil }
     }
+
+    /// Why `text` cannot be downloaded as one object: no key, or a key ending
+    /// in `/` (a prefix: S3 would answer with an empty "folder" object or an
+    /// error, and either must not be saved as a file).
+    public static func downloadProblem(_ text: String) -> String? {
+        guard let location = S3Location(text) else { return "\(text) names a bucket, not an object" }
+        if location.key.hasSuffix("/") {
+            return "\(text) names a prefix (it ends with /), not an object; downloading a whole prefix is not supported yet"
+        }
+        return nil
+    }
 }
 
 /// The sections of an AWS-style INI file (`[name]` then `key = value`).

@@ -24,6 +24,8 @@ final class CurlExchange {
     private var lastActivity = DispatchTime.now()
     private var lastCounts: (Int64, Int64) = (-1, -1)
     private var idleTimedOut = false
+    /// Set when the answer is a redirect: the transport follows it by `RedirectPolicy`, not libcurl.
+    private(set) var redirect: (status: Int, location: String)?
 
     init(request: TransferRequest, sink: ResponseSink) throws {
         guard let easy = curl_easy_init() else {
@@ -55,8 +57,12 @@ final class CurlExchange {
         setString(CURLOPT_URL, request.url.absoluteString)
         setLong(CURLOPT_NOSIGNAL, 1)
         setLong(CURLOPT_TCP_KEEPALIVE, 1)
-        setLong(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
-        setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
+        // Redirects are followed by CurlTransport under RedirectPolicy (which headers go
+        // to another host): libcurl would forward every custom header to any host.
+        setLong(CURLOPT_FOLLOWLOCATION, 0)
+        // Nothing but HTTP(S), even if a URL or a future option says otherwise.
+        setString(CURLOPT_PROTOCOLS_STR, "http,https")
+        setString(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         setLong(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         setLong(CURLOPT_BUFFERSIZE, 256 * 1024)
         tdc_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
@@ -149,6 +155,8 @@ final class CurlExchange {
     func handleBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         do {
             try deliverHeadIfNeeded()
+            // A redirect's body is not the answer: read and dropped.
+            if redirect != nil { return bytes.count }
             try sink.receive(body: bytes)
             bytesReceived += Int64(bytes.count)
             return bytes.count
@@ -195,6 +203,10 @@ final class CurlExchange {
         let headers = HTTPHeaders(headerLines.compactMap(HTTPHeaders.parseLine))
         let received = ResponseHead(status: status, headers: headers, url: url)
         head = received
+        if RedirectPolicy.statuses.contains(status), let location = headers["Location"], !location.isEmpty {
+            redirect = (status, location)
+            return
+        }
         try sink.receive(head: received)
     }
 

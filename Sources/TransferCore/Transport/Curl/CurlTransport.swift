@@ -34,10 +34,23 @@ public final class CurlTransport: Transport, @unchecked Sendable {
         String(cString: curl_version())
     }
 
+    /// Runs the request, following redirects by `RedirectPolicy`.
     public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
         try checkSupports(request)
+        var current = request
+        var hops = 0
+        while true {
+            let exchange = try CurlExchange(request: current, sink: sink)
+            let outcome = try await run(exchange)
+            guard let redirect = exchange.redirect else { return outcome }
+            hops += 1
+            current = try RedirectPolicy.next(after: current, original: request, status: redirect.status,
+                                              location: redirect.location, hops: hops).get()
+        }
+    }
+
+    private func run(_ exchange: CurlExchange) async throws -> TransferOutcome {
         try Task.checkCancellation()
-        let exchange = try CurlExchange(request: request, sink: sink)
         let loop = loops.min { $0.activeCount < $1.activeCount }!
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransferOutcome, Error>) in

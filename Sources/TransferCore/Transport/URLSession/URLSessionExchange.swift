@@ -22,10 +22,15 @@ final class URLSessionExchange: @unchecked Sendable {
     private(set) var head: ResponseHead?
     private(set) var bytesReceived: Int64 = 0
     var redirects = 0
+    /// The request as the last redirect left it (`RedirectPolicy`).
+    var current: TransferRequest
     var redirectLimitExceeded = false
+    /// Why a redirect was not followed (`RedirectPolicy`), reported instead of the 3xx.
+    var refusedRedirect: TransportError?
 
     init(request: TransferRequest, sink: ResponseSink, task: URLSessionTask) {
         self.request = request
+        self.current = request
         self.sink = sink
         self.task = task
     }
@@ -47,6 +52,10 @@ final class URLSessionExchange: @unchecked Sendable {
             cancel(because: .tooManyRedirects)
             return false
         }
+        if let refusedRedirect {
+            cancel(because: .sinkFailed(refusedRedirect))
+            return false
+        }
         guard let http = response as? HTTPURLResponse else {
             cancel(because: .sinkFailed(TransportError(.protocolError, url: request.url, message: "not an HTTP response")))
             return false
@@ -57,6 +66,15 @@ final class URLSessionExchange: @unchecked Sendable {
         }
         let received = ResponseHead(status: http.statusCode, headers: headers, url: http.url ?? request.url)
         head = received
+        if let encoding = headers["Content-Encoding"], encoding.lowercased() != "identity", request.method.uppercased() != "HEAD" {
+            // URLSession decodes such a body and hands over other bytes than the server counted:
+            // nothing could check them against Content-Length or the server's checksums.
+            cancel(because: .sinkFailed(TransportError(.unsupported, url: request.url, message:
+                "the server sent the body with Content-Encoding: \(HTTPHeaders.visible(encoding)) although transferd asked for identity; "
+                + "the urlsession backend can only see the decoded bytes, which nothing can check. "
+                + "Use --transport curl (it saves the bytes as sent, checked against Content-Length)")))
+            return false
+        }
         do {
             try sink.receive(head: received)
             return true

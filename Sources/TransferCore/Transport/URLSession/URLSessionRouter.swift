@@ -30,12 +30,31 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, @unchecked Senda
                     newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
         guard let exchange = exchange(for: task) else { return completionHandler(nil) }
         exchange.redirects += 1
-        if exchange.redirects > exchange.request.maxRedirects {
-            // Not followed: the 3xx becomes the final response, which the exchange refuses.
-            exchange.redirectLimitExceeded = true
-            completionHandler(nil)
-        } else {
-            completionHandler(request)
+        let location = response.value(forHTTPHeaderField: "Location") ?? request.url?.absoluteString ?? ""
+        switch RedirectPolicy.next(after: exchange.current, original: exchange.request, status: response.statusCode,
+                                   location: location, hops: exchange.redirects) {
+        case .success(let next):
+            exchange.current = next
+            // URLSession carries every header of the first request over: send the policy's instead.
+            var followed = request
+            followed.url = next.url
+            followed.httpMethod = next.method
+            if next.body == .none && exchange.current.method != exchange.request.method { followed.httpBody = nil }
+            for field in exchange.request.headers where !next.headers.contains(field.name) {
+                followed.setValue(nil, forHTTPHeaderField: field.name)
+            }
+            completionHandler(followed)
+        case .failure(let error):
+            if error.kind == .tooManyRedirects {
+                // Not followed: the 3xx becomes the final response, which the exchange refuses.
+                exchange.redirectLimitExceeded = true
+                completionHandler(nil)
+            } else {
+                // Not followed: the 3xx becomes the final response, which the exchange refuses with this
+                // error (cancelling here, inside the callback, would trap in FoundationNetworking).
+                exchange.refusedRedirect = error
+                completionHandler(nil)
+            }
         }
     }
 

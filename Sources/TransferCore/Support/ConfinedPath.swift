@@ -1,0 +1,77 @@
+import Foundation
+
+/// Keeps a job's files inside the folder the user chose, by what the path
+/// resolves to rather than by its text.
+///
+/// Job paths are checked lexically at ingest (no `..` out of the root); a
+/// symbolic link inside the root would still lead out of it. Before a job
+/// touches a path, every folder from the root down is opened with
+/// `openat(…, O_NOFOLLOW | O_DIRECTORY)` (missing ones made with `mkdirat`),
+/// so a link anywhere below the root stops the job with a reason. The root
+/// itself may be a link: it is the user's own choice.
+enum ConfinedPath {
+    struct Escape: Error, CustomStringConvertible {
+        let path: String
+        let link: String
+        let root: String
+        var description: String {
+            "\(path) leads through \(link), a symbolic link (or not a folder); job paths must stay inside \(root) without links — "
+                + "use the real folder in the job, or run with --root set to a folder that holds it"
+        }
+    }
+
+    /// Checks (and, with `create`, makes) the folders from `root` down to `path`'s
+    /// parent; with `finalMustNotBeLink`, also refuses a link at `path` itself.
+    static func check(_ path: String, root: String, create: Bool, finalMustNotBeLink: Bool = false) throws {
+        let rootPath = PathNormalization.normalize(root)
+        let full = PathNormalization.normalize(path)
+        let prefix = rootPath == "/" ? "/" : rootPath + "/"
+        guard full.hasPrefix(prefix) else {
+            throw Escape(path: path, link: path, root: rootPath)
+        }
+        let components = full.dropFirst(prefix.count).split(separator: "/").map(String.init)
+        guard !components.isEmpty else { return }
+        var fd = open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw POSIXFailure(operation: "open", path: rootPath) }
+        defer { close(fd) }
+        var walked = rootPath
+        for component in components.dropLast() {
+            walked += (walked.hasSuffix("/") ? "" : "/") + component
+            var next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0 && errno == ENOENT && create {
+                if mkdirat(fd, component, 0o755) != 0 && errno != EEXIST {
+                    throw POSIXFailure(operation: "create folder", path: walked)
+                }
+                next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            }
+            guard next >= 0 else {
+                if errno == ELOOP || errno == ENOTDIR { throw Escape(path: path, link: walked, root: rootPath) }
+                throw POSIXFailure(operation: "open", path: walked)
+            }
+            close(fd)
+            fd = next
+        }
+        if finalMustNotBeLink {
+            var info = stat()
+            if fstatat(fd, components.last!, &info, AT_SYMLINK_NOFOLLOW) == 0 && (info.st_mode & S_IFMT) == S_IFLNK {
+                throw Escape(path: path, link: full, root: rootPath)
+            }
+        }
+    }
+}
+
+/// A file name taken from a URL, safe to use inside a folder.
+public enum URLFileName {
+    /// The URL's last path segment, decoded, with `/`, NUL and control
+    /// characters replaced by `_`; `index.html` when that leaves nothing usable
+    /// (`/`, `.`, `..`). A URL never names a folder to write into: `..%2F..%2Fx`
+    /// becomes `.._.._x`, inside the chosen folder.
+    public static func of(_ url: URL) -> String {
+        let raw = url.lastPathComponent
+        let cleaned = String(raw.unicodeScalars.map { scalar -> Character in
+            scalar == "/" || scalar.value < 0x20 || scalar.value == 0x7F ? "_" : Character(scalar)
+        })
+        if cleaned.isEmpty || cleaned == "." || cleaned == ".." || cleaned == "_" && raw == "/" { return "index.html" }
+        return cleaned
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+@testable import TransferCore
+import TestSupport
+import XCTest
+
+/// The hostile-server matrix: servers that lie, stall, redirect where they
+/// should not or send what was not asked for. Every case runs on both
+/// backends; a fault a backend cannot handle must end in a clear error, never
+/// in a saved file whose bytes were not checked.
+final class HostileServerTests: XCTestCase {
+    let quickRetry = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2)
+
+    func options(_ url: URL, transport: String, connections: Int = 1, headers: HTTPHeaders = [:], idleTimeout: TimeInterval = 10,
+                 function: String = #function) throws -> DownloadOptions {
+        let destination = (try scratchDirectory(function + transport) as NSString).appendingPathComponent("out.bin")
+        return DownloadOptions(url: url, destination: destination, headers: headers, connections: connections,
+                               retry: quickRetry, idleTimeout: idleTimeout)
+    }
+
+    func failure(of options: DownloadOptions, with transport: Transport) async -> Error? {
+        do {
+            _ = try await DownloadEngine(transport: transport, options: options).run()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    // MARK: Retry storms
+
+    func testAShortBodyWithoutRangesFailsAfterTheRetryBudget() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            // 200, Content-Length 1 MiB, half of it, close; no ranges, no validators: forever.
+            let (url, key) = servers.fault("1m.bin", ["ignore_range": "1", "no_validators": "1", "short_by": String(512 << 10),
+                                                      "short_count": "100000"])
+            let options = try options(url, transport: name)
+            let error = await failure(of: options, with: transport)
+            XCTAssertNotNil(error, "\(name): a body that never completes cannot be a success")
+            XCTAssertTrue("\(error!)".contains("gave up after 3 attempts"), "\(name): \(error!)")
+            let requests = try servers.stats(key: key).requests
+            XCTAssertLessThanOrEqual(requests, 3, "\(name): the same half fetched again is no progress (\(requests) requests)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: options.destination), name)
+        }
+    }
+
+    func testAServerThatStallsAfterTenBytesFailsAfterTheRetryBudget() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("1m.bin", ["ignore_range": "1", "no_validators": "1", "stall_after": "10",
+                                                      "stall_seconds": "30", "stall_count": "100000"])
+            let started = Date()
+            let error = await failure(of: try options(url, transport: name, idleTimeout: 1), with: transport)
+            XCTAssertNotNil(error, name)
+            XCTAssertLessThanOrEqual(try servers.stats(key: key).requests, 3, name)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 20, "\(name): gave up in time")
+        }
+    }
+
+    // MARK: Bodies that are not what was asked for
+
+    func testAGzipBodyDespiteIdentityIsSavedAsSentOrRefused() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["gzip": "1"])
+            let options = try options(url, transport: name)
+            do {
+                let result = try await DownloadEngine(transport: transport, options: options).run()
+                XCTAssertTrue(transport.capabilities.contains(.encodedBodyAsSent), "\(name) saved a body it could not check")
+                let saved = try Data(contentsOf: URL(fileURLWithPath: options.destination))
+                XCTAssertEqual(Array(saved.prefix(2)), [0x1F, 0x8B], "\(name): the gzip stream as the server sent it")
+                XCTAssertEqual(Int64(saved.count), result.size, name)
+            } catch {
+                XCTAssertFalse(transport.capabilities.contains(.encodedBodyAsSent), "\(name): \(error)")
+                XCTAssertTrue("\(error)".contains("Content-Encoding: gzip"), "\(name): \(error)")
+                XCTAssertTrue("\(error)".contains("--transport curl"), "\(name): \(error)")
+                XCTAssertFalse(FileManager.default.fileExists(atPath: options.destination), name)
+            }
+        }
+    }
+
+    func testA200WithTheAskedRangeIsTakenAsThatRangeOnly() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("64m.bin", ["range_lie": "1"])
+            let options = try options(url, transport: name, connections: 4)
+            let result = try await DownloadEngine(transport: transport, options: options).run()
+            XCTAssertEqual(result.size, 64 << 20, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
+        }
+    }
+
+    func testALengthThatIsNeverDeliveredIsNeverASuccess() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["length_lie": String((1 << 20) + 1000)])
+            let options = try options(url, transport: name)
+            let error = await failure(of: options, with: transport)
+            XCTAssertNotNil(error, "\(name): 1 MiB announced as 1 MiB + 1000 was saved")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: options.destination), name)
+        }
+    }
+
+    func testAnEndlessBodyStopsWhenCancelled() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["endless": "1"])
+            let options = try options(url, transport: name)
+            let task = Task { try await DownloadEngine(transport: transport, options: options).run() }
+            try await Task.sleep(nanoseconds: 500_000_000)
+            task.cancel()
+            let started = Date()
+            do {
+                _ = try await task.value
+                XCTFail("\(name): an endless body ended")
+            } catch {}
+            XCTAssertLessThan(Date().timeIntervalSince(started), 5, name)
+        }
+    }
+
+    func testAResponseHeaderWithABareCROrNULIsHandled() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            for fault in ["header_crlf", "header_nul"] {
+                let (url, _) = servers.fault("1m.bin", [fault: "1"])
+                let options = try options(url, transport: name, function: fault)
+                // Either outcome is acceptable; a crash or a wrong file is not.
+                if (try? await DownloadEngine(transport: transport, options: options).run()) != nil {
+                    XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "1m.bin"), "\(name) \(fault)")
+                }
+            }
+        }
+    }
+
+    // MARK: Redirects and headers
+
+    func testARedirectToFTPIsRefused() async throws {
+        let servers = try TestServers.current()
+        let ftp = try XCTUnwrap(servers.ftp, "the fault server's FTP responder (TRANSFERD_TEST_FTP)")
+        let before = try servers.stats(key: "ftp").requests
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["redirect_to": ftp.appendingPathComponent("secret.txt").absoluteString])
+            let options = try options(url, transport: name)
+            let error = await failure(of: options, with: transport)
+            XCTAssertNotNil(error, name)
+            let text = "\(error!)"
+            XCTAssertTrue(text.contains("ftp://"), "\(name): \(text)")
+            XCTAssertFalse(text.contains("FTP-SECRET-CONTENT"), "\(name): \(text)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: options.destination), name)
+        }
+        XCTAssertEqual(try servers.stats(key: "ftp").requests, before, "no backend connected to the FTP server")
+    }
+
+    func testCredentialsDoNotFollowARedirectToAnotherHost() async throws {
+        let servers = try TestServers.current()
+        Redaction.registerSecret("env-secret-value-42")
+        let headers: HTTPHeaders = ["Authorization": "Bearer abc", "Cookie": "session=1", "X-Api-Key": "k1",
+                                    "X-Auth-Token": "t1", "X-From-Env": "env-secret-value-42", "X-Plain": "visible"]
+        let port = servers.fault.port!
+        for (name, transport) in Backends.all {
+            for (host, keeps) in [("localhost", false), ("127.0.0.1", true)] {
+                let target = "http://\(host):\(port)/_echo"
+                let (url, _) = servers.fault("1m.bin", ["redirect_to": target])
+                let options = try options(url, transport: name, headers: headers, function: host)
+                _ = try await DownloadEngine(transport: transport, options: options).run()
+                let echo = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: options.destination))) as? [String: Any]
+                let received = try XCTUnwrap(echo?["headers"] as? [String: String], "\(name) \(host)")
+                XCTAssertEqual(received["x-plain"], "visible", "\(name) \(host)")
+                for secret in ["authorization", "cookie", "x-api-key", "x-auth-token", "x-from-env"] {
+                    XCTAssertEqual(received[secret] != nil, keeps, "\(name): \(secret) to \(host): \(received)")
+                }
+            }
+        }
+    }
+
+    func testHeadersWithLineBreaksAreNeverSent() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("1m.bin")
+            let options = try options(url, transport: name, headers: ["X-A": "v\r\nX-Injected: yes"])
+            let error = await failure(of: options, with: transport)
+            XCTAssertTrue("\(error.map { "\($0)" } ?? "none")".contains("carriage return"), "\(name): \(String(describing: error))")
+            XCTAssertEqual(try servers.stats(key: key).requests, 0, name)
+        }
+    }
+
+    // MARK: Uploads
+
+    /// Appends to the file being uploaded just as the request goes out.
+    final class GrowingSource: Transport, @unchecked Sendable {
+        let wrapped: Transport
+        let path: String
+        var name: String { wrapped.name }
+        var capabilities: TransportCapabilities { wrapped.capabilities }
+        init(_ wrapped: Transport, path: String) {
+            self.wrapped = wrapped
+            self.path = path
+        }
+        func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(repeating: 9, count: 4096))
+            try handle.close()
+            return try await wrapped.execute(request, sink: sink)
+        }
+    }
+
+    func testAFileChangedWhileItIsUploadedFailsTheUpload() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let source = try scratchDirectory(#function + name) + "/growing.bin"
+            try Data(repeating: 7, count: 1 << 20).write(to: URL(fileURLWithPath: source))
+            let options = UploadOptions(url: servers.fault.appendingPathComponent("_echo"), method: "PUT", body: .file(path: source),
+                                        retry: quickRetry)
+            do {
+                _ = try await UploadEngine(transport: GrowingSource(transport, path: source), options: options).run()
+                XCTFail("\(name): a file that grew during the upload was reported sent")
+            } catch {
+                XCTAssertTrue("\(error)".contains("changed while it was being uploaded"), "\(name): \(error)")
+            }
+        }
+    }
+}
