@@ -11,12 +11,14 @@ final class UploadConformanceTests: XCTestCase {
     func testPutSendsTheFileByteForByte() async throws {
         let servers = try TestServers.current()
         for (name, transport) in Backends.all {
-            let url = servers.http.appendingPathComponent("upload/conformance/\(name)/64m.bin")
+            // A fresh name each run: a second pass on the same servers (the sanitizer pass) creates, not replaces.
+            let folder = "conformance/\(name)-\(UUID().uuidString.prefix(8))"
+            let url = servers.http.appendingPathComponent("upload/\(folder)/64m.bin")
             let result = try await UploadEngine(transport: transport, options: UploadOptions(
                 url: url, body: .file(path: servers.path("64m.bin")), checksum: .md5, retry: quickRetry)).run()
             XCTAssertEqual(result.status, 201, name)
             XCTAssertEqual(result.bytesSent, 64 << 20, name)
-            let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/conformance/\(name)/64m.bin"
+            let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/\(folder)/64m.bin"
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: stored), try servers.sha256(of: "64m.bin"), name)
         }
     }
@@ -64,6 +66,7 @@ final class UploadConformanceTests: XCTestCase {
     }
 
     func testS3MultipartUploadOfOneGibibyteIsByteIdentical() async throws {
+        try skipUnderSanitizer("1 GiB through moto; the smaller multipart cases cover the same code")
         let servers = try TestServers.current()
         let peers = try UploadServers.current()
         for (name, transport) in Backends.all {

@@ -100,6 +100,8 @@ final class HostileQueueTests: XCTestCase {
         let second = servers.http.appendingPathComponent("slow/64m-v2.bin").absoluteString
         try fixture.drop("a.json", jobs: [["id": "first", "url": first, "dest": "same.bin"]])
         try fixture.drop("b.json", jobs: [["id": "second", "url": second, "dest": "same.bin"]])
+        // Its partial file would be same.bin.part: it waits too.
+        try fixture.drop("c.json", jobs: [["id": "third", "url": second, "dest": "same.bin.part"]])
         let result = try run(["run", fixture.queue, "--jobs", "4"], in: fixture.root, seconds: 120)
         XCTAssertEqual(result.status, 1, "the second finds the file there and refuses: \(result.stdout) \(result.stderr)")
         let store = try fixture.store()
@@ -109,6 +111,8 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertTrue(refused.lastError?.contains("already exists") ?? false, refused.lastError ?? "")
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/same.bin"), try servers.sha256(of: "64m.bin"),
                        "one job's bytes, whole")
+        XCTAssertEqual(try store.job("third")?.state, .done)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/same.bin.part"), try servers.sha256(of: "64m-v2.bin"))
     }
 
     func testSpecialFilesInTheQueueFolderAreRejectedUnread() throws {
@@ -187,6 +191,19 @@ final class HostileQueueTests: XCTestCase {
             XCTAssertTrue(job.lastError?.contains("symbolic link") ?? false, "\(id): \(job.lastError ?? "")")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: elsewhere), ["secret.txt"], "nothing written outside the root")
+    }
+
+    func testALinkPlantedAsThePartialFileIsNotWrittenThrough() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let victim = try scratchDirectory() + "/victim.txt"
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: victim))
+        XCTAssertEqual(symlink(victim, fixture.root + "/planted.bin.part"), 0)
+        try fixture.drop("p.json", jobs: [["id": "p", "url": servers.http.appendingPathComponent("1m.bin").absoluteString,
+                                           "dest": "planted.bin"]])
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 1, result.stdout + result.stderr)
+        XCTAssertEqual(try String(contentsOfFile: victim, encoding: .utf8), "keep me")
     }
 
     func testANameFromTheURLStaysInTheChosenFolder() throws {

@@ -96,6 +96,14 @@ public enum Backends {
     public static let all: [(String, Transport)] = [("curl", CurlTransport()), ("urlsession", URLSessionTransport())]
 }
 
+/// Skips a test whose size makes it a poor fit for an instrumented build:
+/// `scripts/test --sanitize` sets `TRANSFERD_TEST_SANITIZER`.
+public func skipUnderSanitizer(_ why: String) throws {
+    if let kind = ProcessInfo.processInfo.environment["TRANSFERD_TEST_SANITIZER"], !kind.isEmpty {
+        throw XCTSkip("skipped under the \(kind) sanitizer: \(why)")
+    }
+}
+
 /// A fresh scratch directory per test.
 public func scratchDirectory(_ name: String = #function) throws -> String {
     let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? NSTemporaryDirectory()
@@ -119,7 +127,8 @@ public final class CollectingSink: ResponseSink, @unchecked Sendable {
 }
 
 /// The upload peers `scripts/test` starts: moto's S3 server (signatures
-/// enforced, one log line per request) and a multipart/form-data parser.
+/// enforced, one log line per request), a multipart/form-data parser and,
+/// when started, SeaweedFS as a second S3 server (`seaweedS3`).
 public struct UploadServers {
     public let s3: URL
     public let credentials: AWSCredentials
@@ -146,6 +155,42 @@ public struct UploadServers {
 
     public var configuration: S3Configuration {
         S3Configuration(endpoint: s3, region: region, credentials: credentials, pathStyle: true)
+    }
+
+    /// SeaweedFS's S3 gateway (`weed server`, a second, real S3 server; same
+    /// key, secret and region as moto, no request log), from
+    /// `TRANSFERD_TEST_SEAWEED_S3`; nil when that is not set (an env file from
+    /// before SeaweedFS was added). See Tests/Servers/README.md for how it
+    /// differs from moto.
+    public var seaweedS3: URL? {
+        guard let value = ProcessInfo.processInfo.environment["TRANSFERD_TEST_SEAWEED_S3"], !value.isEmpty else { return nil }
+        return URL(string: value)
+    }
+
+    /// The S3 configuration for SeaweedFS (path style, the test key), or nil
+    /// when it was not started.
+    public var seaweedConfiguration: S3Configuration? {
+        guard let endpoint = seaweedS3 else { return nil }
+        return S3Configuration(endpoint: endpoint, region: region, credentials: credentials, pathStyle: true)
+    }
+
+    /// Every real S3 server to run a case against, by name: `moto` always,
+    /// then `seaweedfs` when it was started.
+    public var s3Servers: [(name: String, configuration: S3Configuration)] {
+        var servers: [(name: String, configuration: S3Configuration)] = [(name: "moto", configuration: configuration)]
+        if let seaweed = seaweedConfiguration {
+            servers.append((name: "seaweedfs", configuration: seaweed))
+        }
+        return servers
+    }
+
+    /// Environment for a `transferd` process talking to SeaweedFS instead of
+    /// moto; nil when it was not started.
+    public var seaweedEnvironment: [String: String]? {
+        guard let endpoint = seaweedS3 else { return nil }
+        var environment = self.environment
+        environment["AWS_ENDPOINT_URL"] = endpoint.absoluteString
+        return environment
     }
 
     /// Environment for a `transferd` process talking to the S3 server.

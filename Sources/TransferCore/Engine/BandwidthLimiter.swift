@@ -3,6 +3,7 @@ import Foundation
 /// A token bucket shared by every transfer of a run (`--limit-rate`): the
 /// total receive rate stays at the cap however many transfers are active.
 /// Writers call `consume` before using bytes and sleep when ahead of the rate.
+// @unchecked: `tokens` and `last` change only under `lock`.
 public final class BandwidthLimiter: @unchecked Sendable {
     public let bytesPerSecond: Double
     private let burst: Double

@@ -14,9 +14,17 @@ public struct JobFileParser: Sendable {
 
     /// Destinations and upload sources must lie inside this directory.
     public let root: String
+    /// The queue folder, when known: no job may read or write inside it (its
+    /// store holds every job's URLs; a file written there would be a job file).
+    public let queueDirectory: String?
 
-    public init(root: String) {
-        self.root = PathNormalization.normalize(root)
+    /// - Parameter root: relative paths are taken from the current folder.
+    public init(root: String, queueDirectory: String? = nil) {
+        func absolute(_ path: String) -> String {
+            PathNormalization.normalize(path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
+        }
+        self.root = absolute(root)
+        self.queueDirectory = queueDirectory.map(absolute)
     }
 
     /// The extensions ingest reads; other files in the queue folder are left alone.
@@ -40,7 +48,7 @@ public struct JobFileParser: Sendable {
         }
         let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
         let tag = "\(stem)-\(SHA256Hasher.hex(of: data).prefix(6))"
-        var context = Context(file: name, idPrefix: tag, root: root)
+        var context = Context(file: name, idPrefix: tag, root: root, queueDirectory: queueDirectory)
         if name.hasSuffix(".urls") {
             context.parseList(text)
         } else {
@@ -67,6 +75,7 @@ struct Context {
     let file: String
     let idPrefix: String
     let root: String
+    let queueDirectory: String?
     var jobs: [JobSpec] = []
     var errors: [JobFileError] = []
     private var seenIDs: Set<String> = []
@@ -75,10 +84,11 @@ struct Context {
     /// The URL last parsed: checking a URL and naming its destination read it once.
     private var lastParsed: (text: String, url: URL?)?
 
-    init(file: String, idPrefix: String, root: String) {
+    init(file: String, idPrefix: String, root: String, queueDirectory: String? = nil) {
         self.file = file
         self.idPrefix = idPrefix
         self.root = root
+        self.queueDirectory = queueDirectory
     }
 
     mutating func fail(_ job: Int?, _ id: String?, _ field: String?, _ message: String, fix: String? = nil) {
@@ -364,6 +374,11 @@ struct Context {
         guard normalised == root || normalised.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
             fail(job, id, field, "\"\(path)\" is outside the root \(root)",
                  fix: "use a path inside the root, or run with --root set to a folder that contains it")
+            return nil
+        }
+        if let queueDirectory, normalised == queueDirectory || normalised.hasPrefix(queueDirectory + "/") {
+            fail(job, id, field, "\"\(path)\" is inside the queue folder \(queueDirectory), which holds the queue's own files",
+                 fix: "use a path outside the queue folder")
             return nil
         }
         return normalised

@@ -3,6 +3,7 @@ import Foundation
 
 /// Calls back when a file is finished in a folder (written and closed, or
 /// renamed in): inotify on Linux, a 2-second poll elsewhere.
+// @unchecked: `source` is set in init and cancelled in stop(), both on the owner's thread; the callback only posts.
 final class DirectoryWatcher: @unchecked Sendable {
     private var source: DispatchSourceProtocol?
 

@@ -97,14 +97,14 @@ public struct QueueIngestor {
             return .failure(JobFileRejection(errors: [JobFileError(
                 file: name, message: "could not be read: \(error)", fix: "make it a readable regular file")]))
         }
-        return JobFileParser(root: layout.root).parse(name: name, data: data).map {
+        return JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: data).map {
             JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: $0)
         }
     }
 
     /// The content of a regular file, opened without following a link and
     /// without blocking on a FIFO; more than `limit` bytes is an error.
-    static func readRegularFile(_ path: String, limit: Int) throws -> Data {
+    public static func readRegularFile(_ path: String, limit: Int) throws -> Data {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXFailure(operation: "open", path: path) }
         defer { close(fd) }

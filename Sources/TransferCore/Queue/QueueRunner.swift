@@ -7,6 +7,8 @@ import Foundation
 /// One loop owns the decisions; jobs run as tasks and report back through a
 /// mailbox (`Wake`). Its cost per step follows the active jobs: claiming asks
 /// the store's index for as many jobs as there are free slots.
+// @unchecked: its mutable state (active jobs, pending batches, counters) is touched only by the run loop
+// (`run()`, one task reading the mailbox); job tasks and the flusher reach it only through `post`.
 public final class QueueRunner: @unchecked Sendable {
     enum Wake: Sendable {
         case tick
@@ -21,6 +23,8 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// A finished download waiting for the next durable batch.
+    // @unchecked: holds an ActiveJob (see there) and a DownloadResult value; it is handed from the loop to
+    // the flusher and back, never used by both at once.
     struct PendingDone: @unchecked Sendable {
         let job: ActiveJob
         let result: DownloadResult
@@ -38,6 +42,8 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// A job being transferred.
+    // @unchecked: `task`, `progress` and `progressTime` are used by the run loop only; what job tasks share
+    // with it (`engine`, `cancelledByUser`, `uploadProgress`) is in `Locked` boxes.
     final class ActiveJob: @unchecked Sendable {
         let record: JobRecord
         let connections: Int
@@ -70,8 +76,6 @@ public final class QueueRunner: @unchecked Sendable {
     private var active: [String: ActiveJob] = [:]
     /// Read once: building the environment dictionary is costly.
     let environment = ProcessInfo.processInfo.environment
-    /// Destination folders known to exist.
-    private let folders = Locked<Set<String>>([])
     /// Finished downloads whose "done" is committed in the next batch, after one filesystem sync.
     private var pendingDone: [PendingDone] = []
     /// A batch being made durable off the loop (at most one at a time).
@@ -203,13 +207,16 @@ public final class QueueRunner: @unchecked Sendable {
         for record in claimed {
             // Two jobs writing one file would share its partial file: the later one waits its turn.
             if let destination = record.spec.destination, record.spec.kind == .download {
-                if let holder = writers[destination] {
+                // A job's files are DEST and DEST.part: either may be another job's destination.
+                if let holder = writers[destination] ?? writers[destination + ".part"]
+                    ?? (destination.hasSuffix(".part") ? writers[String(destination.dropLast(5))] : nil) {
                     try store.scheduleRetry(record.id, at: Date().addingTimeInterval(1),
                                             error: "waits for job \(holder), which writes the same destination \(destination)",
                                             attempts: record.attempts)
                     continue
                 }
                 writers[destination] = record.id
+                writers[destination + ".part"] = record.id
             }
             start(record)
         }
@@ -222,6 +229,7 @@ public final class QueueRunner: @unchecked Sendable {
             if let destination = job.record.spec.destination { writers[destination] = job.record.id }
         }
         for item in pendingDone + flushingBatch { writers[item.result.path] = item.job.record.id }
+        for (destination, id) in writers { writers[destination + ".part"] = id }
         return writers
     }
 
@@ -258,9 +266,12 @@ public final class QueueRunner: @unchecked Sendable {
             summary.done += 1
             onEvent(finished(.done, bytes: size))
         case .retry(let delay, let reason, let failures):
+            // A server may echo a secret back in its message: scrubbed before it is stored or shown.
+            let reason = Redaction.scrub(reason)
             try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: failures)
             onEvent(.retrying(JobRetry(id: record.id, attempt: failures, delay: delay, reason: reason)))
         case .failed(let message):
+            let message = Redaction.scrub(message)
             try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)
             summary.failed += 1
@@ -348,12 +359,10 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// Creates a destination's folders inside the root, through no symbolic link
-    /// (`ConfinedPath`); each folder once per run.
+    /// (`ConfinedPath`), checked for every job: a folder swapped for a link
+    /// during the run is caught by the next job that uses it.
     func ensureFolder(of destination: String) throws {
-        let folder = (destination as NSString).deletingLastPathComponent
-        guard !folders.withLock({ $0.contains(folder) }) else { return }
         try ConfinedPath.check(destination, root: layout.root, create: true)
-        folders.withLock { _ = $0.insert(folder) }
     }
 
     /// Jobs an earlier run left `finishing`: rename what is still at the partial path, then done.
@@ -364,6 +373,13 @@ public final class QueueRunner: @unchecked Sendable {
             guard let destination = job.spec.destination else { continue }
             let part = destination + ".part"
             changedSources.insert(job.sourceFile)
+            do {
+                // Between runs a folder may have been swapped for a link: checked again before the rename.
+                try ConfinedPath.check(destination, root: layout.root, create: false)
+            } catch {
+                try store.finish(job.id, state: .failed, error: String(describing: error), bytes: nil, sha256: nil, at: Date())
+                continue
+            }
             if FileManager.default.fileExists(atPath: part), let reason = Self.moveIntoPlace(part: part, destination: destination) {
                 // Fails alone, with the reason: it must not stop this run or the next.
                 try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
@@ -439,7 +455,7 @@ extension QueueRunner {
 }
 
 /// One instance of each backend for the whole run, made on first use.
-final class TransportPool: @unchecked Sendable {
+final class TransportPool: Sendable {
     private let transports = Locked<[String: Transport]>([:])
     private let log: (@Sendable (String) -> Void)?
 

@@ -6,6 +6,7 @@ import Foundation
 /// a killed process; only an OS crash can lose the last commits, never
 /// corrupt the file. Partial files are synced before a checkpoint naming their
 /// bytes is committed, so a checkpoint never claims data that is not there.
+// @unchecked: the one SQLite connection (opened NOMUTEX) is used only inside `locked`, under `lock`.
 public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     public static var schemaVersion: Int { migrations.count }
     /// Rows a claim may pass over (jobs of hosts it cannot use now) before it stops looking.

@@ -1,6 +1,7 @@
 import Foundation
 
 /// A value guarded by a lock, for state shared between transport threads and tasks.
+// @unchecked: the value is read and written only while `lock` is held.
 public final class Locked<Value>: @unchecked Sendable {
     private var value: Value
     private let lock = NSLock()

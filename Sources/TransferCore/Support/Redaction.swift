@@ -63,8 +63,11 @@ public enum Redaction {
     /// Values known to be secret (expanded from `${env:NAME}`), hidden wherever they appear.
     private static let knownSecrets = Locked<Set<String>>([])
 
+    /// Every value is kept (a redirect to another host drops the header carrying it,
+    /// however short); only those of 4 characters or more are scrubbed from text,
+    /// where a shorter one would mangle every message holding those letters.
     public static func registerSecret(_ value: String) {
-        guard value.count >= 4 else { return }
+        guard !value.isEmpty else { return }
         knownSecrets.withLock { _ = $0.insert(value) }
     }
 
@@ -78,7 +81,7 @@ public enum Redaction {
         let secrets = knownSecrets.current
         guard !secrets.isEmpty else { return text }
         var result = text
-        for secret in secrets where result.contains(secret) {
+        for secret in secrets where secret.count >= 4 && result.contains(secret) {
             result = result.replacingOccurrences(of: secret, with: "REDACTED")
         }
         return result

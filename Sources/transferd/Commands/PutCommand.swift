@@ -184,6 +184,7 @@ enum PutCommand {
 }
 
 /// Start, retry and finish lines for an upload (stderr).
+// @unchecked: `lastDraw` and the other mutable fields change only under `lock`.
 final class UploadLine: @unchecked Sendable {
     private let name: String
     private let quiet: Bool

@@ -75,7 +75,7 @@ enum QueueCommands {
             }
             let data = try JSONSerialization.data(withJSONObject: ["version": 1, "jobs": jobs], options: [.prettyPrinted, .sortedKeys])
             let name = "add-\(Int(Date().timeIntervalSince1970))-\(UUID().uuidString.prefix(8).lowercased()).json"
-            if case .failure(let rejection) = JobFileParser(root: layout.root).parse(name: name, data: data) {
+            if case .failure(let rejection) = JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: data) {
                 throw UsageError(rejection.description)
             }
             // Write-then-rename, so a running `transferd run --watch` never reads half a file.
@@ -98,9 +98,15 @@ enum QueueCommands {
             for path in arguments.positionals {
                 let root = arguments.value("--root")
                     ?? (((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
-                let parser = JobFileParser(root: root.isEmpty ? FileManager.default.currentDirectoryPath : root)
-                guard let data = FileManager.default.contents(atPath: path) else {
-                    Output.err("\(path): cannot read the file\n")
+                let folder = (path as NSString).deletingLastPathComponent
+                let parser = JobFileParser(root: root.isEmpty ? FileManager.default.currentDirectoryPath : root,
+                                           queueDirectory: folder.isEmpty ? FileManager.default.currentDirectoryPath : folder)
+                let data: Data
+                do {
+                    // Never blocks on a FIFO, never follows a link: as ingest reads it.
+                    data = try QueueIngestor.readRegularFile(path, limit: JobFileParser.maxFileSize)
+                } catch {
+                    Output.err("\(path): cannot read the file: \(error)\n")
                     allValid = false
                     continue
                 }

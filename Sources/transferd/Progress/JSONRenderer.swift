@@ -3,6 +3,7 @@ import TransferCore
 
 /// `--json`: one object per line and per event, keys in a fixed order, for
 /// `jq` and other programs. The schema is in the README ("JSON events").
+// @unchecked: `progress` and `lastProgress` change only under `lock`.
 final class JSONRenderer: RunRenderer, @unchecked Sendable {
     private let context: RenderContext
     private let interval: TimeInterval

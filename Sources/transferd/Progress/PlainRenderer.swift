@@ -4,6 +4,7 @@ import TransferCore
 /// Output for logs (not a terminal, `--progress=plain`): one line per start,
 /// retry, finish and failure, a progress line every `interval` seconds, and
 /// never an escape code.
+// @unchecked: every mutable field changes only under `lock`.
 final class PlainRenderer: RunRenderer, @unchecked Sendable {
     private let context: RenderContext
     private let interval: TimeInterval
@@ -97,6 +98,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
 }
 
 /// `--quiet`: failures and rejected files only, on stderr; the summary only when something failed.
+// @unchecked: every mutable field changes only under `lock`.
 final class QuietRenderer: RunRenderer, @unchecked Sendable {
     private let context: RenderContext
     private var progress: RunProgress

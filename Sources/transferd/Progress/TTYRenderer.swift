@@ -4,6 +4,7 @@ import TransferCore
 /// The live terminal view: running transfers and the total at the bottom,
 /// finished jobs printed permanently above them, redrawn at most ten times a
 /// second.
+// @unchecked: every mutable field (the progress, pending lines, the lazily made view) is used under `lock`.
 final class TTYRenderer: RunRenderer, @unchecked Sendable {
     static let minimumFrameInterval: TimeInterval = 0.1
 

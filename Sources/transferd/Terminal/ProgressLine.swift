@@ -5,6 +5,7 @@ import TransferCore
 ///
 /// On a terminal it redraws one line at most four times a second; otherwise
 /// it prints only start, retry and finish lines (no escape codes in logs).
+// @unchecked: every mutable field changes only under `lock`.
 final class ProgressLine: @unchecked Sendable {
     private let name: String
     private let quiet: Bool

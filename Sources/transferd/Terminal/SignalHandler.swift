@@ -4,6 +4,7 @@ import Foundation
 /// SIGINT/SIGTERM: the first asks the work to stop cleanly (checkpoint, exit
 /// resumable); a second exits at once (state on disk is still consistent,
 /// because checkpoints are only written after their data).
+// @unchecked: `sources` is set in init and read in restore() on the owner's thread; `count` changes under `lock`.
 final class SignalHandler: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
     private var count = 0

@@ -14,6 +14,9 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// The most bytes this download ever had on disk (see the retry budget in
     /// `RetryPolicy`); absent in checkpoints from before it was kept.
     public var furthest: Int64?
+    /// Times the download started over because the remote file changed, over
+    /// every run (a server must not reset the retry budget by changing its ETag).
+    public var restarts: Int?
 
     public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
         self.version = Self.currentVersion

@@ -3,6 +3,8 @@ import Foundation
 /// Downloads one URL to a file: probe, segmented or single stream into
 /// `NAME.part`, resume from checkpoints, retry by policy, verify, then an
 /// atomic rename. The destination appears only complete and verified.
+// @unchecked: the running state is in `currentState` (Locked) and checkpoints are written under
+// `checkpointLock`; the other properties are immutable.
 public final class DownloadEngine: @unchecked Sendable {
     let transport: Transport
     let options: DownloadOptions
@@ -62,11 +64,14 @@ public final class DownloadEngine: @unchecked Sendable {
             } catch DownloadSignal.restart(let reason) {
                 restarts += 1
                 onEvent(.restarted(reason: reason))
-                guard restarts <= 3 else {
-                    throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: restarts)
+                // Counted over every run (kept in the checkpoint): a job deferred and claimed again
+                // does not get three more.
+                let total = state.noteRemoteChanged()
+                guard total <= Self.maxRestarts else {
+                    try? saveCheckpoint(state)
+                    throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: total)
                 }
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
-                state.forgetFurthest()
             } catch {
                 // Keep what is on disk for the next run.
                 try? saveCheckpoint(state)
@@ -95,7 +100,8 @@ public final class DownloadEngine: @unchecked Sendable {
             // A partial file without a record cannot be trusted: start it over.
             try? store.remove()
         }
-        let flags = O_RDWR | O_CREAT | O_CLOEXEC | (checkpoint == nil ? O_TRUNC : 0)
+        // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
+        let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (checkpoint == nil ? O_TRUNC : 0)
         let fd = FileCreation.open(part, flags: flags)
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
@@ -231,9 +237,16 @@ public final class DownloadEngine: @unchecked Sendable {
     /// One segment's attempts, retried by policy; bytes written survive each failure.
     /// - Parameter firstExchangeOnly: ask for at most `minSegmentSize` bytes and
     ///   return after the first successful exchange (the start of a segmented download).
+    /// Starts over after a remote change, at most this many times for one download.
+    static let maxRestarts = 3
+
     private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false) async throws {
         var failures = options.priorFailures
         while !state.segment(index).isComplete {
+            // A single stream that took a changed file in place counted the change in the sink.
+            guard state.restarts <= Self.maxRestarts else {
+                throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: state.restarts)
+            }
             let segment = state.segment(index)
             let furthestBefore = state.furthest
             var headers = options.headers

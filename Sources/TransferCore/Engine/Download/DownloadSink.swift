@@ -51,7 +51,7 @@ final class DownloadSink: ResponseSink {
         allocateBuffer(expected: head.headers["Content-Length"].flatMap(Int64.init))
         let contentRange = head.headers["Content-Range"]
         var status = head.status
-        if status == 200, let contentRange {
+        if status == 200, let contentRange, !Self.coversWholeBody(contentRange, head: head, sentRange: sentRange) {
             // Some S3 servers answer a range request with 200 and the range's bytes: taken as
             // the range when everything agrees with what was asked, never as the whole file.
             guard sentRange, let range = ContentRange(header: contentRange), range.first == requestedOffset else {
@@ -71,6 +71,8 @@ final class DownloadSink: ResponseSink {
                 throw TransportError(.protocolError, url: head.url, message:
                     "Content-Length \(length) disagrees with Content-Range bytes \(range.first)-\(range.last) (\(range.last - range.first + 1) bytes)")
             }
+            // Never more than the range the server declared (a chunked body that goes on is cut there).
+            requestedEnd = min(requestedEnd ?? Int64.max, range.last + 1)
 
             guard range.first == requestedOffset else {
                 throw DownloadSignal.restart(reason: "the server sent bytes from \(range.first), not \(requestedOffset)")
@@ -93,9 +95,10 @@ final class DownloadSink: ResponseSink {
             let size = head.headers["Content-Length"].flatMap(Int64.init)
             let ranges = head.headers["Accept-Ranges"].map { $0.lowercased().split(separator: ",").contains { HTTPHeaders.trimmed($0) == "bytes" } } ?? false
             if sentRange {
-                let reason = state.validators.matches(responseValidators)
-                    ? "the server ignored the range request" : "the remote file changed"
+                let changed = !state.validators.matches(responseValidators)
+                let reason = changed ? "the remote file changed" : "the server ignored the range request"
                 guard !state.plan.isSegmented else { throw DownloadSignal.restart(reason: reason) }
+                if changed { state.noteRemoteChanged() }
                 // A single stream takes the full body in place: start the file over.
                 requestedEnd = nil
                 try state.reset(plan: .single(totalSize: size), validators: responseValidators,
@@ -116,6 +119,15 @@ final class DownloadSink: ResponseSink {
             let retryAfter = head.headers["Retry-After"].flatMap(RetryAfter.init(header:))
             mode = .errorBody(status: head.status, retryAfter: retryAfter, text: Data())
         }
+    }
+
+    /// A `Content-Range` on a 200 to a request without Range that names the
+    /// whole body (`bytes 0-(N-1)/N` with N the Content-Length): harmless, and
+    /// ignored as RFC 9110 says a 200 carries none.
+    static func coversWholeBody(_ header: String, head: ResponseHead, sentRange: Bool) -> Bool {
+        guard !sentRange, let range = ContentRange(header: header), range.first == 0,
+              let complete = range.completeLength, complete == range.last + 1 else { return false }
+        return head.headers["Content-Length"].flatMap(Int64.init).map { $0 == complete } ?? true
     }
 
     private func startWriting(at offset: Int64) throws {
@@ -142,10 +154,8 @@ final class DownloadSink: ResponseSink {
     private func write(_ body: UnsafeRawBufferPointer) throws {
         var remaining = body
         // Never write past the segment's end, which may move while we run.
-        var limit = Int64.max
-        if let end = state.segment(index).end {
-            limit = min(end, requestedEnd ?? end) - (bufferOffset + Int64(buffered))
-        }
+        let end = min(state.segment(index).end ?? .max, requestedEnd ?? .max)
+        let limit = end == .max ? Int64.max : end - (bufferOffset + Int64(buffered))
         // More than the range allows (a moved end, or a server sending too much): stop there.
         var satisfied = false
         if Int64(remaining.count) > limit {
@@ -228,6 +238,7 @@ final class DownloadSink: ResponseSink {
 /// (peak RSS) and faults fresh pages in each time. Sizes are rounded up to a
 /// power of two (at least 64 KiB), so a few classes serve every response, and
 /// at most 16 MiB is kept idle.
+// @unchecked: the idle buffers are a `Locked` pool; a buffer taken out belongs to one sink until given back.
 final class WriteBuffers: @unchecked Sendable {
     static let shared = WriteBuffers()
     static let idleLimit = 16 << 20

@@ -3,6 +3,8 @@ import Foundation
 /// The shared, locked state of one running download: the partial file, its
 /// segment plan and the remote version it holds. Sinks on transport threads
 /// and the engine's tasks meet here.
+// @unchecked: the plan, validators and counters live in `fields` (Locked). `writeBufferSize`,
+// `checkpointEvery` and `persistCheckpoint` are set by the engine before any exchange starts, then only read.
 final class DownloadState: @unchecked Sendable {
     let fd: Int32
     let partPath: String
@@ -22,6 +24,8 @@ final class DownloadState: @unchecked Sendable {
         /// bytes beyond it are progress (a server that cannot resume sends the
         /// same first bytes again and again).
         var furthest: Int64
+        /// See `DownloadCheckpoint.restarts`.
+        var restarts: Int
     }
 
     var writeBufferSize = 1 << 20
@@ -38,14 +42,27 @@ final class DownloadState: @unchecked Sendable {
         self.url = url
         fields = Locked(Fields(plan: checkpoint.plan, validators: checkpoint.validators,
                                rangesSupported: checkpoint.rangesSupported,
-                               furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten)))
+                               furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten),
+                               restarts: checkpoint.restarts ?? 0))
     }
+
+    /// Starts over from nothing because the remote file changed: the furthest offset is
+    /// forgotten (the new version has none) and the change is counted.
+    /// - Returns: the changes counted so far, over every run.
+    @discardableResult
+    func noteRemoteChanged() -> Int {
+        fields.withLock {
+            $0.furthest = 0
+            $0.restarts += 1
+            return $0.restarts
+        }
+    }
+
+    var restarts: Int { fields.withLock { $0.restarts } }
 
     /// See `Fields.furthest`.
     var furthest: Int64 { fields.withLock { $0.furthest } }
 
-    /// Forgets the furthest offset: a new remote version starts from nothing.
-    func forgetFurthest() { fields.withLock { $0.furthest = 0 } }
 
     var plan: SegmentPlan { fields.withLock { $0.plan } }
     var validators: ResponseValidators { fields.withLock { $0.validators } }
@@ -59,6 +76,7 @@ final class DownloadState: @unchecked Sendable {
             var checkpoint = DownloadCheckpoint(url: url.absoluteString, validators: $0.validators, plan: $0.plan,
                                                 rangesSupported: $0.rangesSupported)
             checkpoint.furthest = $0.furthest
+            checkpoint.restarts = $0.restarts
             return checkpoint
         }
     }

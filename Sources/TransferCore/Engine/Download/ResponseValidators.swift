@@ -47,10 +47,13 @@ public struct ContentRange: Equatable, Sendable {
         let trimmed = HTTPHeaders.trimmed(Substring(header))
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst(6)
-        let parts = spec.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2 else { return nil }
-        let bounds = parts[0].split(separator: "-", maxSplits: 1)
-        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first <= last else {
+        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        // Digits only: Int64("+5") and a leading "-" (split away below) would read as numbers.
+        guard parts.count == 2, parts[0].allSatisfy({ $0 == "-" || ("0"..."9").contains($0) }),
+              parts[1] == "*" || (!parts[1].isEmpty && parts[1].allSatisfy({ ("0"..."9").contains($0) })) else { return nil }
+        let bounds = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        // last < Int64.max: the range's byte count, last - first + 1, must be an Int64 too.
+        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first <= last, last < .max else {
             return nil
         }
         self.first = first

@@ -185,6 +185,9 @@ public enum HTTPDate {
     }
 
     public static func parse(_ text: String) -> Date? {
+        // An HTTP-date is ASCII. Foundation's DateFormatter traps on a date followed
+        // by a combining mark ("… GMT\u{301}": its parsed range ends inside a Character).
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
         if let date = parseIMFFixdate(text) { return date }
         for format in formats {
             if let date = withFormatter(format, { $0.date(from: text) }) { return date }
@@ -204,7 +207,8 @@ public enum HTTPDate {
         }
         let clock = parts[4].split(separator: ":")
         guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
-              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else {
+              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
+              (0...9999).contains(year) else {  // four digits; a longer year would trap in Int32(year - 1900)
             return nil
         }
         var fields = tm()

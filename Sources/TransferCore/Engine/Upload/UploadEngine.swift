@@ -65,7 +65,7 @@ public enum UploadEvent: Sendable {
 /// A streamed PUT or POST of a file or a form. A plain upload cannot resume
 /// mid-body, so a retryable failure sends the whole body again; memory stays
 /// constant however large the file.
-public final class UploadEngine: @unchecked Sendable {
+public final class UploadEngine: Sendable {
     let transport: Transport
     let options: UploadOptions
     let onEvent: @Sendable (UploadEvent) -> Void
@@ -182,6 +182,8 @@ public enum UploadError: Error, CustomStringConvertible, Sendable {
 }
 
 /// Keeps the start of a response body (for messages and small XML answers).
+// @unchecked: a transport calls a sink from one thread at a time (the ResponseSink contract), and the
+// caller reads `head` and `body` only after `execute` returned.
 final class CapturingSink: ResponseSink, @unchecked Sendable {
     let limit: Int
     private(set) var head: ResponseHead?
@@ -202,8 +204,8 @@ enum ServerMessage {
         var text = String(decoding: body.prefix(4096), as: UTF8.self)
         if let start = text.range(of: "<title>"), let end = text.range(of: "</title>", range: start.upperBound..<text.endIndex) {
             text = String(text[start.upperBound..<end.lowerBound])
-        } else if let code = XMLScan.value(of: "Code", in: text) {
-            text = code + (XMLScan.value(of: "Message", in: text).map { ": \($0)" } ?? "")
+        } else if let error = S3ErrorDocument(text) {
+            text = error.code + (error.message.isEmpty ? "" : ": \(error.message)")
         } else if text.contains("<") {
             text = text.replacingOccurrences(of: "<[^>]+>", with: " ", options: .regularExpression)
         }

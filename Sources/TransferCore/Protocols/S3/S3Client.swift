@@ -2,7 +2,7 @@ import Foundation
 
 /// The S3 operations transferd uses, each one signed request with retries
 /// (network errors, 5xx including 503 SlowDown, 429) by the retry policy.
-public final class S3Client: @unchecked Sendable {
+public final class S3Client: Sendable {
     public let configuration: S3Configuration
     let transport: Transport
     let retry: RetryPolicy
@@ -31,7 +31,7 @@ public final class S3Client: @unchecked Sendable {
         if crc32 { headers.add("x-amz-checksum-algorithm", "CRC32") }
         let response = try await send("CreateMultipartUpload", method: "POST", bucket: bucket, key: key, query: "uploads=",
                                       headers: headers)
-        guard let id = XMLScan.value(of: "UploadId", in: response.body) else {
+        guard let id = S3XMLElement.parse(response.body)?.value("UploadId"), !id.isEmpty else {
             throw S3Error.verification("CreateMultipartUpload answered without an UploadId")
         }
         return id
@@ -66,14 +66,17 @@ public final class S3Client: @unchecked Sendable {
             var query = "max-parts=1000&uploadId=\(AWSEncoding.encode(uploadID))"
             if marker > 0 { query += "&part-number-marker=\(marker)" }
             let response = try await send("ListParts", method: "GET", bucket: bucket, key: key, query: query)
-            for block in XMLScan.values(of: "Part", in: response.body) {
-                guard let number = XMLScan.value(of: "PartNumber", in: block).flatMap(Int.init),
-                      let etag = XMLScan.value(of: "ETag", in: block),
-                      let size = XMLScan.value(of: "Size", in: block).flatMap(Int64.init) else { continue }
+            guard let result = S3XMLElement.parse(response.body), result.name.hasPrefix("ListParts") else {
+                throw S3Error.verification("ListParts answered with something that is not a ListParts document: "
+                                           + HTTPHeaders.visible(String(response.body.prefix(300))))
+            }
+            for part in result.children("Part") {
+                guard let number = part.value("PartNumber").flatMap(Int.init), let etag = part.value("ETag"),
+                      let size = part.value("Size").flatMap(Int64.init) else { continue }
                 parts.append(ListedPart(number: number, etag: etag, size: size))
             }
-            guard XMLScan.value(of: "IsTruncated", in: response.body) == "true",
-                  let next = XMLScan.value(of: "NextPartNumberMarker", in: response.body).flatMap(Int.init), next > marker else {
+            guard result.value("IsTruncated") == "true",
+                  let next = result.value("NextPartNumberMarker").flatMap(Int.init), next > marker else {
                 return parts
             }
             marker = next
@@ -85,8 +88,8 @@ public final class S3Client: @unchecked Sendable {
                                         parts: [(number: Int, etag: String, crc32: String?)]) async throws -> String {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts.sorted(by: { $0.number < $1.number }) {
-            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(XMLScan.escape(part.etag))</ETag>"
-            if let crc32 = part.crc32 { xml += "<ChecksumCRC32>\(XMLScan.escape(crc32))</ChecksumCRC32>" }
+            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(XMLText.escape(part.etag))</ETag>"
+            if let crc32 = part.crc32 { xml += "<ChecksumCRC32>\(XMLText.escape(crc32))</ChecksumCRC32>" }
             xml += "</Part>"
         }
         xml += "</CompleteMultipartUpload>"
@@ -94,11 +97,17 @@ public final class S3Client: @unchecked Sendable {
                                       query: "uploadId=\(AWSEncoding.encode(uploadID))",
                                       headers: ["Content-Type": "application/xml"], body: .data(Data(xml.utf8)))
         // S3 can answer 200 with an error document once the body has started.
-        if let code = XMLScan.value(of: "Code", in: response.body), response.body.contains("<Error>") {
-            throw S3Error.service(status: 200, code: code, message: XMLScan.value(of: "Message", in: response.body) ?? "",
+        if let error = S3ErrorDocument(response.body) {
+            throw S3Error.service(status: 200, code: error.code, message: error.message,
                                   operation: "CompleteMultipartUpload", endpoint: configuration.endpoint.absoluteString)
         }
-        return XMLScan.value(of: "ETag", in: response.body) ?? ""
+        // AWS names the root CompleteMultipartUploadResult; moto writes CompleteMultipartUploadResponse.
+        guard let result = S3XMLElement.parse(response.body), result.name.hasPrefix("CompleteMultipartUpload"),
+              let etag = result.value("ETag") else {
+            throw S3Error.verification("CompleteMultipartUpload answered without a result document and its ETag: "
+                                       + HTTPHeaders.visible(String(response.body.prefix(300))))
+        }
+        return etag
     }
 
     public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
@@ -160,7 +169,7 @@ public final class S3Client: @unchecked Sendable {
             let signed = signer.sign(method: method, url: url, headers: headers, payloadHash: payloadHash).headers
             let sink = CapturingSink(limit: 1 << 20)
             let request = TransferRequest(method: method, url: url, headers: signed, body: body, tls: tls,
-                                          onProgress: onProgress.map { callback in { sent, _ in callback(sent) } })
+                                          onProgress: onProgress.map { callback in { @Sendable sent, _ in callback(sent) } })
             let failure: RetryPolicy.Failure
             var lastError: Error
             do {
@@ -169,13 +178,14 @@ public final class S3Client: @unchecked Sendable {
                 if accept.contains(outcome.head.status) {
                     return Response(status: outcome.head.status, headers: outcome.head.headers, body: text)
                 }
-                let code = XMLScan.value(of: "Code", in: text) ?? "HTTP \(outcome.head.status)"
+                let document = S3ErrorDocument(text)
+                let code = document?.code ?? "HTTP \(outcome.head.status)"
                 if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken"].contains(code) {
                     throw S3Error.rejectedCredentials(endpoint: configuration.endpoint.absoluteString, code: code,
                                                       accessKey: configuration.credentials.accessKeyID)
                 }
                 lastError = S3Error.service(status: outcome.head.status, code: code,
-                                            message: XMLScan.value(of: "Message", in: text) ?? "",
+                                            message: document?.message ?? "",
                                             operation: operation, endpoint: configuration.endpoint.absoluteString)
                 failure = .http(status: outcome.head.status,
                                 retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))

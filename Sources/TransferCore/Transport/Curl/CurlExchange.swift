@@ -26,6 +26,8 @@ final class CurlExchange {
     private var idleTimedOut = false
     /// Set when the answer is a redirect: the transport follows it by `RedirectPolicy`, not libcurl.
     private(set) var redirect: (status: Int, location: String)?
+    private var redirectBodyBytes = 0
+    static let redirectBodyLimit = 64 << 10
 
     init(request: TransferRequest, sink: ResponseSink) throws {
         guard let easy = curl_easy_init() else {
@@ -155,8 +157,12 @@ final class CurlExchange {
     func handleBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         do {
             try deliverHeadIfNeeded()
-            // A redirect's body is not the answer: read and dropped.
-            if redirect != nil { return bytes.count }
+            // A redirect's body is not the answer: read and dropped, up to 64 KiB; past that the
+            // exchange stops (an endless 3xx body must not keep the connection busy forever).
+            if redirect != nil {
+                redirectBodyBytes += bytes.count
+                return redirectBodyBytes <= Self.redirectBodyLimit ? bytes.count : 0
+            }
             try sink.receive(body: bytes)
             bytesReceived += Int64(bytes.count)
             return bytes.count
@@ -215,7 +221,9 @@ final class CurlExchange {
     func complete(code: CURLcode) {
         guard let continuation else { return }
         self.continuation = nil
-        if code == CURLE_OK {
+        // A redirect whose body was cut short (`redirectBodyLimit`) is still a redirect to follow.
+        let redirectCut = redirect != nil && code == CURLE_WRITE_ERROR && sinkError == nil && !isCancelled
+        if code == CURLE_OK || redirectCut {
             do {
                 try deliverHeadIfNeeded()
                 var uploaded: curl_off_t = 0

@@ -6,6 +6,8 @@ import Foundation
 /// Other threads hand it exchanges to start or cancel through locked queues
 /// and `curl_multi_wakeup`; everything else (perform, completion, callbacks)
 /// happens on the loop's own thread.
+// @unchecked: `running` and the multi handle are used only on the loop's own thread; other threads hand
+// work over through the `Locked` inbox and wake the loop with curl_multi_wakeup.
 final class CurlLoop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let incoming = Locked<[CurlExchange]>([])

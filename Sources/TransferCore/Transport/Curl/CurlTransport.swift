@@ -13,7 +13,7 @@ import Foundation
 ///
 /// libcurl's write callback is synchronous, so a slow sink slows the socket
 /// reads: memory stays bounded by curl's receive buffer.
-public final class CurlTransport: Transport, @unchecked Sendable {
+public final class CurlTransport: Transport, Sendable {
     public let name = "curl"
     public let capabilities: TransportCapabilities = .all
 

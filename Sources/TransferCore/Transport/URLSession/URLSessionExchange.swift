@@ -5,6 +5,9 @@ import FoundationNetworking
 
 /// One task's sink, continuation and flags. Callbacks arrive on the session's
 /// serial delegate queue.
+// @unchecked: `head`, `bytesReceived`, `redirects`, `current` and the redirect flags are touched only on the
+// session's serial delegate queue; the stop reason, also set by cancellation, is `Locked`; `continuation`
+// is set before the task resumes and taken once on the delegate queue.
 final class URLSessionExchange: @unchecked Sendable {
     /// Why this side stopped the task, to report instead of "cancelled".
     enum StopReason {
@@ -66,7 +69,8 @@ final class URLSessionExchange: @unchecked Sendable {
         }
         let received = ResponseHead(status: http.statusCode, headers: headers, url: http.url ?? request.url)
         head = received
-        if let encoding = headers["Content-Encoding"], encoding.lowercased() != "identity", request.method.uppercased() != "HEAD" {
+        if (200..<300).contains(http.statusCode), let encoding = headers["Content-Encoding"], encoding.lowercased() != "identity",
+           request.method.uppercased() != "HEAD" {
             // URLSession decodes such a body and hands over other bytes than the server counted:
             // nothing could check them against Content-Length or the server's checksums.
             cancel(because: .sinkFailed(TransportError(.unsupported, url: request.url, message:

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 
 /// The session delegate: routes each task's callbacks to its exchange.
+// @unchecked: the exchange table is a `Locked` map; URLSession calls the delegate on its serial queue.
 final class URLSessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let exchanges = Locked<[Int: URLSessionExchange]>([:])
 
@@ -33,13 +34,24 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, @unchecked Senda
         let location = response.value(forHTTPHeaderField: "Location") ?? request.url?.absoluteString ?? ""
         switch RedirectPolicy.next(after: exchange.current, original: exchange.request, status: response.statusCode,
                                    location: location, hops: exchange.redirects) {
+        case .success(let next) where next.body != .none:
+            // A 307 or 308 after a request with a body: FoundationNetworking would send the
+            // next request without it (and with the old Content-Length).
+            exchange.refusedRedirect = TransportError(.unsupported, url: exchange.request.url, message:
+                "the server answered \(response.statusCode), asking for the request body to be sent again elsewhere; "
+                + "the urlsession backend cannot repeat a body across a redirect — use --transport curl")
+            completionHandler(nil)
         case .success(let next):
             exchange.current = next
             // URLSession carries every header of the first request over: send the policy's instead.
             var followed = request
             followed.url = next.url
             followed.httpMethod = next.method
-            if next.body == .none && exchange.current.method != exchange.request.method { followed.httpBody = nil }
+            if exchange.request.body != .none {
+                // Continued as a GET without the body: nothing of it may remain.
+                followed.httpBody = nil
+                followed.setValue(nil, forHTTPHeaderField: "Content-Length")
+            }
             for field in exchange.request.headers where !next.headers.contains(field.name) {
                 followed.setValue(nil, forHTTPHeaderField: field.name)
             }

@@ -1,0 +1,198 @@
+// libFuzzer entry points for the parsers of outside input. Not a SwiftPM
+// target: scripts/fuzz compiles this file together with every source file of
+// Sources/TransferCore into one module (so internal APIs are reachable) and
+// one binary; TRANSFERD_FUZZ_TARGET selects the target when it starts.
+//
+// A target feeds the input to the parser exactly as transferd does with the
+// bytes it reads (job files, response bodies, header lines) and checks the
+// properties the code promises. A Swift trap (overflow, bad index, failed
+// precondition) or a failed check below is a crash to libFuzzer.
+import Foundation
+
+enum FuzzTarget: String, CaseIterable {
+    /// A job file named `f.json`: JSONParser, then JobFileParser's validation.
+    case jobJSON = "job-json"
+    /// A job file named `f.urls`: one `URL [DEST_DIR]` per line.
+    case jobURLs = "job-urls"
+    /// An S3 response body: S3XMLElement as S3Client and UploadEngine read it.
+    case s3XML = "s3-xml"
+    /// Raw response header lines as libcurl hands them over.
+    case headers
+    /// One header value: Content-Range, Retry-After, HTTP-date.
+    case headerValue = "header-value"
+    /// A size such as `10M` (limit_rate, part_size, --limit-rate).
+    case byteSize = "bytesize"
+
+    func run(_ data: Data) {
+        switch self {
+        case .jobJSON: fuzzJobFile(name: "f.json", data)
+        case .jobURLs: fuzzJobFile(name: "f.urls", data)
+        case .s3XML: fuzzS3XML(data)
+        case .headers: fuzzHeaders(data)
+        case .headerValue: fuzzHeaderValue(data)
+        case .byteSize: fuzzByteSize(data)
+        }
+    }
+}
+
+nonisolated(unsafe) private var selectedTarget: FuzzTarget?
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>,
+                           _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+    let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: " ")
+    guard let name = ProcessInfo.processInfo.environment["TRANSFERD_FUZZ_TARGET"] else {
+        FileHandle.standardError.write(Data("set TRANSFERD_FUZZ_TARGET to one of: \(names)\n".utf8))
+        _exit(2)  // not exit: LeakSanitizer would report the allocations so far
+    }
+    guard let target = FuzzTarget(rawValue: name) else {
+        FileHandle.standardError.write(Data("unknown TRANSFERD_FUZZ_TARGET \"\(name)\"; the targets are: \(names)\n".utf8))
+        _exit(2)  // not exit: LeakSanitizer would report the allocations so far
+    }
+    selectedTarget = target
+    return 0
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzTestOneInput(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    selectedTarget!.run(Data(bytes: bytes, count: size))
+    return 0
+}
+
+/// A broken promise: a crash for libFuzzer, with the reason on stderr.
+func check(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
+           file: StaticString = #fileID, line: UInt = #line) {
+    if !condition() { fatalError("fuzz check failed: \(message())", file: file, line: line) }
+}
+
+// MARK: Job files
+
+let fuzzRoot = "/tmp/root"
+
+func fuzzJobFile(name: String, _ data: Data) {
+    let parser = JobFileParser(root: fuzzRoot)
+    switch parser.parse(name: name, data: data) {
+    case .failure(let rejection):
+        check(!rejection.errors.isEmpty, "a rejection without errors")
+    case .success(let jobs):
+        check(!jobs.isEmpty, "an accepted file without jobs")
+        var ids: Set<String> = []
+        for spec in jobs {
+            check(ids.insert(spec.id).inserted, "the id \(spec.id) twice")
+            // Every path a job touches lies inside the root.
+            for path in [spec.destination, spec.source].compactMap({ $0 }) + (spec.files ?? []).map(\.path) {
+                check(path == fuzzRoot || path.hasPrefix(fuzzRoot + "/"), "\(path) is outside the root")
+            }
+            if spec.kind == .download { check(spec.destination != nil, "a download without a destination") }
+            _ = spec.host
+            // The queue stores the spec as JSON and reads it back on every claim.
+            do {
+                let stored = try JobSpec(stored: spec.storedJSON)
+                check(stored == spec, "the stored form reads back different: \(spec.storedJSON)")
+            } catch {
+                check(false, "the stored form does not read back (\(error)): \(spec.storedJSON)")
+            }
+        }
+    }
+}
+
+// MARK: S3 response bodies
+
+/// The element names transferd reads from S3's answers.
+func fuzzS3XML(_ data: Data) {
+    // S3Client.send: the body, up to 1 MiB, decoded leniently, read by S3XMLElement.
+    let body = String(decoding: data, as: UTF8.self)
+    if let root = S3XMLElement.parse(body) {
+        _ = root.value("UploadId")
+        // S3Client.listParts, one page.
+        for part in root.children("Part") {
+            guard let number = part.value("PartNumber").flatMap(Int.init), let etag = part.value("ETag"),
+                  let size = part.value("Size").flatMap(Int64.init) else { continue }
+            _ = S3Client.ListedPart(number: number, etag: etag, size: size)
+            // completeMultipartUpload sends the ETags back escaped; the server must read what was listed.
+            // (XML normalises line ends and cannot carry other control characters: those are left out.)
+            if !etag.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+                let echoed = S3XMLElement.parse("<ETag>\(XMLText.escape(etag))</ETag>")?.text
+                check(echoed == etag, "escape/parse does not round-trip \(etag.debugDescription)")
+            }
+        }
+        _ = root.value("IsTruncated") == "true"
+        _ = root.value("NextPartNumberMarker").flatMap(Int.init)
+    }
+    // completeMultipartUpload: an error document in a 200 answer.
+    _ = S3ErrorDocument(body)
+    // UploadEngine's one-line summary of an error body.
+    let summary = ServerMessage.summary(data)
+    check(summary.count <= 300, "a summary of \(summary.count) characters")
+}
+
+// MARK: Response headers
+
+let fuzzNow = Date(timeIntervalSince1970: 1_750_000_000)
+
+/// A response head as libcurl hands it over, line by line, through what DownloadSink,
+/// DownloadEngine and S3Client read from it.
+func fuzzHeaders(_ data: Data) {
+    // CurlExchange.handleHeader: one callback per line, a status line starts a new response.
+    var lines: [String] = []
+    for raw in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+        let line = HTTPHeaders.trimmed(Substring(String(decoding: raw, as: UTF8.self)))
+        if line.hasPrefix("HTTP/") { lines = [] } else if !line.isEmpty { lines.append(line) }
+    }
+    let headers = HTTPHeaders(lines.compactMap(HTTPHeaders.parseLine))
+    for (name, _) in headers {
+        check(!name.isEmpty && !name.contains(" ") && !name.contains(":"), "the header name \(name.debugDescription)")
+        check(headers[name] != nil, "\(name) does not look itself up")
+    }
+    // DownloadSink.receive(head:), without the file.
+    let validators = ResponseValidators(headers: headers)
+    _ = validators.ifRangeValue
+    _ = validators.matches(ResponseValidators(etag: "\"abc\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT"))
+    let length = headers["Content-Length"].flatMap(Int64.init)
+    _ = headers["Accept-Ranges"].map { $0.lowercased().split(separator: ",").contains { HTTPHeaders.trimmed($0) == "bytes" } }
+    let range = headers["Content-Range"].flatMap(ContentRange.init(header:))
+    if let range { checkContentRange(range) }
+    if let complete = range?.completeLength ?? length {
+        var plan = SegmentPlan.single(totalSize: nil)
+        plan.learnTotalSize(complete)
+        plan.splitRemainder(connections: 8, minSegmentSize: 1 << 20)
+        _ = plan.splitLargestRemainder(minSegmentSize: 1 << 20)
+        _ = plan.isComplete
+    }
+    // DownloadEngine: skip-if-identical compares Last-Modified.
+    _ = headers["Last-Modified"].flatMap(HTTPDate.parse)
+    // S3Client.send: a throttled answer's Retry-After.
+    if let retryAfter = headers["Retry-After"].flatMap(RetryAfter.init(header:)) { checkRetryAfter(retryAfter) }
+}
+
+/// One header value (the whole input) through every value parser.
+func fuzzHeaderValue(_ data: Data) {
+    let value = String(decoding: data, as: UTF8.self)
+    if let range = ContentRange(header: value) { checkContentRange(range) }
+    if let retryAfter = RetryAfter(header: value) { checkRetryAfter(retryAfter) }
+    if let date = HTTPDate.parse(value) { _ = HTTPDate.format(date) }
+}
+
+func checkContentRange(_ range: ContentRange) {
+    check(range.first <= range.last, "\(range): first > last")
+    check(range.completeLength.map { $0 > range.last } ?? true, "\(range): the length is not past the last byte")
+    // DownloadSink compares Content-Length with last - first + 1: the count must be an Int64.
+    let count = range.last.subtractingReportingOverflow(range.first)
+    check(!count.overflow && !count.partialValue.addingReportingOverflow(1).overflow, "\(range): its byte count overflows Int64")
+}
+
+func checkRetryAfter(_ retryAfter: RetryAfter) {
+    check(retryAfter.delay(from: fuzzNow) >= 0, "\(retryAfter): a negative delay")
+    for status in [429, 503] {
+        _ = RetryPolicy.default.decide(.http(status: status, retryAfter: retryAfter), attempt: 1, now: fuzzNow, random: 0.5)
+    }
+}
+
+// MARK: Sizes
+
+func fuzzByteSize(_ data: Data) {
+    let text = String(decoding: data, as: UTF8.self)
+    if let bytes = ByteSize.parse(text) {
+        check(bytes >= 0, "\(text.debugDescription) is \(bytes) bytes")
+    }
+}

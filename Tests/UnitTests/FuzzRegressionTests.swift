@@ -1,0 +1,54 @@
+import Foundation
+@testable import TransferCore
+import XCTest
+
+/// Inputs the fuzz targets (Tests/Fuzz, scripts/fuzz) crashed on, each once a
+/// trap that a server's answer could set off in a run.
+final class FuzzRegressionTests: XCTestCase {
+    let now = Date(timeIntervalSince1970: 1_750_000_000)
+
+    /// header-value: "9223372036854775807" is Int.max seconds, 2^63 as a Double,
+    /// and the give-up message converted it back with Int(_:), which traps.
+    func testRetryAfterOfIntMaxSecondsGivesUp() throws {
+        let retryAfter = try XCTUnwrap(RetryAfter(header: "9223372036854775807"))
+        let decision = RetryPolicy.default.decide(.http(status: 503, retryAfter: retryAfter), attempt: 1, now: now, random: 0.5)
+        guard case .giveUp(let reason) = decision else { return XCTFail("\(decision)") }
+        XCTAssertTrue(reason.contains("retry in 9223372036854775808 s"), reason)
+        // The ordinary message is unchanged.
+        XCTAssertEqual(RetryPolicy.default.decide(.http(status: 503, retryAfter: .seconds(601.9)), attempt: 1, now: now, random: 0.5),
+                       .giveUp(reason: "the server asked to retry in 601 s, more than the 600 s allowed"))
+    }
+
+    /// header-value: a year past Int32 trapped in parseIMFFixdate's Int32(year - 1900).
+    func testHTTPDateWithAHugeYearIsNoFixdate() {
+        XCTAssertNil(HTTPDate.parseIMFFixdate("Mon, 31 Feb 299999999999024 23:59:60 GMT"))
+        XCTAssertNil(HTTPDate.parseIMFFixdate("Sun, 06 Nov -9223372036854775808 08:49:37 GMT"))
+        _ = HTTPDate.parse("Mon, 31 Feb 299999999999024 23:59:60 GMT")
+        _ = RetryAfter(header: "Sun, 06 Nov 99999999999 08:49:37 GMT")
+        XCTAssertEqual(HTTPDate.parseIMFFixdate("Sun, 06 Nov 1994 08:49:37 GMT"), Date(timeIntervalSince1970: 784_111_777))
+        XCTAssertNotNil(HTTPDate.parseIMFFixdate("Fri, 31 Dec 9999 23:59:59 GMT"))
+    }
+
+    /// headers: Foundation's DateFormatter traps ("Incorrect range CFRange") when the
+    /// text it parsed ends inside a Character, as in a date followed by a combining mark.
+    /// Last-Modified and Retry-After come from the server.
+    func testHTTPDateWithACombiningMarkIsRejected() {
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT\u{301}"))
+        XCTAssertNil(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT\u{301}"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov\u{D4A} 1994 08:49:37 GMT"))
+        XCTAssertNil(RetryAfter(header: "Sat, 29\u{D4A}\u{FFFD} -024 +80:49:37 GMT"))
+        XCTAssertNotNil(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"))
+        XCTAssertNotNil(HTTPDate.parse("Sun Nov  6 08:49:37 1994"))
+    }
+
+    /// header-value: `bytes 0-9223372036854775807/*` counts 2^63 bytes, and DownloadSink's
+    /// last - first + 1 (checked against Content-Length) overflowed.
+    func testContentRangeWhoseByteCountOverflowsIsRejected() {
+        XCTAssertNil(ContentRange(header: "bytes 0-9223372036854775807/*"))
+        XCTAssertEqual(ContentRange(header: "bytes 0-9223372036854775806/*"),
+                       ContentRange(first: 0, last: 9_223_372_036_854_775_806, completeLength: nil))
+        XCTAssertEqual(ContentRange(header: "bytes 9223372036854775805-9223372036854775806/9223372036854775807"),
+                       ContentRange(first: 9_223_372_036_854_775_805, last: 9_223_372_036_854_775_806,
+                                    completeLength: 9_223_372_036_854_775_807))
+    }
+}

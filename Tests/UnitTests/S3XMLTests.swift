@@ -1,0 +1,59 @@
+import Foundation
+@testable import TransferCore
+import XCTest
+
+/// S3 answers as real servers write them, read by `S3XMLElement`.
+final class S3XMLTests: XCTestCase {
+    func testGoStyleCharacterReferencesInETags() throws {
+        // SeaweedFS (Go's encoding/xml) writes quotes as &#34;.
+        let body = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Location>http://h/b/k</Location>\
+            <Bucket>b</Bucket><Key>k</Key><ETag>&#34;3858f62230ac3c915f300c664312c11f-2&#34;</ETag></CompleteMultipartUploadResult>
+            """
+        let root = try XCTUnwrap(S3XMLElement.parse(body))
+        XCTAssertEqual(root.name, "CompleteMultipartUploadResult")
+        XCTAssertEqual(root.value("ETag"), "\"3858f62230ac3c915f300c664312c11f-2\"")
+    }
+
+    func testALineBreakBeforeTheDeclaration() throws {
+        // moto's templates start with a line break.
+        let root = try XCTUnwrap(S3XMLElement.parse("\n<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult><UploadId>abc</UploadId></InitiateMultipartUploadResult>"))
+        XCTAssertEqual(root.value("UploadId"), "abc")
+    }
+
+    func testPrefixesCDATAWhitespaceAndAttributes() throws {
+        let body = """
+            <s3:ListPartsResult xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/">
+              <s3:IsTruncated> true </s3:IsTruncated>
+              <s3:NextPartNumberMarker>2</s3:NextPartNumberMarker>
+              <s3:Part><s3:PartNumber>1</s3:PartNumber><s3:ETag><![CDATA["aaa"]]></s3:ETag><s3:Size>5242880</s3:Size></s3:Part>
+              <s3:Part kind="x">
+                <s3:PartNumber>2</s3:PartNumber>
+                <s3:ETag>&quot;bbb&quot;</s3:ETag>
+                <s3:Size>1</s3:Size>
+              </s3:Part>
+            </s3:ListPartsResult>
+            """
+        let root = try XCTUnwrap(S3XMLElement.parse(body))
+        XCTAssertEqual(root.name, "ListPartsResult")
+        XCTAssertEqual(root.value("IsTruncated"), "true")
+        let parts = root.children("Part")
+        XCTAssertEqual(parts.map { $0.value("PartNumber") }, ["1", "2"])
+        XCTAssertEqual(parts.map { $0.value("ETag") }, ["\"aaa\"", "\"bbb\""])
+        XCTAssertEqual(parts.map { $0.value("Size") }, ["5242880", "1"])
+    }
+
+    func testErrorDocumentsAndNonXML() {
+        let error = S3ErrorDocument("<Error><Code>SlowDown</Code><Message>Reduce your request rate &amp; retry.</Message></Error>")
+        XCTAssertEqual(error, S3ErrorDocument("<?xml version=\"1.0\"?>\n<Error>\n<Code>SlowDown</Code><Message>Reduce your request rate &amp; retry.</Message>\n</Error>"))
+        XCTAssertEqual(error?.code, "SlowDown")
+        XCTAssertEqual(error?.message, "Reduce your request rate & retry.")
+        XCTAssertNil(S3ErrorDocument("<html><title>502 Bad Gateway</title></html>"))
+        XCTAssertNil(S3XMLElement.parse("not xml at all"))
+        XCTAssertNil(S3XMLElement.parse("<a><b></a>"))
+        // No external entity is ever read.
+        let external = S3XMLElement.parse("<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/hostname\">]><x>&e;</x>")
+        XCTAssertTrue(external == nil || external!.text.isEmpty, "an external entity was read: \(String(describing: external))")
+    }
+}
