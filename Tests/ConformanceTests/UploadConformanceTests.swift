@@ -4,7 +4,9 @@ import TransferCore
 import XCTest
 
 /// Uploads on both backends against nginx (PUT), a real multipart/form-data
-/// parser, and moto's S3 server.
+/// parser, and two S3 servers: moto and SeaweedFS (each S3 case runs on every
+/// pair of backend and server; operations are counted on the client's side,
+/// the same way for both servers).
 final class UploadConformanceTests: XCTestCase {
     let quickRetry = RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5)
 
@@ -65,33 +67,50 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
-    func testS3MultipartUploadOfOneGibibyteIsByteIdentical() async throws {
-        try skipUnderSanitizer("1 GiB through moto; the smaller multipart cases cover the same code")
-        let servers = try TestServers.current()
+    /// Every (server, backend) pair: the S3 cases run against moto and SeaweedFS on both backends.
+    func s3Pairs() throws -> [(label: String, server: String, configuration: S3Configuration, transport: Transport)] {
         let peers = try UploadServers.current()
-        for (name, transport) in Backends.all {
-            let client = S3Client(configuration: peers.configuration, transport: transport, retry: quickRetry)
-            let bucket = "conformance-\(name)"
+        var pairs: [(label: String, server: String, configuration: S3Configuration, transport: Transport)] = []
+        for (server, configuration) in peers.s3Servers {
+            for (backend, transport) in Backends.all {
+                pairs.append(("\(server)/\(backend)", server, configuration, transport))
+            }
+        }
+        return pairs
+    }
+
+    /// A bucket name of the case, unique per run (SeaweedFS keeps buckets on disk across cases).
+    func bucket(_ stem: String, _ label: String) -> String {
+        "\(stem)-\(label.replacingOccurrences(of: "/", with: "-"))-\(UUID().uuidString.prefix(6).lowercased())"
+    }
+
+    func testS3MultipartUploadOfOneGibibyteIsByteIdentical() async throws {
+        try skipUnderSanitizer("1 GiB through each S3 server; the smaller multipart cases cover the same code")
+        let servers = try TestServers.current()
+        for (label, _, configuration, transport) in try s3Pairs() {
+            let recorder = RecordingTransport(wrapping: transport)
+            let client = S3Client(configuration: configuration, transport: recorder, retry: quickRetry)
+            let bucket = bucket("conformance", label)
             try await client.createBucket(bucket)
-            let logStart = try peers.logSize()
+            let mark = recorder.mark
             let state = FileUploadStateStore(source: servers.path("1g.bin"), bucket: bucket, key: "big/1g.bin",
-                                             environment: ["HOME": try scratchDirectory(name)])
+                                             environment: ["HOME": try scratchDirectory(label)])
             let result = try await S3MultipartUpload(client: client, options: S3UploadOptions(
                 source: servers.path("1g.bin"), bucket: bucket, key: "big/1g.bin", partSize: 16 << 20, partsInFlight: 4),
                 state: state).run()
-            XCTAssertEqual(result.parts, 64, name)
-            XCTAssertTrue(result.etag.hasSuffix("-64\""), "\(name): \(result.etag)")
-            let operations = try peers.operations(since: logStart)
-            XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 64, name)
-            XCTAssertEqual(operations.filter { $0 == "CompleteMultipartUpload" }.count, 1, name)
-            XCTAssertNil(try state.load(), "\(name): no resume state left once complete")
+            XCTAssertEqual(result.parts, 64, label)
+            XCTAssertTrue(result.etag.hasSuffix("-64\""), "\(label): \(result.etag)")
+            let operations = recorder.operations(since: mark)
+            XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 64, label)
+            XCTAssertEqual(operations.filter { $0 == "CompleteMultipartUpload" }.count, 1, label)
+            XCTAssertNil(try state.load(), "\(label): no resume state left once complete")
 
             // Read it back through the download engine with a signed GET.
             let (url, headers) = client.signedGetHeaders(bucket: bucket, key: "big/1g.bin")
-            let back = (try scratchDirectory(name) as NSString).appendingPathComponent("back.bin")
+            let back = (try scratchDirectory(label) as NSString).appendingPathComponent("back.bin")
             _ = try await DownloadEngine(transport: transport, options: DownloadOptions(
                 url: url, destination: back, headers: headers, retry: quickRetry)).run()
-            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: back), try servers.sha256(of: "1g.bin"), name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: back), try servers.sha256(of: "1g.bin"), label)
             try FileManager.default.removeItem(atPath: back)
         }
     }
@@ -100,120 +119,124 @@ final class UploadConformanceTests: XCTestCase {
     /// of those parts is sent again, alone, and the object is complete.
     func testAFaultInOnePartRetriesThatPartAlone() async throws {
         let servers = try TestServers.current()
-        let peers = try UploadServers.current()
-        for (name, transport) in Backends.all {
+        for (label, _, configuration, transport) in try s3Pairs() {
             func part(_ number: Int) -> @Sendable (TransferRequest) -> Bool {
                 { $0.method == "PUT" && ($0.url.query ?? "").contains("partNumber=\(number)&") }
             }
-            let faulty = FaultInjectingTransport(wrapping: transport, rules: [
+            let recorder = RecordingTransport(wrapping: transport)
+            let faulty = FaultInjectingTransport(wrapping: recorder, rules: [
                 (part(2), .connectionDropped, 1),
                 (part(4), .status(500, code: "InternalError"), 1),
                 (part(6), .status(503, code: "SlowDown"), 2),
             ])
-            let client = S3Client(configuration: peers.configuration, transport: faulty, retry: quickRetry)
-            let bucket = "faults-\(name)"
+            let client = S3Client(configuration: configuration, transport: faulty, retry: quickRetry)
+            let bucket = bucket("faults", label)
             try await client.createBucket(bucket)
-            let logStart = try peers.logSize()
+            let mark = recorder.mark
             let result = try await S3MultipartUpload(client: client, options: S3UploadOptions(
                 source: servers.path("64m.bin"), bucket: bucket, key: "faulty.bin", partSize: 8 << 20, partsInFlight: 3),
                 state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "faulty.bin",
-                                            environment: ["HOME": try scratchDirectory(name)])).run()
-            XCTAssertEqual(result.parts, 8, name)
-            XCTAssertEqual(faulty.seen.withLock { $0 }, [0: 2, 1: 2, 2: 3], "\(name): each faulty part was retried alone")
-            let operations = try peers.operations(since: logStart)
-            XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 8, "\(name): every other part was sent once")
-            XCTAssertEqual(operations.filter { $0 == "CreateMultipartUpload" }.count, 1, name)
+                                            environment: ["HOME": try scratchDirectory(label)])).run()
+            XCTAssertEqual(result.parts, 8, label)
+            XCTAssertEqual(faulty.seen.withLock { $0 }, [0: 2, 1: 2, 2: 3], "\(label): each faulty part was retried alone")
+            // Injected faults never reach the recorder: what it saw is what reached the server.
+            let operations = recorder.operations(since: mark)
+            XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 8, "\(label): every part reached the server once")
+            XCTAssertEqual(operations.filter { $0 == "CreateMultipartUpload" }.count, 1, label)
             let head = try await client.headObject(bucket: bucket, key: "faulty.bin")
-            XCTAssertEqual(head.size, 64 << 20, name)
+            XCTAssertEqual(head.size, 64 << 20, label)
         }
     }
 
     func testPermanentFailureAbortsTheUpload() async throws {
         let servers = try TestServers.current()
-        let peers = try UploadServers.current()
-        let transport = CurlTransport()
-        let faulty = FaultInjectingTransport(wrapping: transport, rules: [
-            ({ $0.method == "PUT" && ($0.url.query ?? "").contains("partNumber=3&") }, .status(403, code: "AccessDenied"), 1),
-        ])
-        let client = S3Client(configuration: peers.configuration, transport: faulty, retry: quickRetry)
-        try await client.createBucket("abort-check")
-        let logStart = try peers.logSize()
-        do {
-            _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
-                source: servers.path("64m.bin"), bucket: "abort-check", key: "denied.bin", partSize: 8 << 20, partsInFlight: 2),
-                state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: "abort-check", key: "denied.bin",
-                                            environment: ["HOME": try scratchDirectory()])).run()
-            XCTFail("a 403 on a part must fail the upload")
-        } catch let error as S3Error {
-            XCTAssertTrue(error.description.contains("AccessDenied"), error.description)
+        for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {
+            let recorder = RecordingTransport(wrapping: transport)
+            let faulty = FaultInjectingTransport(wrapping: recorder, rules: [
+                ({ $0.method == "PUT" && ($0.url.query ?? "").contains("partNumber=3&") }, .status(403, code: "AccessDenied"), 1),
+            ])
+            let client = S3Client(configuration: configuration, transport: faulty, retry: quickRetry)
+            let bucket = bucket("abort", label)
+            try await client.createBucket(bucket)
+            let mark = recorder.mark
+            do {
+                _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                    source: servers.path("64m.bin"), bucket: bucket, key: "denied.bin", partSize: 8 << 20, partsInFlight: 2),
+                    state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "denied.bin",
+                                                environment: ["HOME": try scratchDirectory(label)])).run()
+                XCTFail("\(label): a 403 on a part must fail the upload")
+            } catch let error as S3Error {
+                XCTAssertTrue(error.description.contains("AccessDenied"), error.description)
+            }
+            XCTAssertTrue(recorder.operations(since: mark).contains("AbortMultipartUpload"), label)
+            let uploads = try await client.send("ListMultipartUploads", method: "GET", bucket: bucket, key: "", query: "uploads=")
+            XCTAssertFalse(uploads.body.contains("<UploadId>"), "\(label): no orphaned parts: \(uploads.body)")
         }
-        let operations = try peers.operations(since: logStart)
-        XCTAssertTrue(operations.contains("AbortMultipartUpload"), "no orphaned parts: \(operations)")
-        let uploads = try await client.send("ListMultipartUploads", method: "GET", bucket: "abort-check", key: "", query: "uploads=")
-        XCTAssertFalse(uploads.body.contains("<UploadId>"), uploads.body)
     }
 
     /// `s3://` sources: every request (including each range of a segmented
     /// download) is signed afresh, and the same credentials serve both directions.
     func testS3DownloadWithSignedRanges() async throws {
         let servers = try TestServers.current()
-        let peers = try UploadServers.current()
-        for (name, transport) in Backends.all {
-            let client = S3Client(configuration: peers.configuration, transport: transport, retry: quickRetry)
-            try await client.createBucket("download-\(name)")
+        for (label, _, configuration, transport) in try s3Pairs() {
+            let recorder = RecordingTransport(wrapping: transport)
+            let client = S3Client(configuration: configuration, transport: recorder, retry: quickRetry)
+            let bucket = bucket("download", label)
+            try await client.createBucket(bucket)
             _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
-                source: servers.path("64m.bin"), bucket: "download-\(name)", key: "dir/64m.bin"),
-                state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: "download-\(name)", key: "dir/64m.bin",
-                                            environment: ["HOME": try scratchDirectory(name)])).run()
-            let logStart = try peers.logSize()
-            let (url, signer) = client.downloadSource(bucket: "download-\(name)", key: "dir/64m.bin")
-            var options = DownloadOptions(url: url, destination: (try scratchDirectory(name) as NSString).appendingPathComponent("64m.bin"),
+                source: servers.path("64m.bin"), bucket: bucket, key: "dir/64m.bin"),
+                state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "dir/64m.bin",
+                                            environment: ["HOME": try scratchDirectory(label)])).run()
+            let mark = recorder.mark
+            let (url, signer) = client.downloadSource(bucket: bucket, key: "dir/64m.bin")
+            var options = DownloadOptions(url: url, destination: (try scratchDirectory(label) as NSString).appendingPathComponent("64m.bin"),
                                           connections: 4, retry: quickRetry)
             options.signer = signer
-            let result = try await DownloadEngine(transport: transport, options: options).run()
-            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: result.path), try servers.sha256(of: "64m.bin"), name)
-            let gets = try peers.operations(since: logStart).filter { $0 == "GetObject" }
-            XCTAssertGreaterThanOrEqual(gets.count, 5, "\(name): the opening request plus four signed ranges")
+            let result = try await DownloadEngine(transport: recorder, options: options).run()
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: result.path), try servers.sha256(of: "64m.bin"), label)
+            let gets = recorder.operations(since: mark).filter { $0 == "GetObject" }
+            XCTAssertGreaterThanOrEqual(gets.count, 5, "\(label): the opening request plus four signed ranges")
         }
     }
 
     func testSmallObjectUsesOnePut() async throws {
         let servers = try TestServers.current()
-        let peers = try UploadServers.current()
-        for (name, transport) in Backends.all {
-            let client = S3Client(configuration: peers.configuration, transport: transport, retry: quickRetry)
-            try await client.createBucket("small-\(name)")
-            let logStart = try peers.logSize()
+        for (label, _, configuration, transport) in try s3Pairs() {
+            let recorder = RecordingTransport(wrapping: transport)
+            let client = S3Client(configuration: configuration, transport: recorder, retry: quickRetry)
+            let bucket = bucket("small", label)
+            try await client.createBucket(bucket)
+            let mark = recorder.mark
             let result = try await S3MultipartUpload(client: client, options: S3UploadOptions(
-                source: servers.path("1m.bin"), bucket: "small-\(name)", key: "one.bin"),
-                state: FileUploadStateStore(source: servers.path("1m.bin"), bucket: "small-\(name)", key: "one.bin",
-                                            environment: ["HOME": try scratchDirectory(name)])).run()
-            XCTAssertEqual(result.parts, 1, name)
-            XCTAssertEqual(try peers.operations(since: logStart), ["PutObject"], name)
-            let head = try await client.headObject(bucket: "small-\(name)", key: "one.bin")
-            XCTAssertEqual(head.size, 1 << 20, name)
+                source: servers.path("1m.bin"), bucket: bucket, key: "one.bin"),
+                state: FileUploadStateStore(source: servers.path("1m.bin"), bucket: bucket, key: "one.bin",
+                                            environment: ["HOME": try scratchDirectory(label)])).run()
+            XCTAssertEqual(result.parts, 1, label)
+            XCTAssertEqual(recorder.operations(since: mark), ["PutObject"], label)
+            let head = try await client.headObject(bucket: bucket, key: "one.bin")
+            XCTAssertEqual(head.size, 1 << 20, label)
         }
     }
 
     func testWrongCredentialsGiveAClearErrorWithoutTheSecret() async throws {
         let servers = try TestServers.current()
         let peers = try UploadServers.current()
-        for (name, transport) in Backends.all {
-            var configuration = peers.configuration
+        for (label, _, right, transport) in try s3Pairs() {
+            var configuration = right
             configuration.credentials = AWSCredentials(accessKeyID: peers.credentials.accessKeyID, secretAccessKey: "not-the-secret-1234")
             let client = S3Client(configuration: configuration, transport: transport, retry: quickRetry)
             do {
                 _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
                     source: servers.path("1m.bin"), bucket: "anything", key: "x.bin"),
                     state: FileUploadStateStore(source: "x", bucket: "anything", key: "x.bin",
-                                                environment: ["HOME": try scratchDirectory(name)])).run()
-                XCTFail("\(name): wrong credentials must fail")
+                                                environment: ["HOME": try scratchDirectory(label)])).run()
+                XCTFail("\(label): wrong credentials must fail")
             } catch let error as S3Error {
                 let message = error.description
-                XCTAssertTrue(message.contains(peers.s3.absoluteString), "\(name): names the endpoint: \(message)")
+                XCTAssertTrue(message.contains(right.endpoint.absoluteString), "\(label): names the endpoint: \(message)")
                 XCTAssertTrue(message.contains("SignatureDoesNotMatch") || message.contains("InvalidAccessKeyId"), message)
-                XCTAssertTrue(message.contains("AWS_SECRET_ACCESS_KEY"), "\(name): says what to check: \(message)")
-                XCTAssertFalse(message.contains("not-the-secret-1234"), "\(name): never prints the secret")
+                XCTAssertTrue(message.contains("AWS_SECRET_ACCESS_KEY"), "\(label): says what to check: \(message)")
+                XCTAssertFalse(message.contains("not-the-secret-1234"), "\(label): never prints the secret")
             }
         }
     }

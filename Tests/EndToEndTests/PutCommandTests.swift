@@ -6,63 +6,61 @@ import XCTest
 /// `transferd put` as a user runs it, and upload jobs in the queue.
 final class PutCommandTests: XCTestCase {
     /// kill -9 in the middle of a multipart upload, then the same command:
-    /// only the missing parts are sent, the object is correct, no upload is left open.
+    /// only the missing parts are sent, the object is correct, no upload is
+    /// left open. On moto and on SeaweedFS.
     func testKillNineMidUploadThenOnlyMissingPartsAreSent() throws {
         let servers = try TestServers.current()
-        let peers = try UploadServers.current()
-        let directory = try scratchDirectory()
-        var environment = peers.environment
-        environment["HOME"] = directory
-        let source = directory + "/big.bin"
-        try FileManager.default.copyItem(atPath: servers.path("1g.bin"), toPath: source)
-        let bucket = "resume-\(UUID().uuidString.prefix(8).lowercased())"
-        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
-        let created = expectation(description: "bucket")
-        Task { try await client.createBucket(bucket); created.fulfill() }
-        wait(for: [created], timeout: 10)
+        for target in try UploadServers.current().s3Targets {
+            let directory = try scratchDirectory("kill-\(target.name)")
+            var environment = target.environment
+            environment["HOME"] = directory
+            let source = directory + "/big.bin"
+            try FileManager.default.copyItem(atPath: servers.path("1g.bin"), toPath: source)
+            let bucket = "resume-\(UUID().uuidString.prefix(8).lowercased())"
+            let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+            try blocking { try await client.createBucket(bucket) }
 
-        let arguments = ["put", source, "s3://\(bucket)/big.bin", "--part-size", "8M", "--parts", "2"]
-        let state = FileUploadStateStore(source: source, bucket: bucket, key: "big.bin", environment: ["HOME": directory])
-        let first = try TransferdProcess(arguments, directory: directory, environment: environment)
-        var recorded = 0
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            if let json = try state.load(),
-               let checkpoint = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
-                recorded = checkpoint.parts.count
-                if recorded >= 20 { break }
+            let arguments = ["put", source, "s3://\(bucket)/big.bin", "--part-size", "8M", "--parts", "2"]
+            let state = FileUploadStateStore(source: source, bucket: bucket, key: "big.bin", environment: ["HOME": directory])
+            let first = try TransferdProcess(arguments, directory: directory, environment: environment)
+            var recorded = 0
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline {
+                if let json = try state.load(),
+                   let checkpoint = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
+                    recorded = checkpoint.parts.count
+                    if recorded >= 20 { break }
+                }
+                usleep(20_000)
             }
-            usleep(20_000)
-        }
-        kill(first.process.processIdentifier, SIGKILL)
-        _ = first.wait()
-        let checkpoint = try XCTUnwrap(try state.load().flatMap { try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data($0.utf8)) })
-        recorded = checkpoint.parts.count
-        XCTAssertGreaterThanOrEqual(recorded, 20)
-        XCTAssertLessThan(recorded, 128)
+            kill(first.process.processIdentifier, SIGKILL)
+            _ = first.wait()
+            let checkpoint = try XCTUnwrap(try state.load().flatMap { try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data($0.utf8)) })
+            recorded = checkpoint.parts.count
+            XCTAssertGreaterThanOrEqual(recorded, 20, target.name)
+            XCTAssertLessThan(recorded, 128, target.name)
 
-        let logStart = try peers.settledLogSize()
-        let second = try TransferdProcess.run(arguments, directory: directory, environment: environment)
-        XCTAssertEqual(second.status, 0, second.stderr)
-        let operations = try peers.operations(since: logStart)
-        XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 128 - recorded, "only the missing parts: \(second.stderr)")
-        XCTAssertEqual(operations.filter { $0 == "CreateMultipartUpload" }.count, 0, "the same upload continued")
-        XCTAssertTrue(operations.contains("ListParts"), "recorded parts were reconciled with the server")
-        XCTAssertTrue(second.stderr.contains("resumed: \(128 - recorded) of 128 parts"), second.stderr)
+            let log = directory + "/second.log"
+            let second = try TransferdProcess.run(arguments + ["--log-file", log], directory: directory, environment: environment)
+            XCTAssertEqual(second.status, 0, "\(target.name): \(second.stderr)")
+            let operations = try S3Operation.fromLog(log)
+            XCTAssertEqual(operations.filter { $0 == "UploadPart" }.count, 128 - recorded, "\(target.name): only the missing parts")
+            XCTAssertEqual(operations.filter { $0 == "CreateMultipartUpload" }.count, 0, "\(target.name): the same upload continued")
+            XCTAssertTrue(operations.contains("ListParts"), "\(target.name): recorded parts were reconciled with the server")
+            XCTAssertTrue(second.stderr.contains("resumed: \(128 - recorded) of 128 parts"), second.stderr)
 
-        let listed = expectation(description: "check")
-        Task {
-            let head = try await client.headObject(bucket: bucket, key: "big.bin")
-            XCTAssertEqual(head.size, 1 << 30)
-            let uploads = try await client.send("ListMultipartUploads", method: "GET", bucket: bucket, key: "", query: "uploads=")
-            XCTAssertFalse(uploads.body.contains("<UploadId>"), "no orphaned upload: \(uploads.body.prefix(500))")
-            let (url, headers) = client.signedGetHeaders(bucket: bucket, key: "big.bin")
-            let back = directory + "/back.bin"
-            _ = try await DownloadEngine(transport: CurlTransport(), options: DownloadOptions(url: url, destination: back, headers: headers)).run()
-            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: back), try servers.sha256(of: "1g.bin"))
-            listed.fulfill()
+            try blocking {
+                let head = try await client.headObject(bucket: bucket, key: "big.bin")
+                XCTAssertEqual(head.size, 1 << 30, target.name)
+                let uploads = try await client.send("ListMultipartUploads", method: "GET", bucket: bucket, key: "", query: "uploads=")
+                XCTAssertFalse(uploads.body.contains("<UploadId>"), "\(target.name): no orphaned upload: \(uploads.body.prefix(500))")
+                let (url, headers) = client.signedGetHeaders(bucket: bucket, key: "big.bin")
+                let back = directory + "/back.bin"
+                _ = try await DownloadEngine(transport: CurlTransport(), options: DownloadOptions(url: url, destination: back, headers: headers)).run()
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: back), try servers.sha256(of: "1g.bin"), target.name)
+            }
+            try? FileManager.default.removeItem(atPath: directory)
         }
-        wait(for: [listed], timeout: 120)
     }
 
     /// A 300 MiB form (two fields, two files) reaches the parser intact while
@@ -102,79 +100,73 @@ final class PutCommandTests: XCTestCase {
     func testUploadJobsRunInTheQueue() throws {
         let servers = try TestServers.current()
         let peers = try UploadServers.current()
-        let fixture = try QueueFixture()
-        try FileManager.default.createDirectory(atPath: fixture.root + "/data", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: servers.path("64m.bin"), toPath: fixture.root + "/data/64m.bin")
-        let bucket = "queue-\(UUID().uuidString.prefix(8).lowercased())"
-        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
-        let created = expectation(description: "bucket")
-        Task { try await client.createBucket(bucket); created.fulfill() }
-        wait(for: [created], timeout: 10)
-        let key = "queue-\(UUID().uuidString.prefix(8))"
-        try fixture.drop("uploads.json", jobs: [
-            ["id": "put", "type": "put", "url": servers.http.appendingPathComponent("upload/queue/\(key).bin").absoluteString,
-             "source": "data/64m.bin"],
-            ["id": "form", "type": "form", "url": peers.form.appendingPathComponent("form/\(key)").absoluteString,
-             "fields": ["a": "b"], "files": [["field": "f", "path": "data/64m.bin"]]],
-            ["id": "s3", "type": "s3-upload", "url": "s3://\(bucket)/from-queue.bin", "source": "data/64m.bin",
-             "part_size": "8M", "parts_in_flight": 3],
-        ])
-        let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: peers.environment)
-        XCTAssertEqual(result.status, 0, result.stderr)
-        XCTAssertEqual(try fixture.store().counts(), [.done: 3])
-        let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/queue/\(key).bin"
-        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: stored), try servers.sha256(of: "64m.bin"))
-        let checked = expectation(description: "head")
-        Task {
-            let head = try await client.headObject(bucket: bucket, key: "from-queue.bin")
-            XCTAssertEqual(head.size, 64 << 20)
-            XCTAssertTrue(head.etag.hasSuffix("-8\""), head.etag)
-            checked.fulfill()
-        }
-        wait(for: [checked], timeout: 30)
+        for target in peers.s3Targets {
+            let fixture = try QueueFixture()
+            try FileManager.default.createDirectory(atPath: fixture.root + "/data", withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: servers.path("64m.bin"), toPath: fixture.root + "/data/64m.bin")
+            let bucket = "queue-\(UUID().uuidString.prefix(8).lowercased())"
+            let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+            try blocking { try await client.createBucket(bucket) }
+            let key = "queue-\(UUID().uuidString.prefix(8))"
+            try fixture.drop("uploads.json", jobs: [
+                ["id": "put", "type": "put", "url": servers.http.appendingPathComponent("upload/queue/\(key).bin").absoluteString,
+                 "source": "data/64m.bin"],
+                ["id": "form", "type": "form", "url": peers.form.appendingPathComponent("form/\(key)").absoluteString,
+                 "fields": ["a": "b"], "files": [["field": "f", "path": "data/64m.bin"]]],
+                ["id": "s3", "type": "s3-upload", "url": "s3://\(bucket)/from-queue.bin", "source": "data/64m.bin",
+                 "part_size": "8M", "parts_in_flight": 3],
+            ])
+            let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(result.status, 0, "\(target.name): \(result.stderr)")
+            XCTAssertEqual(try fixture.store().counts(), [.done: 3], target.name)
+            let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/queue/\(key).bin"
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: stored), try servers.sha256(of: "64m.bin"), target.name)
+            try blocking {
+                let head = try await client.headObject(bucket: bucket, key: "from-queue.bin")
+                XCTAssertEqual(head.size, 64 << 20, target.name)
+                XCTAssertTrue(head.etag.hasSuffix("-8\""), "\(target.name): \(head.etag)")
+            }
 
-        // The same credentials serve downloads: an s3:// source in a download job.
-        try fixture.drop("back.json", jobs: [["id": "s3-back", "url": "s3://\(bucket)/from-queue.bin", "dest": "back/"]])
-        let back = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: peers.environment)
-        XCTAssertEqual(back.status, 0, back.stderr)
-        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/back/from-queue.bin"), try servers.sha256(of: "64m.bin"))
-        let get = try TransferdProcess.run(["get", "s3://\(bucket)/from-queue.bin", "-o", "got.bin", "-c", "4"],
-                                           directory: fixture.root, environment: peers.environment)
-        XCTAssertEqual(get.status, 0, get.stderr)
-        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/got.bin"), try servers.sha256(of: "64m.bin"))
+            // The same credentials serve downloads: an s3:// source in a download job.
+            try fixture.drop("back.json", jobs: [["id": "s3-back", "url": "s3://\(bucket)/from-queue.bin", "dest": "back/"]])
+            let back = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(back.status, 0, "\(target.name): \(back.stderr)")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/back/from-queue.bin"), try servers.sha256(of: "64m.bin"),
+                           target.name)
+            let get = try TransferdProcess.run(["get", "s3://\(bucket)/from-queue.bin", "-o", "got.bin", "-c", "4"],
+                                               directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(get.status, 0, "\(target.name): \(get.stderr)")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/got.bin"), try servers.sha256(of: "64m.bin"), target.name)
+        }
     }
 
     func testADirectoryUploadsAsOneObjectPerFileUnderThePrefix() throws {
         let servers = try TestServers.current()
-        let peers = try UploadServers.current()
-        let fixture = try QueueFixture()
-        let tree = fixture.root + "/site"
-        try FileManager.default.createDirectory(atPath: tree + "/assets/img", withIntermediateDirectories: true)
-        try Data("<h1>hi</h1>".utf8).write(to: URL(fileURLWithPath: tree + "/index.html"))
-        try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: tree + "/assets/img/logo one.png")
-        try FileManager.default.copyItem(atPath: servers.path("64m.bin"), toPath: tree + "/assets/big.bin")
-        let bucket = "tree-\(UUID().uuidString.prefix(8).lowercased())"
-        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
-        let created = expectation(description: "bucket")
-        Task { try await client.createBucket(bucket); created.fulfill() }
-        wait(for: [created], timeout: 10)
-        try fixture.drop("tree.json", jobs: [["id": "tree", "type": "s3-upload", "url": "s3://\(bucket)/www/", "source": "site"]])
-        let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: peers.environment)
-        XCTAssertEqual(result.status, 0, result.stderr)
-        let checked = expectation(description: "objects")
-        Task {
-            let expected: [(String, Int64)] = [("www/index.html", 11), ("www/assets/img/logo one.png", 1 << 20),
-                                               ("www/assets/big.bin", 64 << 20)]
-            for (key, size) in expected {
-                let head = try await client.headObject(bucket: bucket, key: key)
-                XCTAssertEqual(head.size, size, key)
+        for target in try UploadServers.current().s3Targets {
+            let fixture = try QueueFixture()
+            let tree = fixture.root + "/site"
+            try FileManager.default.createDirectory(atPath: tree + "/assets/img", withIntermediateDirectories: true)
+            try Data("<h1>hi</h1>".utf8).write(to: URL(fileURLWithPath: tree + "/index.html"))
+            try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: tree + "/assets/img/logo one.png")
+            try FileManager.default.copyItem(atPath: servers.path("64m.bin"), toPath: tree + "/assets/big.bin")
+            let bucket = "tree-\(UUID().uuidString.prefix(8).lowercased())"
+            let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+            try blocking { try await client.createBucket(bucket) }
+            try fixture.drop("tree.json", jobs: [["id": "tree", "type": "s3-upload", "url": "s3://\(bucket)/www/", "source": "site"]])
+            let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(result.status, 0, "\(target.name): \(result.stderr)")
+            try blocking {
+                let expected: [(String, Int64)] = [("www/index.html", 11), ("www/assets/img/logo one.png", 1 << 20),
+                                                   ("www/assets/big.bin", 64 << 20)]
+                for (key, size) in expected {
+                    let head = try await client.headObject(bucket: bucket, key: key)
+                    XCTAssertEqual(head.size, size, "\(target.name): \(key)")
+                }
+                let big = try await client.headObject(bucket: bucket, key: "www/assets/big.bin")
+                XCTAssertTrue(big.etag.hasSuffix("-8\""), "\(target.name): the big file went up in parts: \(big.etag)")
             }
-            let big = try await client.headObject(bucket: bucket, key: "www/assets/big.bin")
-            XCTAssertTrue(big.etag.hasSuffix("-8\""), "the big file went up in parts: \(big.etag)")
-            checked.fulfill()
+            XCTAssertEqual(try fixture.store().job("tree")?.bytesTotal, 11 + (1 << 20) + (64 << 20), target.name)
         }
-        wait(for: [checked], timeout: 30)
-        XCTAssertEqual(try fixture.store().job("tree")?.bytesTotal, 11 + (1 << 20) + (64 << 20))
     }
 
     func testAddWritesAnUploadJob() throws {
@@ -190,5 +182,46 @@ final class PutCommandTests: XCTestCase {
         XCTAssertEqual(try fixture.store().jobs().map(\.spec.kind), [.put])
         let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/added/" + target.lastPathComponent
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: stored), try servers.sha256(of: "1m.bin"))
+    }
+
+    /// `--limit-rate` caps what an upload sends: `put` to nginx and to S3, and
+    /// a queue run's cap on an upload job (curl backend); the urlsession
+    /// backend, which cannot, refuses it up front and says so.
+    func testLimitRateCapsUploads() throws {
+        let servers = try TestServers.current()
+        let peers = try UploadServers.current()
+        let directory = try scratchDirectory()
+        try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: directory + "/one.bin")
+        // 1 MiB at 256 KiB/s takes 4 s; anything under 2.5 s means the cap was not applied.
+        let target = servers.http.appendingPathComponent("upload/limited/\(UUID().uuidString).bin").absoluteString
+        var started = Date()
+        let plain = try TransferdProcess.run(["put", "one.bin", target, "--limit-rate", "256K"], directory: directory)
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 2.5, "put --limit-rate 256K sent 1 MiB too fast")
+
+        let bucket = "limited-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: peers.configuration, transport: CurlTransport())
+        try blocking { try await client.createBucket(bucket) }
+        started = Date()
+        let s3 = try TransferdProcess.run(["put", "one.bin", "s3://\(bucket)/one.bin", "--limit-rate", "256K"],
+                                          directory: directory, environment: peers.environment)
+        XCTAssertEqual(s3.status, 0, s3.stderr)
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 2.5, "put s3:// --limit-rate 256K sent 1 MiB too fast")
+
+        let refused = try TransferdProcess.run(["put", "one.bin", target, "--limit-rate", "256K", "--transport", "urlsession"],
+                                               directory: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("urlsession backend cannot cap an upload"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("--transport curl"), refused.stderr)
+
+        let fixture = try QueueFixture()
+        try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: fixture.root + "/one.bin")
+        try fixture.drop("up.json", jobs: [["id": "up", "type": "s3-upload", "url": "s3://\(bucket)/queued.bin", "source": "one.bin"]])
+        started = Date()
+        let run = try TransferdProcess.run(["run", fixture.queue, "--limit-rate", "256K"], directory: fixture.root,
+                                           environment: peers.environment)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 2.5, "run --limit-rate 256K let an upload through uncapped")
+        XCTAssertEqual(try fixture.store().counts(), [.done: 1])
     }
 }

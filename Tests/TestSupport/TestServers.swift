@@ -177,11 +177,16 @@ public struct UploadServers {
     /// Every real S3 server to run a case against, by name: `moto` always,
     /// then `seaweedfs` when it was started.
     public var s3Servers: [(name: String, configuration: S3Configuration)] {
-        var servers: [(name: String, configuration: S3Configuration)] = [(name: "moto", configuration: configuration)]
-        if let seaweed = seaweedConfiguration {
-            servers.append((name: "seaweedfs", configuration: seaweed))
+        s3Targets.map { ($0.name, $0.configuration) }
+    }
+
+    /// `s3Servers` with the environment for a `transferd` process talking to each.
+    public var s3Targets: [(name: String, configuration: S3Configuration, environment: [String: String])] {
+        var targets = [(name: "moto", configuration: configuration, environment: environment)]
+        if let seaweed = seaweedConfiguration, let environment = seaweedEnvironment {
+            targets.append((name: "seaweedfs", configuration: seaweed, environment: environment))
         }
-        return servers
+        return targets
     }
 
     /// Environment for a `transferd` process talking to SeaweedFS instead of
@@ -230,4 +235,19 @@ public struct UploadServers {
         }
         return size
     }
+}
+
+/// Runs async work from a synchronous test and waits for it (at most
+/// `timeout` seconds), rethrowing what it threw.
+public func blocking(timeout: TimeInterval = 300, _ body: @escaping @Sendable () async throws -> Void) throws {
+    let done = DispatchSemaphore(value: 0)
+    let failure = LockedBox<Error?>(nil)
+    Task {
+        do { try await body() } catch { failure.withLock { $0 = error } }
+        done.signal()
+    }
+    guard done.wait(timeout: .now() + timeout) == .success else {
+        throw NSError(domain: "transferd.tests", code: 1, userInfo: [NSLocalizedDescriptionKey: "async work took over \(timeout) s"])
+    }
+    if let error = failure.withLock({ $0 }) { throw error }
 }

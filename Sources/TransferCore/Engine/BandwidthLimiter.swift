@@ -30,3 +30,25 @@ public final class BandwidthLimiter: @unchecked Sendable {
         if wait > 0 { usleep(UInt32(min(wait, 5) * 1_000_000)) }
     }
 }
+
+/// How fast an upload may send: its own cap (a job's `limit_rate`, `put
+/// --limit-rate`), a bucket shared with the rest of the run (the run's
+/// `--limit-rate`), both or neither. Needs a backend with `.sendRateLimit`.
+public struct SendRate: Sendable {
+    /// This upload's cap in bytes per second, over all its requests in flight.
+    public var bytesPerSecond: Int64?
+    /// The run's bucket, shared by every transfer in both directions.
+    public var shared: BandwidthLimiter?
+
+    public init(bytesPerSecond: Int64? = nil, shared: BandwidthLimiter? = nil) {
+        self.bytesPerSecond = bytesPerSecond
+        self.shared = shared
+    }
+
+    /// Sets the request's limits for one of `inFlight` requests sending at once
+    /// (each gets an equal share of the cap).
+    func apply(to request: inout TransferRequest, inFlight: Int = 1) {
+        request.maxSendRate = bytesPerSecond.map { max(1, $0 / Int64(max(1, inFlight))) }
+        request.sendLimiter = shared
+    }
+}

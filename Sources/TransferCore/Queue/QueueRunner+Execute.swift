@@ -66,6 +66,13 @@ extension QueueRunner {
 }
 
 extension QueueRunner {
+    /// An upload job's speed: its own `limit_rate` and the run's bucket. A
+    /// backend that cannot cap what it sends is refused by the transport
+    /// (`TransportError.unsupported`, which fails the job with its reason).
+    func sendRate(_ spec: JobSpec) -> SendRate {
+        SendRate(bytesPerSecond: spec.limitRate, shared: limiter)
+    }
+
     /// Runs a `put`, `form` or `s3-upload` job.
     func executeUpload(_ job: ActiveJob) async -> JobOutcome {
         let spec = job.record.spec
@@ -96,6 +103,7 @@ extension QueueRunner {
                                            checksum: spec.sha256 == nil ? nil : .sha256, retry: retry, tls: options.tls,
                                            connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
                 upload.expectedSHA256 = spec.sha256
+                upload.rate = sendRate(spec)
                 let result = try await UploadEngine(transport: transport, options: upload,
                                                     onEvent: progressRecorder(job)).run()
                 return .uploaded(size: result.bytesSent)
@@ -109,15 +117,16 @@ extension QueueRunner {
                 if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
                     let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
                                                              prefix: location.key, partSize: spec.partSize ?? 8 << 20,
-                                                             partsInFlight: spec.partsInFlight ?? 10, store: state).run()
+                                                             partsInFlight: spec.partsInFlight ?? 10,
+                                                             rate: sendRate(spec), store: state).run()
                     return .uploaded(size: result.bytes)
                 }
-                let upload = S3MultipartUpload(client: client,
-                                               options: S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
-                                                                        partSize: spec.partSize ?? 8 << 20,
-                                                                        partsInFlight: spec.partsInFlight ?? 10,
-                                                                        contentType: spec.contentType),
-                                               state: state, onEvent: progressRecorder(job))
+                var uploadOptions = S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
+                                                    partSize: spec.partSize ?? 8 << 20, partsInFlight: spec.partsInFlight ?? 10,
+                                                    contentType: spec.contentType)
+                uploadOptions.rate = sendRate(spec)
+                let upload = S3MultipartUpload(client: client, options: uploadOptions, state: state,
+                                               onEvent: progressRecorder(job))
                 s3 = (upload, client, state)
                 let result = try await upload.run()
                 return .uploaded(size: result.size)

@@ -47,10 +47,12 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
     /// Receive a body sent with a Content-Encoding as the bytes the server counted
     /// (URLSession decodes it, so its length and checksums cannot be checked).
     public static let encodedBodyAsSent = TransportCapabilities(rawValue: 1 << 6)
+    /// Cap the send rate of one exchange's body, alone or with others (`--limit-rate` on uploads).
+    public static let sendRateLimit = TransportCapabilities(rawValue: 1 << 7)
 
     public static let all: TransportCapabilities = [.customCA, .insecureTLS, .publicKeyPinning,
                                                      .fileRegionBody, .backpressure, .receiveRateLimit,
-                                                     .encodedBodyAsSent]
+                                                     .encodedBodyAsSent, .sendRateLimit]
 
     static let names: [(TransportCapabilities, String)] = [
         (.customCA, "custom CA bundle (--cacert)"),
@@ -60,6 +62,7 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
         (.backpressure, "network backpressure"),
         (.receiveRateLimit, "per-transfer rate limit"),
         (.encodedBodyAsSent, "content-encoded bodies saved as sent"),
+        (.sendRateLimit, "upload rate limit (--limit-rate on uploads)"),
     ]
 
     public var description: String {
@@ -149,6 +152,11 @@ public struct TransferRequest: Sendable {
     public var tls: TLSOptions
     /// Receive at most this many bytes per second (nil: unlimited).
     public var maxReceiveRate: Int64?
+    /// Send the body at most this fast, in bytes per second (nil: unlimited).
+    public var maxSendRate: Int64?
+    /// A bucket the body's bytes are taken from as they are sent, shared with
+    /// other exchanges (a run's `--limit-rate`).
+    public var sendLimiter: BandwidthLimiter?
     /// Called with (bytes sent, bytes received) as the exchange progresses.
     public var onProgress: (@Sendable (Int64, Int64) -> Void)?
 
@@ -172,6 +180,7 @@ public struct TransferRequest: Sendable {
     public var requiredCapabilities: TransportCapabilities {
         var needed = tls.requiredCapabilities
         if maxReceiveRate != nil { needed.insert(.receiveRateLimit) }
+        if maxSendRate != nil || sendLimiter != nil { needed.insert(.sendRateLimit) }
         return needed
     }
 }

@@ -17,7 +17,7 @@ enum PutCommand {
         OptionSpec("--profile", value: "NAME", help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
-    ] + TransferFlags.specs.filter { !["--limit-rate"].contains($0.key) }
+    ] + TransferFlags.specs
 
     static let usage = "transferd put PATH URL [--form NAME=VALUE ...] [--checksum md5|sha256] [options]"
 
@@ -84,10 +84,11 @@ enum PutCommand {
             let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
                                   retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-            let options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
+            var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
                                           partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
                                           partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
                                           contentType: arguments.value("--content-type"))
+            options.rate = try sendRate(arguments)
             let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: arguments.has("--quiet"))
             upload = S3MultipartUpload(client: client, options: options,
                                        state: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key)) {
@@ -175,11 +176,23 @@ enum PutCommand {
         } else {
             body = .file(path: path)
         }
-        return UploadOptions(url: url, method: method, body: body, headers: try TransferFlags.headers(arguments),
-                             contentType: arguments.value("--content-type"), checksum: checksum,
-                             retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
-                             connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
-                             idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
+        var options = UploadOptions(url: url, method: method, body: body, headers: try TransferFlags.headers(arguments),
+                                    contentType: arguments.value("--content-type"), checksum: checksum,
+                                    retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
+                                    connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
+                                    idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
+        options.rate = try sendRate(arguments)
+        return options
+    }
+
+    /// `--limit-rate` for an upload; refused up front on a backend that cannot cap what it sends.
+    static func sendRate(_ arguments: ParsedArguments) throws -> SendRate {
+        guard let rate = try arguments.byteSize("--limit-rate") else { return SendRate() }
+        let transport = try TransferFlags.transport(arguments)
+        guard transport.capabilities.contains(.sendRateLimit) else {
+            throw UsageError("--limit-rate: the \(transport.name) backend cannot cap an upload's speed; use --transport curl")
+        }
+        return SendRate(bytesPerSecond: rate)
     }
 }
 

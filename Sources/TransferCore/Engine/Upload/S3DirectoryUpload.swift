@@ -20,10 +20,13 @@ public final class S3DirectoryUpload: @unchecked Sendable {
     let partsInFlight: Int
     let filesInFlight: Int
     let store: UploadStateStore
+    /// The whole folder's speed: each of the files in flight gets an equal share of the cap.
+    let rate: SendRate
     private let state: Locked<State>
 
     public init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
-                partsInFlight: Int = 10, filesInFlight: Int = 4, store: UploadStateStore) {
+                partsInFlight: Int = 10, filesInFlight: Int = 4, rate: SendRate = SendRate(), store: UploadStateStore) {
+        self.rate = rate
         self.client = client
         self.directory = directory
         self.bucket = bucket
@@ -82,9 +85,10 @@ public final class S3DirectoryUpload: @unchecked Sendable {
 
     private func upload(_ relative: String) async throws -> Int64 {
         let view = FileView(parent: self, relative: relative)
-        let upload = S3MultipartUpload(client: client, options: S3UploadOptions(
-            source: (directory as NSString).appendingPathComponent(relative), bucket: bucket, key: prefix + relative,
-            partSize: partSize, partsInFlight: partsInFlight), state: view)
+        var options = S3UploadOptions(source: (directory as NSString).appendingPathComponent(relative), bucket: bucket,
+                                      key: prefix + relative, partSize: partSize, partsInFlight: partsInFlight)
+        options.rate = SendRate(bytesPerSecond: rate.bytesPerSecond.map { max(1, $0 / Int64(filesInFlight)) }, shared: rate.shared)
+        let upload = S3MultipartUpload(client: client, options: options, state: view)
         let result = try await upload.run()
         try update { $0.files[relative] = nil; $0.done.insert(relative) }
         return result.size

@@ -64,6 +64,8 @@ public struct S3UploadOptions: Sendable {
     public var partSize: Int64
     public var partsInFlight: Int
     public var contentType: String?
+    /// How fast the parts may go, all together (`--limit-rate`).
+    public var rate = SendRate()
 
     public init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 10,
                 contentType: String? = nil) {
@@ -139,7 +141,8 @@ public final class S3MultipartUpload: @unchecked Sendable {
             let md5 = try FileDigests.compute(path: options.source, offset: 0, length: size, sha256: false).md5
             let events = onEvent
             let etag = try await client.putObject(bucket: options.bucket, key: options.key, path: options.source, length: size,
-                                                  md5: md5, contentType: contentType) { events(.progress(sent: $0, totalSize: size)) }
+                                                  md5: md5, contentType: contentType,
+                                                  rate: options.rate) { events(.progress(sent: $0, totalSize: size)) }
             try fingerprint.check(options.source)
             guard Self.unquote(etag) == md5.hexString else {
                 throw S3Error.verification("the object's ETag \(etag) does not match the file's MD5 \(md5.hexString)")
@@ -230,7 +233,9 @@ public final class S3MultipartUpload: @unchecked Sendable {
         // Progress is the finished parts plus what each part in flight has sent so far.
         let (etag, returnedCRC) = try await client.uploadPart(bucket: options.bucket, key: options.key, uploadID: uploadID,
                                                               number: number, path: options.source, offset: offset,
-                                                              length: length, md5: md5, crc32: crc32) { partSent in
+                                                              length: length, md5: md5, crc32: crc32,
+                                                              rate: options.rate,
+                                                              inFlight: min(options.partsInFlight, count)) { partSent in
             let inFlightBytes = inFlight.withLock { parts -> Int64 in
                 parts[number] = partSent
                 return parts.values.reduce(0, +)

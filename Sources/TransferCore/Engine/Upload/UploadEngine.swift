@@ -29,6 +29,8 @@ public struct UploadOptions: Sendable {
     public var idleTimeout: TimeInterval
     /// Refuse to send a file whose SHA-256 differs (a `put` job's `sha256`).
     public var expectedSHA256: String?
+    /// How fast the body may go (`--limit-rate`).
+    public var rate = SendRate()
 
     public init(url: URL, method: String = "PUT", body: UploadBody, headers: HTTPHeaders = [:], contentType: String? = nil,
                 checksum: UploadChecksum? = nil, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions(),
@@ -117,9 +119,10 @@ public final class UploadEngine: Sendable {
             attempt += 1
             let sink = CapturingSink(limit: 64 << 10)
             let events = onEvent
-            let request = TransferRequest(method: options.method, url: options.url, headers: headers, body: body,
+            var request = TransferRequest(method: options.method, url: options.url, headers: headers, body: body,
                                           connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
                                           tls: options.tls, onProgress: { sent, _ in events(.progress(sent: sent, totalSize: total)) })
+            options.rate.apply(to: &request)
             var failure = RetryPolicy.Failure.transport(.other)
             var described = ""
             do {

@@ -40,14 +40,15 @@ public final class S3Client: Sendable {
     /// Sends one part with its Content-MD5 and, when given, its CRC-32 (S3
     /// checks both) and returns the ETag and the CRC-32 the server computed.
     public func uploadPart(bucket: String, key: String, uploadID: String, number: Int, path: String, offset: Int64,
-                           length: Int64, md5: [UInt8], crc32: String? = nil,
+                           length: Int64, md5: [UInt8], crc32: String? = nil, rate: SendRate = SendRate(), inFlight: Int = 1,
                            onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> (etag: String, crc32: String?) {
         let query = "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))"
         var headers: HTTPHeaders = ["Content-MD5": Data(md5).base64EncodedString()]
         if let crc32 { headers.add("x-amz-checksum-crc32", crc32) }
         let response = try await send("UploadPart", method: "PUT", bucket: bucket, key: key, query: query,
                                       headers: headers,
-                                      body: .file(path: path, offset: offset, length: length), onProgress: onProgress)
+                                      body: .file(path: path, offset: offset, length: length), rate: rate, inFlight: inFlight,
+                                      onProgress: onProgress)
         guard let etag = response.headers["ETag"] else { throw S3Error.verification("UploadPart \(number) answered without an ETag") }
         return (etag, response.headers["x-amz-checksum-crc32"])
     }
@@ -117,10 +118,10 @@ public final class S3Client: Sendable {
 
     /// A whole file in one PUT, with Content-MD5; returns the ETag.
     public func putObject(bucket: String, key: String, path: String, length: Int64, md5: [UInt8], contentType: String,
-                          onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> String {
+                          rate: SendRate = SendRate(), onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> String {
         let response = try await send("PutObject", method: "PUT", bucket: bucket, key: key,
                                       headers: ["Content-MD5": Data(md5).base64EncodedString(), "Content-Type": contentType],
-                                      body: .file(path: path, offset: 0, length: length), onProgress: onProgress)
+                                      body: .file(path: path, offset: 0, length: length), rate: rate, onProgress: onProgress)
         return response.headers["ETag"] ?? ""
     }
 
@@ -154,6 +155,7 @@ public final class S3Client: Sendable {
     /// files (`UNSIGNED-PAYLOAD`; Content-MD5 protects it) but is for XML.
     public func send(_ operation: String, method: String, bucket: String, key: String, query: String = "",
               headers: HTTPHeaders = [:], body: RequestBody = .none, accept: Set<Int> = [200, 204],
+              rate: SendRate = SendRate(), inFlight: Int = 1,
               onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> Response {
         let url = configuration.url(bucket: bucket, key: key, query: query)
         let payloadHash: String
@@ -168,8 +170,9 @@ public final class S3Client: Sendable {
             // Signed per attempt: the date must be fresh.
             let signed = signer.sign(method: method, url: url, headers: headers, payloadHash: payloadHash).headers
             let sink = CapturingSink(limit: 1 << 20)
-            let request = TransferRequest(method: method, url: url, headers: signed, body: body, tls: tls,
+            var request = TransferRequest(method: method, url: url, headers: signed, body: body, tls: tls,
                                           onProgress: onProgress.map { callback in { @Sendable sent, _ in callback(sent) } })
+            if body != .none { rate.apply(to: &request, inFlight: inFlight) }
             let failure: RetryPolicy.Failure
             var lastError: Error
             do {

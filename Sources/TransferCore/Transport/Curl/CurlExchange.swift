@@ -71,6 +71,9 @@ final class CurlExchange {
         if let rate = request.maxReceiveRate, rate > 0 {
             tdc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
         }
+        if let rate = request.maxSendRate, rate > 0 {
+            tdc_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(rate))
+        }
         configureTLS()
         configureMethodAndBody()
 
@@ -190,7 +193,10 @@ final class CurlExchange {
     }
 
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        body.read(into: buffer)
+        let count = body.read(into: buffer)
+        // A run's shared bucket: waits here until the bytes may go (as a download's sink does).
+        if count > 0 && count <= buffer.count, let limiter = request.sendLimiter { limiter.consume(count) }
+        return count
     }
 
     func seekBody(to offset: Int64) -> Bool {
