@@ -29,9 +29,11 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
+        // Extended attributes (sys/xattr.h): the C library's, no package needed.
+        .systemLibrary(name: "CSystem"),
         .target(
             name: "TransferCore",
-            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib"]
+            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib", "CSystem"]
         ),
         .executableTarget(
             name: "transferd",

@@ -119,6 +119,16 @@ func fuzzS3XML(_ data: Data) {
         _ = root.value("IsTruncated") == "true"
         _ = root.value("NextPartNumberMarker").flatMap(Int.init)
     }
+    // S3Client.listObjects: one ListObjectsV2 page, and where each key would go below a folder.
+    if let page = try? S3ListPage.parse(body) {
+        for object in page.objects {
+            if case .file(let relative) = S3PrefixPlan.placement(key: object.key, prefix: "") {
+                let segments = relative.split(separator: "/", omittingEmptySubsequences: false)
+                check(!relative.hasPrefix("/") && !segments.contains("..") && !segments.contains("") && !relative.utf8.contains(0),
+                      "placement let \(relative.debugDescription) out of the folder")
+            }
+        }
+    }
     // completeMultipartUpload: an error document in a 200 answer.
     _ = S3ErrorDocument(body)
     // UploadEngine's one-line summary of an error body.

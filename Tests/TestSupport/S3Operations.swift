@@ -41,7 +41,8 @@ public enum S3Operation {
     public static func fromLog(_ path: String) throws -> [String] {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         return text.split(separator: "\n").compactMap { line -> String? in
-            guard let marker = line.range(of: "] > ") else { return nil }
+            // Request lines start with the clock; header lines with the tag.
+            guard line.first?.isNumber == true, let marker = line.range(of: "] > ") else { return nil }
             let rest = line[marker.upperBound...].split(separator: " ", maxSplits: 1)
             guard rest.count == 2, let url = URL(string: String(rest[1])) else { return nil }
             return name(method: String(rest[0]), url: url)

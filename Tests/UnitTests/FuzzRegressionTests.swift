@@ -51,4 +51,19 @@ final class FuzzRegressionTests: XCTestCase {
                        ContentRange(first: 9_223_372_036_854_775_805, last: 9_223_372_036_854_775_806,
                                     completeLength: 9_223_372_036_854_775_807))
     }
+
+    /// s3-xml: a processing instruction without data (`<?x?>`) made
+    /// FoundationXML call strlen(NULL) and crash: S3 answers with a
+    /// processing instruction are refused before XMLParser sees them; the
+    /// XML declaration still parses.
+    func testAProcessingInstructionNeverReachesXMLParser() {
+        let crash = Data([0x3c, 0x3f, 0xc2, 0x6c, 0x78, 0x92, 0x3f, 0x3e, 0x0a, 0x0a, 0x3c, 0x45, 0x72, 0x3e, 0x72, 0x3e])
+        XCTAssertNil(S3XMLElement.parse(crash))
+        XCTAssertNil(S3XMLElement.parse("<?x?><a/>"))
+        XCTAssertNil(S3XMLElement.parse("<a><?pi?></a>"))
+        XCTAssertNil(S3XMLElement.parse("<?xml version=\"1.0\"?><a><?pi?></a>"))
+        XCTAssertEqual(S3XMLElement.parse("\n<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a><b>1</b></a>")?.value("b"), "1")
+        XCTAssertEqual(S3XMLElement.parse("<a><b>2</b></a>")?.value("b"), "2")
+        XCTAssertNil(S3XMLElement.parse("<?xml version=\"1.0\""), "an unterminated declaration")
+    }
 }

@@ -34,6 +34,32 @@ struct FieldReader {
         return number
     }
 
+    mutating func bool(_ key: String) -> Bool? {
+        guard let value = fields[key] else { return nil }
+        guard case .bool(let flag) = value else {
+            problems.append(Problem(field: key, message: "must be true or false, not \(value.typeName)"))
+            return nil
+        }
+        return flag
+    }
+
+    mutating func stringList(_ key: String) -> [String]? {
+        guard let value = fields[key] else { return nil }
+        guard case .array(let items) = value else {
+            problems.append(Problem(field: key, message: "must be a list of strings, not \(value.typeName)"))
+            return nil
+        }
+        var result: [String] = []
+        for (index, item) in items.enumerated() {
+            guard case .string(let text) = item else {
+                problems.append(Problem(field: key, message: "item \(index + 1) must be a string, not \(item.typeName)"))
+                continue
+            }
+            result.append(text)
+        }
+        return result
+    }
+
     mutating func stringMap(_ key: String) -> [String: String]? {
         guard let value = fields[key] else { return nil }
         guard case .object(let object) = value else {

@@ -169,10 +169,11 @@ struct Context {
 
     private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
-        .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile"],
+        .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile", "include", "exclude"],
         .put: ["source", "method", "content_type", "sha256"],
         .form: ["fields", "files"],
-        .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type"],
+        .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type",
+                    "skip_unchanged", "include", "exclude"],
     ]
 
     mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
@@ -253,9 +254,29 @@ struct Context {
                     fail("overwrite", "unknown policy \"\(policy)\"", fix: "use \"refuse\", \"overwrite\" or \"skip\"")
                 }
             }
-            if let url, errors.count == errorsBefore || reader.string("dest") != nil {
-                spec.destination = resolveDestination(reader.string("dest"), url: url, job: number, id: display)
-                if let destination = spec.destination { _ = claimDestination(destination, job: number, id: display) }
+            let include = reader.stringList("include")
+            let exclude = reader.stringList("exclude")
+            if let url, S3Prefix(url) != nil {
+                // A whole prefix goes into a folder, named by "dest".
+                if spec.sha256 != nil { fail("sha256", "a prefix holds many objects: one SHA-256 cannot check them", fix: "remove it") }
+                spec.include = include
+                spec.exclude = exclude
+                if let dest = reader.string("dest"), !dest.isEmpty {
+                    spec.destination = resolveInsideRoot(dest, field: "dest", job: number, id: display)
+                    if let destination = spec.destination { _ = claimDestination(destination, job: number, id: display) }
+                } else if !reader.has("dest") {
+                    fail("dest", "is missing: a prefix (a url ending with /) is saved into a folder",
+                         fix: "name the folder, e.g. \"dest\": \"mirror/\"")
+                }
+            } else {
+                if include != nil || exclude != nil {
+                    fail(include != nil ? "include" : "exclude", "only a prefix download (an s3:// url ending with /) takes globs",
+                         fix: "end the url with / to download the whole prefix, or remove it")
+                }
+                if let url, errors.count == errorsBefore || reader.string("dest") != nil {
+                    spec.destination = resolveDestination(reader.string("dest"), url: url, job: number, id: display)
+                    if let destination = spec.destination { _ = claimDestination(destination, job: number, id: display) }
+                }
             }
             spec.region = reader.string("region")
             spec.endpoint = reader.string("endpoint")
@@ -295,6 +316,9 @@ struct Context {
             spec.endpoint = reader.string("endpoint")
             spec.profile = reader.string("profile")
             spec.contentType = reader.string("content_type")
+            spec.skipUnchanged = reader.bool("skip_unchanged")
+            spec.include = reader.stringList("include")
+            spec.exclude = reader.stringList("exclude")
         }
         reportTypeErrors(reader, number: number, id: display)
         if errors.count == errorsBefore { jobs.append(spec) }
@@ -355,8 +379,8 @@ struct Context {
             fail(job, id, "url", "\"\(trimmed)\" has no host")
             return nil
         }
-        if kind == .download, scheme == "s3", let problem = S3Location.downloadProblem(trimmed) {
-            fail(job, id, "url", problem, fix: "name one object: s3://bucket/key")
+        if kind == .download, scheme == "s3", S3Prefix(trimmed) == nil, let problem = S3Location.downloadProblem(trimmed) {
+            fail(job, id, "url", problem, fix: "name one object (s3://bucket/key) or a prefix (s3://bucket/prefix/)")
             return nil
         }
         return trimmed

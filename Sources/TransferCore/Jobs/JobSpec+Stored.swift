@@ -12,6 +12,7 @@ extension JobSpec {
         if let contentType { object.add("contentType", contentType) }
         if let destination { object.add("destination", destination) }
         if let endpoint { object.add("endpoint", endpoint) }
+        if let exclude { object.add("exclude", .array(exclude.map { .string($0) })) }
         if let fields { object.add("fields", Self.stringMap(fields)) }
         if let files {
             object.add("files", .array(files.map { file in
@@ -25,6 +26,7 @@ extension JobSpec {
         }
         object.add("headers", Self.stringMap(headers))
         object.add("id", id)
+        if let include { object.add("include", .array(include.map { .string($0) })) }
         object.add("kind", kind.rawValue)
         if let limitRate { object.add("limitRate", limitRate) }
         if let method { object.add("method", method) }
@@ -36,6 +38,7 @@ extension JobSpec {
         if let region { object.add("region", region) }
         if let retries { object.add("retries", retries) }
         if let sha256 { object.add("sha256", sha256) }
+        if let skipUnchanged { object.add("skipUnchanged", .bool(skipUnchanged)) }
         if let source { object.add("source", source) }
         if let transport { object.add("transport", transport) }
         object.add("url", url)
@@ -65,6 +68,17 @@ extension JobSpec {
             default: throw StoredSpecError("\(key) is not an integer")
             }
         }
+        func list(_ key: String) throws -> [String]? {
+            switch members[key] {
+            case nil, .null?: return nil
+            case .array(let items)?:
+                return try items.map { item in
+                    guard case .string(let text) = item else { throw StoredSpecError("\(key) holds a non-string") }
+                    return text
+                }
+            default: throw StoredSpecError("\(key) is not a list")
+            }
+        }
         func map(_ key: String) throws -> [String: String]? {
             switch members[key] {
             case nil, .null?: return nil
@@ -91,6 +105,9 @@ extension JobSpec {
         }
         retries = try integer("retries").map(Int.init)
         limitRate = try integer("limitRate")
+        include = try list("include")
+        if case .bool(let flag)? = members["skipUnchanged"] { skipUnchanged = flag }
+        exclude = try list("exclude")
         method = try string("method")
         contentType = try string("contentType")
         self.fields = try map("fields")

@@ -37,6 +37,11 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var overwrite: OverwritePolicy?
     public var retries: Int?
     public var limitRate: Int64?
+    /// An S3 prefix download: globs over the key below the prefix.
+    public var include: [String]?
+    public var exclude: [String]?
+    /// An S3 upload: send nothing the bucket already holds.
+    public var skipUnchanged: Bool?
     // Uploads (executed from the upload engine onward).
     public var method: String?
     public var contentType: String?

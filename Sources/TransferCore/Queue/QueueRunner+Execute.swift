@@ -6,6 +6,7 @@ extension QueueRunner {
     func execute(_ job: ActiveJob) async -> JobOutcome {
         let spec = job.record.spec
         guard spec.kind == .download else { return await executeUpload(job) }
+        if let prefix = S3Prefix(spec.url) { return await executePrefix(job, prefix) }
         let options: DownloadOptions
         do {
             options = try downloadOptions(for: job)
@@ -66,6 +67,44 @@ extension QueueRunner {
 }
 
 extension QueueRunner {
+    /// Runs a download of a whole S3 prefix into the job's folder: one job,
+    /// whose checkpoint (the listing page it is in, what that page has done,
+    /// what failed) lives in its row, so a killed run resumes mid-listing.
+    func executePrefix(_ job: ActiveJob, _ prefix: S3Prefix) async -> JobOutcome {
+        let spec = job.record.spec
+        let transport = transports.transport(named: spec.transport ?? options.transport)
+        let retry = RetryPolicy(maxAttempts: spec.retries ?? options.retries, baseDelay: options.retryBaseDelay)
+        do {
+            guard let destination = spec.destination else { throw QueueError.unknownJob(spec.id) }
+            let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
+                                                            profile: spec.profile, environment: environment)
+            let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: options.tls)
+            var download = S3PrefixDownloadOptions(bucket: prefix.bucket, prefix: prefix.prefix, destination: destination,
+                                                   confinedTo: layout.root)
+            download.filter = S3PrefixPlan.Filter(include: spec.include ?? [], exclude: spec.exclude ?? [])
+            download.connections = job.connections
+            download.overwrite = spec.overwrite ?? .refuse
+            download.retry = retry
+            download.tls = options.tls
+            download.connectTimeout = options.connectTimeout
+            download.idleTimeout = options.idleTimeout
+            download.maxRate = spec.limitRate
+            download.sharedLimiter = limiter
+            let result = try await S3PrefixDownload(
+                client: client, transport: transport, options: download,
+                store: JobUploadStateStore(store: store, jobID: spec.id, initial: job.record.checkpoint)
+            ) { event in
+                if case .progress(let bytes, _) = event { job.uploadProgress.withLock { $0 = (bytes, nil) } }
+            }.run()
+            return .completed(size: result.bytes)
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                return job.cancelledByUser.current ? .cancelled : .interrupted
+            }
+            return .failed(String(describing: error))
+        }
+    }
+
     /// An upload job's speed: its own `limit_rate` and the run's bucket. A
     /// backend that cannot cap what it sends is refused by the transport
     /// (`TransportError.unsupported`, which fails the job with its reason).
@@ -106,7 +145,7 @@ extension QueueRunner {
                 upload.rate = sendRate(spec)
                 let result = try await UploadEngine(transport: transport, options: upload,
                                                     onEvent: progressRecorder(job)).run()
-                return .uploaded(size: result.bytesSent)
+                return .completed(size: result.bytesSent)
             case .s3Upload:
                 guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
                 let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
@@ -117,19 +156,22 @@ extension QueueRunner {
                 if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
                     let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
                                                              prefix: location.key, partSize: spec.partSize ?? 8 << 20,
-                                                             partsInFlight: spec.partsInFlight ?? 10,
-                                                             rate: sendRate(spec), store: state).run()
-                    return .uploaded(size: result.bytes)
+                                                             partsInFlight: spec.partsInFlight ?? 10, rate: sendRate(spec),
+                                                             filter: S3PrefixPlan.Filter(include: spec.include ?? [],
+                                                                                         exclude: spec.exclude ?? []),
+                                                             skipUnchanged: spec.skipUnchanged ?? false, store: state).run()
+                    return .completed(size: result.bytes)
                 }
                 var uploadOptions = S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
                                                     partSize: spec.partSize ?? 8 << 20, partsInFlight: spec.partsInFlight ?? 10,
                                                     contentType: spec.contentType)
                 uploadOptions.rate = sendRate(spec)
+                uploadOptions.skipUnchanged = spec.skipUnchanged ?? false
                 let upload = S3MultipartUpload(client: client, options: uploadOptions, state: state,
                                                onEvent: progressRecorder(job))
                 s3 = (upload, client, state)
                 let result = try await upload.run()
-                return .uploaded(size: result.size)
+                return .completed(size: result.size)
             case .download:
                 return .failed("not an upload")
             }

@@ -33,8 +33,9 @@ public final class QueueRunner: @unchecked Sendable {
 
     enum JobOutcome: Sendable {
         case done(DownloadResult)
-        /// An upload finished (nothing local to make durable).
-        case uploaded(size: Int64)
+        /// A job that made its own results durable finished: an upload (nothing
+        /// local to sync), or a prefix download (each file synced as it was saved).
+        case completed(size: Int64)
         case retry(delay: TimeInterval, reason: String, failures: Int)
         case failed(String)
         case interrupted
@@ -260,7 +261,7 @@ public final class QueueRunner: @unchecked Sendable {
         switch outcome {
         case .done(let result):
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
-        case .uploaded(let size):
+        case .completed(let size):
             try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
             summary.done += 1

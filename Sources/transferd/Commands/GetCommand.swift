@@ -9,6 +9,10 @@ enum GetCommand {
         OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
         OptionSpec("--overwrite", help: "replace an existing destination once the new file is verified"),
         OptionSpec("--skip-existing", help: "keep an existing destination that matches the remote"),
+        OptionSpec("--skip-unchanged", help: "the same as --skip-existing; for a prefix: keep files whose size and ETag match the listing"),
+        OptionSpec("--include", value: "GLOB", help: "s3:// prefixes: only keys (below the prefix) matching GLOB (repeatable)"),
+        OptionSpec("--exclude", value: "GLOB", help: "s3:// prefixes: skip keys (below the prefix) matching GLOB (repeatable)"),
+        OptionSpec("-j", "--jobs", value: "N", help: "s3:// prefixes: objects downloading at once (default: 8)"),
         OptionSpec("--endpoint", value: "URL", help: "s3:// sources: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
         OptionSpec("--region", value: "REGION", help: "s3:// sources: region (default: AWS_REGION, the profile, or us-east-1)"),
         OptionSpec("--profile", value: "NAME", help: "s3:// sources: credentials profile (default: AWS_PROFILE or default)"),
@@ -16,7 +20,8 @@ enum GetCommand {
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.specs
 
-    static let usage = "transferd get URL [-o PATH] [--transport curl|urlsession] [--connections N] [--sha256 HEX] [options]"
+    static let usage = "transferd get URL [-o PATH] [--transport curl|urlsession] [--connections N] [--sha256 HEX] [options]\n"
+        + "       transferd get s3://BUCKET/PREFIX/ -o DIR [--include GLOB] [--exclude GLOB] [-j N] [--skip-unchanged] [options]"
 
     static func run(_ argv: [String]) async -> ExitCode {
         let arguments: ParsedArguments
@@ -27,6 +32,9 @@ enum GetCommand {
             if arguments.has("--help") {
                 Output.out(helpText(usage: usage, summary: "Download URL to a file, resumably: run the same command again after any failure.", specs: specs))
                 return .success
+            }
+            if arguments.positionals.count == 1, let prefix = S3Prefix(arguments.positionals[0]) {
+                return await GetPrefix.run(arguments, prefix: prefix)
             }
             options = try downloadOptions(arguments)
             transport = try TransferFlags.transport(arguments)
@@ -83,8 +91,14 @@ enum GetCommand {
                 throw UsageError("--sha256 needs 64 hex digits")
             }
         }
+        for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
+            throw UsageError("\(option) is for an s3:// prefix (a URL ending with /)")
+        }
+        if arguments.has("--overwrite") && arguments.has("--skip-unchanged") {
+            throw UsageError("--overwrite and --skip-unchanged exclude each other")
+        }
         let overwrite: OverwritePolicy = arguments.has("--overwrite") ? .overwrite
-            : arguments.has("--skip-existing") ? .skipIfIdentical : .refuse
+            : arguments.has("--skip-existing") || arguments.has("--skip-unchanged") ? .skipIfIdentical : .refuse
         var options = DownloadOptions(
             url: url,
             destination: try destination(for: url, output: arguments.value("--output")),

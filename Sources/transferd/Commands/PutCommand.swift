@@ -12,6 +12,9 @@ enum PutCommand {
         OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
         OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
         OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 10)"),
+        OptionSpec("--skip-unchanged", help: "S3: send nothing when the object already holds the file (size and ETag)"),
+        OptionSpec("--include", value: "GLOB", help: "S3 folder upload: only files (paths below the folder) matching GLOB (repeatable)"),
+        OptionSpec("--exclude", value: "GLOB", help: "S3 folder upload: skip files matching GLOB (repeatable)"),
         OptionSpec("--endpoint", value: "URL", help: "S3: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
         OptionSpec("--region", value: "REGION", help: "S3: region (default: AWS_REGION, the profile, or us-east-1)"),
         OptionSpec("--profile", value: "NAME", help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
@@ -75,8 +78,12 @@ enum PutCommand {
         let upload: S3MultipartUpload
         do {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-                throw UsageError("\(path): no such file (directories go through a queue job)")
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw UsageError("\(path): no such file or folder")
+            }
+            if isDirectory.boolValue { return await runS3Folder(arguments, location: location) }
+            if arguments.has("--include") || arguments.has("--exclude") {
+                throw UsageError("--include and --exclude are for a folder upload; \(path) is a file")
             }
             let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
                                                              region: arguments.value("--region"),
@@ -89,6 +96,7 @@ enum PutCommand {
                                           partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
                                           contentType: arguments.value("--content-type"))
             options.rate = try sendRate(arguments)
+            options.skipUnchanged = arguments.has("--skip-unchanged")
             let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: arguments.has("--quiet"))
             upload = S3MultipartUpload(client: client, options: options,
                                        state: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key)) {
@@ -100,7 +108,11 @@ enum PutCommand {
             do {
                 let result = try await task.value
                 line.clear()
-                if !arguments.has("--quiet") {
+                if result.unchanged {
+                    if !arguments.has("--quiet") {
+                        Output.err("\(path): s3://\(location.bucket)/\(location.key) already holds it (\(Format.bytes(result.size)), ETag \(result.etag)); nothing sent\n")
+                    }
+                } else if !arguments.has("--quiet") {
                     let resumed = result.resumed ? ", resumed: \(result.partsSent) of \(result.parts) parts sent now" : ""
                     Output.err("\(path): s3://\(location.bucket)/\(location.key) \(Format.bytes(result.size)) in \(result.parts) part\(result.parts == 1 ? "" : "s")"
                                + " (\(String(format: "%.2f", result.elapsed)) s\(resumed)), ETag \(result.etag) verified\n")
@@ -125,6 +137,61 @@ enum PutCommand {
             Output.err("transferd put: \(error)\n")
             if case .local = error { return .localError }
             return .transferFailed
+        } catch {
+            Output.err("transferd put: \(error)\n")
+            return .transferFailed
+        }
+    }
+
+    /// `put FOLDER s3://bucket/prefix/`: one object per regular file below the
+    /// folder (links are not followed), each resumable; `--skip-unchanged`
+    /// lists the prefix once and sends only files it does not hold.
+    static func runS3Folder(_ arguments: ParsedArguments, location: S3Location) async -> ExitCode {
+        let path = arguments.positionals[0]
+        let quiet = arguments.has("--quiet")
+        do {
+            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
+                                                             region: arguments.value("--region"),
+                                                             profile: arguments.value("--profile"))
+            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
+                                  retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let upload = S3DirectoryUpload(
+                client: client, directory: absolute, bucket: location.bucket, prefix: location.key,
+                partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
+                partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10, rate: try sendRate(arguments),
+                filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
+                skipUnchanged: arguments.has("--skip-unchanged"),
+                store: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key))
+            let started = Date()
+            let task = Task { try await upload.run() }
+            let signals = SignalHandler { task.cancel() }
+            defer { signals.restore() }
+            do {
+                let result = try await task.value
+                if !quiet {
+                    let sent = result.files - result.unchanged - result.skippedAsDone
+                    var text = "\(path): s3://\(location.bucket)/\(location.key) \(sent) file\(sent == 1 ? "" : "s") sent, "
+                        + "\(Format.bytes(result.bytes)) in \(String(format: "%.2f", Date().timeIntervalSince(started))) s"
+                    if result.unchanged > 0 { text += ", \(result.unchanged) unchanged" }
+                    if result.skippedAsDone > 0 { text += ", \(result.skippedAsDone) done in an earlier run" }
+                    Output.err(text + "\n")
+                }
+                return .success
+            } catch is CancellationError {
+                Output.err("transferd put: interrupted; finished files and parts are recorded — run the same command to continue\n")
+                return .interrupted
+            }
+        } catch let error as UsageError {
+            Output.err("transferd put: \(error)\n")
+            return .usage
+        } catch let error as S3Error {
+            Output.err("transferd put: \(error)\n")
+            switch error {
+            case .noCredentials, .badEndpoint: return .usage
+            case .verification: return .verificationFailed
+            default: return .transferFailed
+            }
         } catch {
             Output.err("transferd put: \(error)\n")
             return .transferFailed

@@ -379,6 +379,11 @@ public final class DownloadEngine: @unchecked Sendable {
             throw DownloadError.local(POSIXFailure(operation: "stat", path: state.partPath))
         }
         let size = plan.totalSize ?? plan.bytesWritten
+        if let expected = options.expectedSize, expected != size {
+            unlink(state.partPath)
+            try? store.remove()
+            throw DownloadError.sizeMismatch(path: options.destination, expected: expected, actual: size)
+        }
         if Int64(info.st_size) > size {
             ftruncate(state.fd, off_t(size))
         } else if Int64(info.st_size) < size {

@@ -59,6 +59,9 @@ public struct DownloadOptions: Sendable {
     public var deferRename = false
     /// Failed attempts without progress before this run (the job's count in the queue).
     public var priorFailures = 0
+    /// The size the file must have, known beforehand (an S3 listing): a body
+    /// of another length is never saved as the file.
+    public var expectedSize: Int64?
     /// On a transport without backpressure, the most that all of this
     /// download's requests together may have asked for and not yet received.
     public var windowBudgetWithoutBackpressure: Int64 = 4 << 20

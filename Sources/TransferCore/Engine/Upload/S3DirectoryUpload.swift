@@ -22,11 +22,19 @@ public final class S3DirectoryUpload: @unchecked Sendable {
     let store: UploadStateStore
     /// The whole folder's speed: each of the files in flight gets an equal share of the cap.
     let rate: SendRate
+    /// Which files go (globs over the path below the folder).
+    let filter: S3PrefixPlan.Filter
+    /// Send no file the prefix already holds (one listing of the prefix, then
+    /// `S3MultipartUpload.holds` per file of the same size).
+    let skipUnchanged: Bool
     private let state: Locked<State>
 
     public init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
-                partsInFlight: Int = 10, filesInFlight: Int = 4, rate: SendRate = SendRate(), store: UploadStateStore) {
+                partsInFlight: Int = 10, filesInFlight: Int = 4, rate: SendRate = SendRate(),
+                filter: S3PrefixPlan.Filter = S3PrefixPlan.Filter(), skipUnchanged: Bool = false, store: UploadStateStore) {
         self.rate = rate
+        self.filter = filter
+        self.skipUnchanged = skipUnchanged
         self.client = client
         self.directory = directory
         self.bucket = bucket
@@ -43,6 +51,8 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         public var files: Int
         public var bytes: Int64
         public var skippedAsDone: Int
+        /// Files the prefix already held, not sent (`skipUnchanged`).
+        public var unchanged: Int
     }
 
     /// The regular files under the directory, as sorted relative paths.
@@ -65,8 +75,26 @@ public final class S3DirectoryUpload: @unchecked Sendable {
     }
 
     public func run() async throws -> Result {
-        let all = try files()
-        let pending = all.filter { !state.current.done.contains($0) }
+        let all = try files().filter(filter.takes)
+        var pending = all.filter { !state.current.done.contains($0) }
+        var unchanged = 0
+        if skipUnchanged && !pending.isEmpty {
+            // One listing of the prefix (a page per 1,000 keys), kept as key → object for the comparison.
+            var listed: [String: S3ListedObject] = [:]
+            var cursor: S3ListCursor?
+            repeat {
+                let page = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: cursor)
+                for object in page.objects { listed[object.key] = object }
+                cursor = page.next
+            } while cursor != nil
+            pending = try pending.filter { relative in
+                guard let object = listed[prefix + relative],
+                      try S3MultipartUpload.holds((directory as NSString).appendingPathComponent(relative), size: object.size,
+                                                  etag: object.etag, requestedPartSize: partSize) else { return true }
+                unchanged += 1
+                return false
+            }
+        }
         var bytes: Int64 = 0
         try await withThrowingTaskGroup(of: Int64.self) { group in
             var next = pending.makeIterator()
@@ -80,7 +108,10 @@ public final class S3DirectoryUpload: @unchecked Sendable {
                 launch()
             }
         }
-        return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count)
+        // Complete: the record has done its work. Kept, it would make the next
+        // upload of this folder skip every file, changed or not.
+        try? store.remove()
+        return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count - unchanged, unchanged: unchanged)
     }
 
     private func upload(_ relative: String) async throws -> Int64 {

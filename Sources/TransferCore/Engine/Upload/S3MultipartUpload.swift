@@ -20,6 +20,18 @@ public struct FileUploadStateStore: UploadStateStore {
         path = "\(base)/transferd/uploads/\(name).json"
     }
 
+    private init(path: String) { self.path = path }
+
+    /// The checkpoint of `get s3://bucket/prefix/ -o FOLDER`, under
+    /// `transferd/prefixes/`, named by a hash of the folder, bucket and prefix.
+    public static func prefixDownload(folder: String, bucket: String, prefix: String,
+                                      environment: [String: String] = ProcessInfo.processInfo.environment) -> FileUploadStateStore {
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        let base = environment["XDG_STATE_HOME"] ?? "\(home)/.local/state"
+        let name = SHA256Hasher.hex(of: Data("\(folder)\n\(bucket)\n\(prefix)".utf8)).prefix(24)
+        return FileUploadStateStore(path: "\(base)/transferd/prefixes/\(name).json")
+    }
+
     public func load() throws -> String? {
         FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
     }
@@ -66,6 +78,10 @@ public struct S3UploadOptions: Sendable {
     public var contentType: String?
     /// How fast the parts may go, all together (`--limit-rate`).
     public var rate = SendRate()
+    /// Send nothing when the object already holds the file (`--skip-unchanged`):
+    /// the same size and an ETag equal to the file's MD5, or to the multipart
+    /// ETag the file gives with the part size that object was uploaded with.
+    public var skipUnchanged = false
 
     public init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 10,
                 contentType: String? = nil) {
@@ -97,6 +113,8 @@ public struct S3UploadResult: Sendable {
     public var partsSent: Int
     public var resumed: Bool
     public var elapsed: TimeInterval
+    /// The object already held the file: nothing was sent (`skipUnchanged`).
+    public var unchanged = false
 }
 
 /// An S3 upload: one PUT below the part size, otherwise a multipart upload
@@ -125,6 +143,12 @@ public final class S3MultipartUpload: @unchecked Sendable {
 
     public func run() async throws -> S3UploadResult {
         let started = Date()
+        if options.skipUnchanged, let head = try await client.headObjectIfPresent(bucket: options.bucket, key: options.key),
+           try Self.holds(options.source, size: head.size, etag: head.etag, requestedPartSize: options.partSize) {
+            try? state.remove()
+            return S3UploadResult(etag: head.etag, size: head.size, parts: 0, partsSent: 0, resumed: false,
+                                  elapsed: Date().timeIntervalSince(started), unchanged: true)
+        }
         let fingerprint = try SourceFingerprint(path: options.source)
         var info = stat()
         guard stat(options.source, &info) == 0 else { throw UploadError.local(POSIXFailure(operation: "read", path: options.source)) }
@@ -270,6 +294,40 @@ public final class S3MultipartUpload: @unchecked Sendable {
     }
 
     static func unquote(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+
+    /// Whether the object (`size`, `etag`) already holds the file at `path`.
+    /// A plain ETag is compared with the file's MD5; a multipart one (`X-N`)
+    /// with the multipart ETag of the file cut into N parts, for each part size
+    /// that gives N parts among the one this upload would use and the sizes
+    /// tools commonly use (5, 8, 16, 32, 64, 100, 128, 256, 512 MiB) — the file
+    /// is read once per such size. Any other ETag (SSE-KMS, a server's own) is
+    /// never taken as a match: the file is sent.
+    public static func holds(_ path: String, size: Int64, etag rawETag: String, requestedPartSize: Int64) throws -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, Int64(info.st_size) == size else { return false }
+        let etag = unquote(rawETag).lowercased()
+        let pieces = etag.split(separator: "-")
+        guard let digest = pieces.first, digest.count == 32, digest.allSatisfy(\.isHexDigit) else { return false }
+        if pieces.count == 1 {
+            let md5 = try FileDigests.compute(path: path, offset: 0, length: size, sha256: false).md5.hexString
+            return md5 == etag
+        }
+        guard pieces.count == 2, let count = Int64(pieces[1]), count >= 1 else { return false }
+        var candidates = [S3UploadOptions.effectivePartSize(requested: requestedPartSize, fileSize: size)]
+        candidates += [5, 8, 16, 32, 64, 100, 128, 256, 512].map { Int64($0) << 20 }
+        var tried = Set<Int64>()
+        for partSize in candidates where tried.insert(partSize).inserted && (size + partSize - 1) / partSize == count {
+            var partETags: [String] = []
+            var offset: Int64 = 0
+            while offset < size {
+                let length = min(partSize, size - offset)
+                partETags.append(try FileDigests.compute(path: path, offset: offset, length: length, sha256: false).md5.hexString)
+                offset += length
+            }
+            if multipartETag(partETags) == etag { return true }
+        }
+        return false
+    }
 
     /// S3's multipart ETag: MD5 of the concatenated binary part MD5s, then `-N`.
     static func multipartETag(_ partETags: [String]) -> String {

@@ -131,6 +131,13 @@ public final class S3Client: Sendable {
         return (response.headers["Content-Length"].flatMap(Int64.init) ?? -1, response.headers["ETag"] ?? "")
     }
 
+    /// Size and ETag of an object, or nil when there is none (404).
+    public func headObjectIfPresent(bucket: String, key: String) async throws -> (size: Int64, etag: String)? {
+        let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, accept: [200, 404])
+        guard response.status == 200 else { return nil }
+        return (response.headers["Content-Length"].flatMap(Int64.init) ?? -1, response.headers["ETag"] ?? "")
+    }
+
     public func createBucket(_ bucket: String) async throws {
         _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: "", accept: [200, 409])
     }

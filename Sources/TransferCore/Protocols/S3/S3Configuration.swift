@@ -86,13 +86,38 @@ public struct S3Location: Sendable, Equatable {
 
     /// Why `text` cannot be downloaded as one object: no key, or a key ending
     /// in `/` (a prefix: S3 would answer with an empty "folder" object or an
-    /// error, and either must not be saved as a file).
+    /// error, and either must not be saved as a file; `S3Prefix` takes it).
     public static func downloadProblem(_ text: String) -> String? {
         guard let location = S3Location(text) else { return "\(text) names a bucket, not an object" }
         if location.key.hasSuffix("/") {
-            return "\(text) names a prefix (it ends with /), not an object; downloading a whole prefix is not supported yet"
+            return "\(text) names a prefix (it ends with /), not an object"
         }
         return nil
+    }
+}
+
+/// `s3://bucket/`, `s3://bucket` or `s3://bucket/some/prefix/`: every object
+/// whose key starts with the prefix. The trailing `/` is what marks a prefix
+/// (`s3://bucket/photos` names one object).
+public struct S3Prefix: Sendable, Equatable {
+    public var bucket: String
+    /// Empty (the whole bucket) or ending with `/`.
+    public var prefix: String
+
+    public init(bucket: String, prefix: String) {
+        self.bucket = bucket
+        self.prefix = prefix
+    }
+
+    public init?(_ text: String) {
+        guard text.hasPrefix("s3://") else { return nil }
+        let rest = text.dropFirst(5)
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        guard slash != rest.startIndex else { return nil }
+        let key = slash == rest.endIndex ? "" : String(rest[rest.index(after: slash)...])
+        guard key.isEmpty || key.hasSuffix("/") else { return nil }
+        bucket = String(rest[..<slash])
+        prefix = key
     }
 }
 

@@ -65,6 +65,9 @@ final class CurlExchange {
         // Nothing but HTTP(S), even if a URL or a future option says otherwise.
         setString(CURLOPT_PROTOCOLS_STR, "http,https")
         setString(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        // The path as given: an S3 key may hold `..` or `.` segments (signed as they are), which
+        // libcurl would otherwise squash into another key.
+        setLong(CURLOPT_PATH_AS_IS, 1)
         setLong(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         setLong(CURLOPT_BUFFERSIZE, 256 * 1024)
         tdc_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)

@@ -1,0 +1,309 @@
+import CSystem
+import Foundation
+
+public struct S3PrefixDownloadOptions: Sendable {
+    public var bucket: String
+    /// The key prefix; every key below it is saved at its path below the prefix.
+    public var prefix: String
+    /// The folder the objects go into (made if missing).
+    public var destination: String
+    /// The folder nothing may be written outside of (the destination, or the queue's root).
+    public var confinedTo: String
+    public var filter = S3PrefixPlan.Filter()
+    /// Range connections per object.
+    public var connections = 1
+    /// Objects downloading at once.
+    public var filesInFlight = 4
+    /// An existing file: refused, replaced, or kept when it already holds the
+    /// listed object (`skipIfIdentical`: size and recorded ETag, or MD5).
+    public var overwrite: OverwritePolicy = .refuse
+    public var retry: RetryPolicy = .default
+    public var tls = TLSOptions()
+    public var connectTimeout: TimeInterval = 15
+    public var idleTimeout: TimeInterval = 30
+    /// The whole prefix's receive cap (each object in flight gets an equal share).
+    public var maxRate: Int64?
+    public var sharedLimiter: BandwidthLimiter?
+    /// Keys listed per page (S3's most is 1,000).
+    public var pageSize = 1000
+
+    public init(bucket: String, prefix: String, destination: String, confinedTo: String? = nil) {
+        self.bucket = bucket
+        self.prefix = prefix
+        self.destination = destination
+        self.confinedTo = confinedTo ?? destination
+    }
+}
+
+public enum S3PrefixEvent: Sendable {
+    /// Bytes saved so far in this run (finished objects and those in flight).
+    case progress(bytes: Int64, files: Int)
+    case saved(key: String, path: String, size: Int64)
+    case unchanged(key: String)
+    case refused(key: String, reason: String)
+    case failed(key: String, reason: String)
+}
+
+/// What one run did (a run that continues an earlier one counts only its own work).
+public struct S3PrefixResult: Sendable {
+    /// Objects downloaded in this run.
+    public var files: Int
+    public var bytes: Int64
+    /// Objects already present and unchanged (nothing fetched).
+    public var unchanged: Int
+    /// Keys that could not be placed in the folder (with `refusedExamples`).
+    public var refused: Int
+    public var refusedExamples: [String]
+    public var elapsed: TimeInterval
+}
+
+/// Some objects of a prefix failed; the rest are saved. Running the job (or
+/// command) again retries those first, without listing from the start.
+public struct S3PrefixError: Error, CustomStringConvertible {
+    public var failed: [(key: String, reason: String)]
+    public var saved: Int
+
+    public var description: String {
+        let shown = failed.prefix(3).map { "\($0.key): \($0.reason)" }.joined(separator: "; ")
+        let more = failed.count > 3 ? "; and \(failed.count - 3) more" : ""
+        return "\(failed.count) object\(failed.count == 1 ? "" : "s") failed (\(saved) saved): \(shown)\(more)"
+    }
+}
+
+/// Downloads every object under an S3 prefix into a folder, keeping the key
+/// paths below the prefix. The listing is read a page (1,000 keys) at a time,
+/// as it is needed: downloads start after the first page, and a million keys
+/// never sit in memory. Progress is checkpointed as the page's cursor, the
+/// keys of the page already done, and the objects that failed; after a kill,
+/// the run re-lists only the page it was in and retries only what failed.
+// @unchecked: the checkpoint is a `Locked` value; everything else is immutable.
+public final class S3PrefixDownload: @unchecked Sendable {
+    struct Checkpoint: Codable, Equatable {
+        /// Where the current page was listed from (nil: the first page).
+        var cursor: S3ListCursor?
+        /// Keys of the current page already saved, unchanged, refused or failed.
+        var done: Set<String> = []
+        /// Objects that failed, retried first on the next run.
+        var failed: [String: S3ListedObject] = [:]
+        var finished = false
+        var files = 0
+        var bytes: Int64 = 0
+        var unchanged = 0
+        var refused = 0
+    }
+
+    /// Failures beyond this stop the listing: something is wrong with all of them.
+    static let failureLimit = 1000
+    /// The extended attribute recording what a saved file holds: `ETAG SIZE MTIME`.
+    static let etagAttribute = "user.transferd.etag"
+
+    let client: S3Client
+    let transport: Transport
+    let options: S3PrefixDownloadOptions
+    let store: UploadStateStore?
+    let onEvent: @Sendable (S3PrefixEvent) -> Void
+    private let checkpoint: Locked<Checkpoint>
+    private let inFlight = Locked<[String: Int64]>([:])
+    private let refusedExamples = Locked<[String]>([])
+    private let failures = Locked<[(key: String, reason: String)]>([])
+
+    public init(client: S3Client, transport: Transport, options: S3PrefixDownloadOptions, store: UploadStateStore? = nil,
+                onEvent: @escaping @Sendable (S3PrefixEvent) -> Void = { _ in }) {
+        self.client = client
+        self.transport = transport
+        self.options = options
+        self.store = store
+        self.onEvent = onEvent
+        let saved = (try? store?.load()).flatMap { $0 }.flatMap { try? JSONDecoder().decode(Checkpoint.self, from: Data($0.utf8)) }
+        checkpoint = Locked(saved ?? Checkpoint())
+    }
+
+    public func run() async throws -> S3PrefixResult {
+        let started = Date()
+        let before = checkpoint.current
+        if options.confinedTo == options.destination {
+            // The folder the user named is the root itself: made as named (links and all, their choice).
+            var path = options.destination.hasPrefix("/") ? "" : "."
+            for component in options.destination.split(separator: "/") {
+                path += "/" + component
+                if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                    throw POSIXFailure(operation: "create the folder", path: path)
+                }
+            }
+        } else {
+            // A folder inside the root: made, and checked, one component at a time.
+            try ConfinedPath.check((options.destination as NSString).appendingPathComponent("x"), root: options.confinedTo,
+                                   create: true)
+        }
+        // What failed last time goes first; the listing then continues where it stopped.
+        let retried = checkpoint.withLock { state -> [S3ListedObject] in
+            let objects = Array(state.failed.values).sorted { $0.key < $1.key }
+            state.failed = [:]
+            return objects
+        }
+        if !retried.isEmpty { try await fetch(retried, inPage: false) }
+        while !checkpoint.withLock({ $0.finished }) {
+            try Task.checkCancellation()
+            let cursor = checkpoint.withLock { $0.cursor }
+            let page = try await client.listObjects(bucket: options.bucket, prefix: options.prefix, cursor: cursor,
+                                                    maxKeys: options.pageSize)
+            let done = checkpoint.withLock { $0.done }
+            try await fetch(page.objects.filter { !done.contains($0.key) }, inPage: true)
+            try update { state in
+                state.done = []
+                if let next = page.next { state.cursor = next } else { state.finished = true }
+            }
+            if checkpoint.withLock({ $0.failed.count }) > Self.failureLimit { break }
+        }
+        let state = checkpoint.current
+        let failed = failures.current
+        if !failed.isEmpty {
+            throw S3PrefixError(failed: failed, saved: state.files)
+        }
+        try? store?.remove()
+        return S3PrefixResult(files: state.files - before.files, bytes: state.bytes - before.bytes,
+                              unchanged: state.unchanged - before.unchanged, refused: state.refused - before.refused,
+                              refusedExamples: refusedExamples.current, elapsed: Date().timeIntervalSince(started))
+    }
+
+    /// Downloads `objects`, `filesInFlight` at a time; records each outcome.
+    private func fetch(_ objects: [S3ListedObject], inPage: Bool) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = objects.makeIterator()
+            func launch() {
+                guard let object = next.next() else { return }
+                group.addTask { try await self.handle(object, inPage: inPage) }
+            }
+            for _ in 0..<max(1, options.filesInFlight) { launch() }
+            while try await group.next() != nil { launch() }
+        }
+    }
+
+    private func handle(_ object: S3ListedObject, inPage: Bool) async throws {
+        let relative: String
+        switch S3PrefixPlan.placement(key: object.key, prefix: options.prefix) {
+        case .folderMarker:
+            try record(object, inPage: inPage) { _ in }
+            return
+        case .refused(let reason):
+            let shown = HTTPHeaders.visible(object.key)
+            refusedExamples.withLock { if $0.count < 10 { $0.append("\(shown): \(reason)") } }
+            onEvent(.refused(key: shown, reason: reason))
+            try record(object, inPage: inPage) { $0.refused += 1 }
+            return
+        case .file(let path):
+            relative = path
+        }
+        guard options.filter.takes(relative) else {
+            try record(object, inPage: inPage) { _ in }
+            return
+        }
+        let path = (options.destination as NSString).appendingPathComponent(relative)
+        do {
+            try ConfinedPath.check(path, root: options.confinedTo, create: true, finalMustNotBeLink: true)
+            if options.overwrite == .skipIfIdentical && Self.holds(path, object) {
+                onEvent(.unchanged(key: HTTPHeaders.visible(object.key)))
+                try record(object, inPage: inPage) { $0.unchanged += 1 }
+                return
+            }
+            let size = try await download(object, to: path)
+            Self.recordETag(path, object)
+            onEvent(.saved(key: HTTPHeaders.visible(object.key), path: path, size: size))
+            try record(object, inPage: inPage) { state in
+                state.files += 1
+                state.bytes += size
+            }
+        } catch {
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
+            let reason = String(describing: error)
+            let shown = HTTPHeaders.visible(object.key)
+            failures.withLock { $0.append((shown, reason)) }
+            onEvent(.failed(key: shown, reason: reason))
+            try record(object, inPage: inPage) { $0.failed[object.key] = object }
+        }
+    }
+
+    private func download(_ object: S3ListedObject, to path: String) async throws -> Int64 {
+        let (url, signer) = client.downloadSource(bucket: options.bucket, key: object.key)
+        let share = options.maxRate.map { max(1, $0 / Int64(max(1, options.filesInFlight))) }
+        var download = DownloadOptions(url: url, destination: path, connections: options.connections,
+                                       overwrite: options.overwrite == .refuse ? .refuse : .overwrite,
+                                       retry: options.retry, tls: options.tls, connectTimeout: options.connectTimeout,
+                                       idleTimeout: options.idleTimeout, maxRate: share)
+        download.signer = signer
+        download.sharedLimiter = options.sharedLimiter
+        // A body of another size than the listing said is never saved as the object.
+        download.expectedSize = object.size
+        let key = object.key
+        let engine = DownloadEngine(transport: transport, options: download) { [weak self] event in
+            guard let self, case .progress(let written, _, _) = event else { return }
+            self.inFlight.withLock { $0[key] = written }
+            self.reportProgress()
+        }
+        defer {
+            inFlight.withLock { _ = $0.removeValue(forKey: key) }
+        }
+        return try await engine.run().size
+    }
+
+    private func reportProgress() {
+        let flying = inFlight.withLock { $0.values.reduce(0, +) }
+        let state = checkpoint.current
+        onEvent(.progress(bytes: state.bytes + flying, files: state.files))
+    }
+
+    /// Applies an outcome and saves the checkpoint.
+    private func record(_ object: S3ListedObject, inPage: Bool, _ change: (inout Checkpoint) -> Void) throws {
+        try update { state in
+            change(&state)
+            if inPage { state.done.insert(object.key) }
+        }
+        reportProgress()
+    }
+
+    private func update(_ change: (inout Checkpoint) -> Void) throws {
+        let json = checkpoint.withLock { state -> String in
+            change(&state)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return (try? encoder.encode(state)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        }
+        try store?.save(json)
+    }
+
+    // MARK: What a local file holds
+
+    /// True when the file at `path` already holds the listed object.
+    static func holds(_ path: String, _ object: S3ListedObject) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return false }
+        return S3PrefixPlan.unchanged(listed: object, localSize: Int64(info.st_size), recordedETag: recordedETag(path, info),
+                                      localMD5: {
+            (try? FileDigests.compute(path: path, offset: 0, length: Int64(info.st_size), sha256: false))?.md5.hexString
+        })
+    }
+
+    /// The ETag recorded on the file when it was saved, if the file has not
+    /// changed since (same size and modification time).
+    static func recordedETag(_ path: String, _ info: stat) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let count = getxattr(path, etagAttribute, &buffer, buffer.count)
+        guard count > 0 else { return nil }
+        let fields = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: " ").map(String.init)
+        guard fields.count == 3, fields[1] == String(info.st_size), fields[2] == modificationStamp(info) else { return nil }
+        return fields[0]
+    }
+
+    /// Records what the file now holds (best effort: a file system without
+    /// user extended attributes falls back to comparing MD5s).
+    static func recordETag(_ path: String, _ object: S3ListedObject) {
+        var info = stat()
+        guard !object.etag.isEmpty, !object.etag.contains(" "), stat(path, &info) == 0 else { return }
+        let value = Array("\(object.etag) \(info.st_size) \(modificationStamp(info))".utf8)
+        _ = setxattr(path, etagAttribute, value, value.count, 0)
+    }
+
+    static func modificationStamp(_ info: stat) -> String {
+        "\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+
+/// One object in a listing.
+public struct S3ListedObject: Sendable, Equatable, Codable {
+    public var key: String
+    public var size: Int64
+    /// As listed, quotes removed: a plain MD5 in hex, or `MD5-N` for a multipart object.
+    public var etag: String
+
+    public init(key: String, size: Int64, etag: String) {
+        self.key = key
+        self.size = size
+        self.etag = etag
+    }
+}
+
+/// One page of ListObjectsV2: up to `max-keys` objects and where the next page starts.
+public struct S3ListPage: Sendable, Equatable {
+    public var objects: [S3ListedObject]
+    /// Where the next page starts: a continuation token, or (from a server that
+    /// sends none although the page is truncated) the last key, for `start-after`.
+    public var next: S3ListCursor?
+
+    public init(objects: [S3ListedObject], next: S3ListCursor?) {
+        self.objects = objects
+        self.next = next
+    }
+
+    /// Reads a ListObjectsV2 answer asked with `encoding-type=url` (keys come
+    /// percent-encoded, `+` for a space: a key may hold characters XML cannot).
+    public static func parse(_ body: String) throws -> S3ListPage {
+        guard let root = S3XMLElement.parse(body), root.name == "ListBucketResult" else {
+            throw S3Error.verification("ListObjectsV2 answered with something that is not a ListBucketResult: "
+                                       + HTTPHeaders.visible(String(body.prefix(300))))
+        }
+        let encoded = root.value("EncodingType")?.lowercased() == "url"
+        var objects: [S3ListedObject] = []
+        for item in root.children("Contents") {
+            guard let rawKey = item.child("Key")?.text, let size = item.value("Size").flatMap(Int64.init), size >= 0 else {
+                throw S3Error.verification("ListObjectsV2 listed an object without a key or a size: "
+                                           + HTTPHeaders.visible(String(body.prefix(300))))
+            }
+            guard let key = encoded ? Self.decodeKey(rawKey) : rawKey else {
+                throw S3Error.verification("ListObjectsV2 listed a key that is not valid percent-encoded UTF-8: "
+                                           + HTTPHeaders.visible(rawKey))
+            }
+            let etag = (item.value("ETag") ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            objects.append(S3ListedObject(key: key, size: size, etag: etag))
+        }
+        var next: S3ListCursor?
+        if root.value("IsTruncated") == "true" {
+            if let token = root.child("NextContinuationToken")?.text, !token.isEmpty {
+                next = .token(token)
+            } else if let last = objects.last?.key {
+                next = .startAfter(last)
+            } else {
+                throw S3Error.verification("ListObjectsV2 said the listing goes on but gave no continuation token and no key")
+            }
+        }
+        return S3ListPage(objects: objects, next: next)
+    }
+
+    /// `a+b%2Bc%C3%A9` → `a b+cé` (form encoding, as S3 writes keys with `encoding-type=url`).
+    static func decodeKey(_ text: String) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+}
+
+/// Where a listing resumes.
+public enum S3ListCursor: Sendable, Equatable, Codable {
+    case token(String)
+    case startAfter(String)
+}
+
+extension S3Client {
+    /// One page of the objects whose keys start with `prefix` (ListObjectsV2,
+    /// `encoding-type=url`), from `cursor` (nil: the first page).
+    public func listObjects(bucket: String, prefix: String, cursor: S3ListCursor?, maxKeys: Int = 1000) async throws -> S3ListPage {
+        // Query parameters in name order, encoded as SigV4 canonicalises them.
+        var items: [(String, String)] = [("encoding-type", "url"), ("list-type", "2"), ("max-keys", String(maxKeys))]
+        switch cursor {
+        case .token(let token): items.append(("continuation-token", token))
+        case .startAfter(let key): items.append(("start-after", key))
+        case nil: break
+        }
+        if !prefix.isEmpty { items.append(("prefix", prefix)) }
+        let query = items.sorted { $0.0 < $1.0 }.map { "\($0.0)=\(AWSEncoding.encode($0.1))" }.joined(separator: "&")
+        let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: "", query: query)
+        return try S3ListPage.parse(response.body)
+    }
+}

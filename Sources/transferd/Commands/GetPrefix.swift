@@ -1,0 +1,149 @@
+import Foundation
+import TransferCore
+
+/// `transferd get s3://bucket/prefix/ -o DIR`: every object under the prefix
+/// into DIR, keeping the key paths below the prefix.
+enum GetPrefix {
+    static func run(_ arguments: ParsedArguments, prefix: S3Prefix) async -> ExitCode {
+        let download: S3PrefixDownload
+        let quiet = arguments.has("--quiet")
+        let line: PrefixLine
+        do {
+            guard let output = arguments.value("--output") else {
+                throw UsageError("s3://\(prefix.bucket)/\(prefix.prefix) is a prefix: name the folder its objects go into with -o DIR")
+            }
+            if arguments.has("--sha256") { throw UsageError("--sha256 checks one file; a prefix holds many objects") }
+            if arguments.has("--overwrite") && (arguments.has("--skip-existing") || arguments.has("--skip-unchanged")) {
+                throw UsageError("--overwrite and --skip-unchanged exclude each other")
+            }
+            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
+                                                            region: arguments.value("--region"),
+                                                            profile: arguments.value("--profile"))
+            let transport = try TransferFlags.transport(arguments)
+            let retry = try TransferFlags.retry(arguments)
+            let tls = try TransferFlags.tls(arguments)
+            let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: tls)
+            let folder = output.hasPrefix("/") ? output : FileManager.default.currentDirectoryPath + "/" + output
+            var options = S3PrefixDownloadOptions(bucket: prefix.bucket, prefix: prefix.prefix, destination: folder)
+            options.filter = S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude"))
+            options.connections = try arguments.integer("--connections", range: 1...64) ?? 1
+            options.filesInFlight = try arguments.integer("--jobs", range: 1...256) ?? 8
+            options.overwrite = arguments.has("--overwrite") ? .overwrite
+                : arguments.has("--skip-existing") || arguments.has("--skip-unchanged") ? .skipIfIdentical : .refuse
+            options.retry = retry
+            options.tls = tls
+            options.connectTimeout = try arguments.seconds("--connect-timeout") ?? 15
+            options.idleTimeout = try arguments.seconds("--idle-timeout") ?? 30
+            options.maxRate = try arguments.byteSize("--limit-rate")
+            line = PrefixLine(name: "s3://\(prefix.bucket)/\(prefix.prefix)", quiet: quiet)
+            download = S3PrefixDownload(client: client, transport: transport, options: options,
+                                        store: FileUploadStateStore.prefixDownload(folder: folder, bucket: prefix.bucket, prefix: prefix.prefix)) {
+                line.handle($0)
+            }
+        } catch {
+            Output.err("transferd get: \(error)\n")
+            return .usage
+        }
+        let task = Task { try await download.run() }
+        let signals = SignalHandler { task.cancel() }
+        defer { signals.restore() }
+        do {
+            let result = try await task.value
+            line.finish(result)
+            return .success
+        } catch is CancellationError {
+            line.clear()
+            Output.err("transferd get: interrupted; run the same command to continue where the listing stopped\n")
+            return .interrupted
+        } catch let error as S3PrefixError {
+            line.clear()
+            Output.err("transferd get: \(error); run the same command to retry them\n")
+            return .transferFailed
+        } catch let error as S3Error {
+            line.clear()
+            Output.err("transferd get: \(error)\n")
+            switch error {
+            case .noCredentials, .badEndpoint: return .usage
+            default: return .transferFailed
+            }
+        } catch let error as POSIXFailure {
+            line.clear()
+            Output.err("transferd get: \(error)\n")
+            return .localError
+        } catch {
+            line.clear()
+            Output.err("transferd get: \(error)\n")
+            return .transferFailed
+        }
+    }
+}
+
+/// The progress of a prefix download on stderr: a live line on a terminal
+/// (files saved, bytes, speed), a line per refused or failed key, a summary.
+// @unchecked: every mutable field changes only under `lock`.
+final class PrefixLine: @unchecked Sendable {
+    private let name: String
+    private let quiet: Bool
+    private let interactive = Output.stderrIsTerminal
+    private let lock = NSLock()
+    private var lastDraw = Date.distantPast
+    private var lastSample: (time: Date, bytes: Int64)?
+    private var speed: Double = 0
+    private var drawn = false
+
+    init(name: String, quiet: Bool) {
+        self.name = name
+        self.quiet = quiet
+    }
+
+    func handle(_ event: S3PrefixEvent) {
+        lock.lock()
+        defer { lock.unlock() }
+        switch event {
+        case .progress(let bytes, let files):
+            let now = Date()
+            if let sample = lastSample {
+                speed = RunProgress.smooth(speed, delta: max(0, bytes - sample.bytes), interval: now.timeIntervalSince(sample.time))
+            }
+            lastSample = (now, bytes)
+            guard interactive, !quiet, now.timeIntervalSince(lastDraw) >= 0.25 else { return }
+            lastDraw = now
+            let text = "\(name)  \(files) file\(files == 1 ? "" : "s")  \(Format.bytes(bytes))  \(Format.rate(speed))"
+            draw(String(text.prefix(max(20, Output.terminalSize(fd: 2).columns - 1))), permanent: false)
+        case .refused(let key, let reason):
+            draw("\(key): not saved: \(reason)", permanent: true, always: true)
+        case .failed(let key, let reason):
+            draw("\(key): failed: \(reason)", permanent: true, always: true)
+        case .saved, .unchanged:
+            break
+        }
+    }
+
+    private func draw(_ text: String, permanent: Bool, always: Bool = false) {
+        guard !quiet || always else { return }
+        if interactive {
+            Output.err("\r\u{1B}[2K" + text + (permanent ? "\n" : ""))
+            drawn = !permanent
+        } else if permanent {
+            Output.err(text + "\n")
+        }
+    }
+
+    func clear() {
+        lock.lock()
+        defer { lock.unlock() }
+        if interactive && drawn { Output.err("\r\u{1B}[2K") }
+        drawn = false
+    }
+
+    func finish(_ result: S3PrefixResult) {
+        clear()
+        guard !quiet else { return }
+        let elapsed = max(result.elapsed, 0.001)
+        var text = "\(name): \(result.files) file\(result.files == 1 ? "" : "s") saved, \(Format.bytes(result.bytes))"
+            + " in \(String(format: "%.2f", elapsed)) s (\(Format.rate(Double(result.bytes) / elapsed)))"
+        if result.unchanged > 0 { text += ", \(result.unchanged) unchanged" }
+        if result.refused > 0 { text += ", \(result.refused) refused (named above)" }
+        Output.err(text + "\n")
+    }
+}

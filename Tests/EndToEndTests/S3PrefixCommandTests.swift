@@ -1,0 +1,173 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// Whole prefixes as a user gets them: `transferd get s3://bucket/prefix/ -o
+/// DIR` and a prefix download job in the queue, on moto and SeaweedFS.
+final class S3PrefixCommandTests: XCTestCase {
+    /// Objects under `data/`: the names below the prefix and their bytes.
+    func seed(_ target: (name: String, configuration: S3Configuration, environment: [String: String]),
+              extraKeys: [String] = []) throws -> (bucket: String, files: [String: Data]) {
+        let bucket = "cli-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+        let directory = try scratchDirectory("seed-\(target.name)")
+        let names = ["one.bin", "two.csv", "logs/2026/a.bin", "tmp/scratch.bin", "big.bin"] + extraKeys
+        var made: [String: Data] = [:]
+        for (index, name) in names.enumerated() {
+            let size = name == "big.bin" ? (6 << 20) : 300 * (index + 1)
+            made[name] = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) })
+        }
+        let files = made
+        try blocking {
+            try await client.createBucket(bucket)
+            for (index, name) in names.enumerated() {
+                let path = directory + "/\(index)"
+                try files[name]!.write(to: URL(fileURLWithPath: path))
+                _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                    source: path, bucket: bucket, key: "data/" + name, partSize: 5 << 20),
+                    state: FileUploadStateStore(source: path, bucket: bucket, key: "data/" + name, environment: ["HOME": directory])).run()
+            }
+        }
+        return (bucket, files)
+    }
+
+    func testGetAPrefixIntoAFolderThenAgainMovesNothing() throws {
+        for target in try UploadServers.current().s3Targets {
+            let (bucket, files) = try seed(target)
+            let directory = try scratchDirectory("get-\(target.name)")
+            var environment = target.environment
+            environment["HOME"] = directory
+
+            let missing = try TransferdProcess.run(["get", "s3://\(bucket)/data/"], directory: directory, environment: environment)
+            XCTAssertEqual(missing.status, 2, missing.stderr)
+            XCTAssertTrue(missing.stderr.contains("-o DIR"), missing.stderr)
+
+            let got = try TransferdProcess.run(["get", "s3://\(bucket)/data/", "-o", "out", "--exclude", "tmp/*"],
+                                               directory: directory, environment: environment)
+            XCTAssertEqual(got.status, 0, "\(target.name): \(got.stderr)")
+            XCTAssertTrue(got.stderr.contains("4 files saved"), got.stderr)
+            for (name, data) in files where !name.hasPrefix("tmp/") {
+                XCTAssertEqual(FileManager.default.contents(atPath: directory + "/out/" + name), data, "\(target.name): \(name)")
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/out/tmp"), "\(target.name): excluded")
+
+            let log = directory + "/again.log"
+            let again = try TransferdProcess.run(["get", "s3://\(bucket)/data/", "-o", "out", "--exclude", "tmp/*",
+                                                  "--skip-unchanged", "--log-file", log],
+                                                 directory: directory, environment: environment)
+            XCTAssertEqual(again.status, 0, "\(target.name): \(again.stderr)")
+            XCTAssertTrue(again.stderr.contains("0 files saved") && again.stderr.contains("4 unchanged"), again.stderr)
+            XCTAssertEqual(try S3Operation.fromLog(log), ["ListObjectsV2"], "\(target.name): no object bytes moved")
+
+            // A file changed locally is fetched again; the rest stay.
+            try Data("changed".utf8).write(to: URL(fileURLWithPath: directory + "/out/one.bin"))
+            let third = try TransferdProcess.run(["get", "s3://\(bucket)/data/", "-o", "out", "--include", "*.bin",
+                                                  "--skip-unchanged"], directory: directory, environment: environment)
+            XCTAssertEqual(third.status, 0, third.stderr)
+            XCTAssertTrue(third.stderr.contains("2 files saved") && third.stderr.contains("2 unchanged"),
+                          "\(target.name): one.bin changed, tmp/scratch.bin newly included: \(third.stderr)")
+            XCTAssertEqual(FileManager.default.contents(atPath: directory + "/out/one.bin"), files["one.bin"])
+        }
+    }
+
+    /// A key that would lead out of the folder is refused with a reason and
+    /// nothing is written outside it (moto stores such keys as given).
+    func testKeysThatWouldEscapeTheFolderAreRefused() throws {
+        let peers = try UploadServers.current()
+        let target = peers.s3Targets[0]
+        let (bucket, _) = try seed(target, extraKeys: ["../escape.bin", "deep/../../escape2.bin"])
+        let directory = try scratchDirectory()
+        try FileManager.default.createDirectory(atPath: directory + "/inner", withIntermediateDirectories: true)
+        let got = try TransferdProcess.run(["get", "s3://\(bucket)/data/", "-o", "out"], directory: directory + "/inner",
+                                           environment: target.environment)
+        XCTAssertEqual(got.status, 0, got.stderr)
+        XCTAssertTrue(got.stderr.contains("data/../escape.bin: not saved"), got.stderr)
+        XCTAssertTrue(got.stderr.contains("2 refused"), got.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/inner/escape.bin"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/escape.bin"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/escape2.bin"))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: directory + "/inner/out/one.bin"))
+    }
+
+    /// A prefix job in `queue.d/`: one job for the whole prefix; a second job
+    /// over the same folder with `"overwrite": "skip"` fetches nothing.
+    func testAPrefixJobInTheQueue() throws {
+        for target in try UploadServers.current().s3Targets {
+            let (bucket, files) = try seed(target)
+            let fixture = try QueueFixture("queue-\(target.name)")
+            try fixture.drop("mirror.json", jobs: [["id": "mirror", "url": "s3://\(bucket)/data/", "dest": "mirror/",
+                                                    "include": ["*.bin"], "exclude": ["tmp/*"]]])
+            let run = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(run.status, 0, "\(target.name): \(run.stderr)")
+            XCTAssertEqual(try fixture.store().counts(), [.done: 1], target.name)
+            for name in ["one.bin", "logs/2026/a.bin", "big.bin"] {
+                XCTAssertEqual(FileManager.default.contents(atPath: fixture.root + "/mirror/" + name), files[name], "\(target.name): \(name)")
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/mirror/two.csv"), "\(target.name): not included")
+            XCTAssertEqual(try fixture.store().job("mirror")?.bytesDone,
+                           Int64(files["one.bin"]!.count + files["logs/2026/a.bin"]!.count + files["big.bin"]!.count), target.name)
+
+            try fixture.drop("again.json", jobs: [["id": "again", "url": "s3://\(bucket)/data/", "dest": "mirror/",
+                                                   "include": ["*.bin"], "exclude": ["tmp/*"], "overwrite": "skip"]])
+            let log = fixture.root + "/again.log"
+            let again = try TransferdProcess.run(["run", fixture.queue, "--log-file", log], directory: fixture.root,
+                                                 environment: target.environment)
+            XCTAssertEqual(again.status, 0, "\(target.name): \(again.stderr)")
+            XCTAssertEqual(try fixture.store().counts(), [.done: 2], target.name)
+            XCTAssertEqual(try S3Operation.fromLog(log), ["ListObjectsV2"], "\(target.name): nothing fetched again")
+        }
+    }
+
+    /// `put --skip-unchanged`: a file the object already holds (one PUT, or in
+    /// parts: the multipart ETag is recomputed from the file) and a folder the
+    /// prefix already holds send nothing; a changed file is sent.
+    func testPutSkipsWhatTheBucketAlreadyHolds() throws {
+        for target in try UploadServers.current().s3Targets {
+            let directory = try scratchDirectory("put-\(target.name)")
+            var environment = target.environment
+            environment["HOME"] = directory
+            let bucket = "skip-\(UUID().uuidString.prefix(8).lowercased())"
+            let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+            try blocking { try await client.createBucket(bucket) }
+            let tree = directory + "/site"
+            try FileManager.default.createDirectory(atPath: tree + "/img", withIntermediateDirectories: true)
+            try Data(repeating: 1, count: 1000).write(to: URL(fileURLWithPath: tree + "/index.html"))
+            try Data(repeating: 2, count: 2000).write(to: URL(fileURLWithPath: tree + "/img/a.png"))
+            try Data(repeating: 3, count: 3000).write(to: URL(fileURLWithPath: tree + "/notes.tmp"))
+            try Data((0..<(11 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13) }).write(to: URL(fileURLWithPath: tree + "/big.bin"))
+
+            func put(_ extra: [String]) throws -> (TransferdProcess.Result, [String]) {
+                let log = directory + "/\(UUID().uuidString).log"
+                let result = try TransferdProcess.run(["put"] + extra + ["--log-file", log], directory: directory,
+                                                      environment: environment)
+                return (result, try S3Operation.fromLog(log))
+            }
+            var (result, operations) = try put(["site", "s3://\(bucket)/www/", "--exclude", "*.tmp", "--part-size", "5M"])
+            XCTAssertEqual(result.status, 0, "\(target.name): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("3 files sent"), result.stderr)
+            XCTAssertFalse(operations.contains("ListObjectsV2"), "\(target.name): no listing without --skip-unchanged")
+
+            (result, operations) = try put(["site", "s3://\(bucket)/www/", "--exclude", "*.tmp", "--part-size", "5M",
+                                            "--skip-unchanged"])
+            XCTAssertEqual(result.status, 0, "\(target.name): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("0 files sent") && result.stderr.contains("3 unchanged"), result.stderr)
+            XCTAssertEqual(operations, ["ListObjectsV2"], "\(target.name): the multipart big.bin is recognised too")
+
+            try Data(repeating: 9, count: 2000).write(to: URL(fileURLWithPath: tree + "/img/a.png"))
+            (result, operations) = try put(["site", "s3://\(bucket)/www/", "--exclude", "*.tmp", "--part-size", "5M",
+                                            "--skip-unchanged"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(operations, ["ListObjectsV2", "PutObject"], "\(target.name): only the changed file")
+
+            // One file: HEAD, then nothing when it matches (in parts, with another part size than it was sent with).
+            (result, operations) = try put(["site/big.bin", "s3://\(bucket)/www/big.bin", "--skip-unchanged"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertTrue(result.stderr.contains("already holds it"), result.stderr)
+            XCTAssertEqual(operations, ["HeadObject"], target.name)
+            (result, operations) = try put(["site/notes.tmp", "s3://\(bucket)/www/notes.tmp", "--skip-unchanged"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(operations, ["HeadObject", "PutObject"], "\(target.name): a missing object is sent")
+        }
+    }
+}
