@@ -151,4 +151,45 @@ final class GetCommandTests: XCTestCase {
         XCTAssertTrue(second.stderr.contains("resum"), second.stderr)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"))
     }
+
+    /// `--skip-unchanged` asks the server with the validators recorded when
+    /// the file was saved: a 304 to If-None-Match keeps it without a byte of
+    /// body; a file changed on the server is fetched again.
+    func testSkipUnchangedAsksTheServerWithTheRecordedETag() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let name = "cond-\(UUID().uuidString.prefix(8)).bin"
+        try Data(repeating: 1, count: 100_000).write(to: URL(fileURLWithPath: servers.path(name)))
+        let url = servers.http.appendingPathComponent(name).absoluteString
+        var result = try TransferdProcess.run(["get", url], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+
+        var log = directory + "/1.log"
+        result = try TransferdProcess.run(["get", url, "--skip-unchanged", "--log-file", log], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("skipped"), result.stderr)
+        var text = try String(contentsOfFile: log, encoding: .utf8)
+        XCTAssertTrue(text.contains("> HEAD ") && text.contains("If-None-Match: \""), text)
+        XCTAssertTrue(text.contains("< 304"), "nginx answered the condition: \(text)")
+        XCTAssertFalse(text.contains("> GET "), text)
+
+        // Changed on the server (same size; nginx's ETag is its mtime and size, so a later mtime): fetched again.
+        try Data(repeating: 2, count: 100_000).write(to: URL(fileURLWithPath: servers.path(name)))
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: servers.path(name))
+        log = directory + "/2.log"
+        result = try TransferdProcess.run(["get", url, "--skip-unchanged", "--log-file", log], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        text = try String(contentsOfFile: log, encoding: .utf8)
+        XCTAssertTrue(text.contains("< 200") && text.contains("> GET "), text)
+        XCTAssertEqual(FileManager.default.contents(atPath: directory + "/" + name), Data(repeating: 2, count: 100_000))
+
+        // Changed locally since it was saved: the record no longer applies, the old comparison does.
+        try Data(repeating: 3, count: 100_000).write(to: URL(fileURLWithPath: directory + "/" + name))
+        log = directory + "/3.log"
+        result = try TransferdProcess.run(["get", url, "--skip-unchanged", "--log-file", log], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertFalse(try String(contentsOfFile: log, encoding: .utf8).contains("If-None-Match"))
+        XCTAssertEqual(FileManager.default.contents(atPath: directory + "/" + name), Data(repeating: 2, count: 100_000))
+        try? FileManager.default.removeItem(atPath: servers.path(name))
+    }
 }

@@ -135,6 +135,22 @@ public final class DownloadEngine: @unchecked Sendable {
         if let expected = options.sha256 {
             return try SHA256Hasher.hex(ofFileAt: options.destination) == expected ? size : nil
         }
+        if let recorded = RecordedValidators.read(options.destination) {
+            // The validators recorded when this file was saved: the server says
+            // whether it changed since (304), the same way a browser cache asks.
+            var headers = options.headers
+            for field in recorded.conditionalHeaders.fields { headers.set(field.name, field.value) }
+            let head = try await request(method: "HEAD", headers: headers)
+            if head.status == 304 { return size }
+            guard (200..<300).contains(head.status) else { return nil }
+            // A server that ignores the condition: the same strong ETag still means the same file.
+            let remote = ResponseValidators(headers: head.headers)
+            if let etag = recorded.etag, !etag.hasPrefix("W/"), remote.etag == etag,
+               head.headers["Content-Length"].flatMap(Int64.init) == size {
+                return size
+            }
+            return nil
+        }
         let head = try await request(method: "HEAD", headers: options.headers)
         guard (200..<300).contains(head.status),
               let remoteSize = head.headers["Content-Length"].flatMap(Int64.init), remoteSize == size else {
@@ -415,6 +431,8 @@ public final class DownloadEngine: @unchecked Sendable {
                          timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0)]
             futimens(state.fd, &times)
         }
+        // What this file is, for a later --skip-unchanged to ask the server about.
+        RecordedValidators.write(state.validators, fd: state.fd)
         if options.deferRename { return (size, digest) }
         // Record completion first: a crash right after the rename is then recognised as done.
         try saveCheckpoint(state)
