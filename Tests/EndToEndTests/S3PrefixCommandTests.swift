@@ -170,4 +170,20 @@ final class S3PrefixCommandTests: XCTestCase {
             XCTAssertEqual(operations, ["HeadObject", "PutObject"], "\(target.name): a missing object is sent")
         }
     }
+
+    /// A prefix job whose folder holds the queue: a key that would land in
+    /// queue.d (a job file, the state database) is refused; the rest is saved.
+    func testAKeyNeverLandsInTheQueueFolder() throws {
+        let target = try UploadServers.current().s3Targets[0]
+        let (bucket, files) = try seed(target, extraKeys: ["queue.d/evil.json", "queue.d/.transferd/state.db", "a.part"])
+        let fixture = try QueueFixture()
+        try fixture.drop("all.json", jobs: [["id": "all", "url": "s3://\(bucket)/data/", "dest": "."]])
+        let run = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 1], "no job came from a key")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.queue + "/evil.json"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/evil.json"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/a.part"))
+        XCTAssertEqual(FileManager.default.contents(atPath: fixture.root + "/one.bin"), files["one.bin"])
+    }
 }

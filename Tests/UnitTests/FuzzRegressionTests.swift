@@ -66,4 +66,14 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(S3XMLElement.parse("<a><b>2</b></a>")?.value("b"), "2")
         XCTAssertNil(S3XMLElement.parse("<?xml version=\"1.0\""), "an unterminated declaration")
     }
+
+    /// s3-xml: an ETag holding `<` followed by a combining mark (U+065E) was
+    /// sent back in CompleteMultipartUpload unescaped, since `<\u{65E}` is one
+    /// Character and a Character-wise replace passed it by.
+    func testEscapingWorksOnScalarsNotCharacters() {
+        let etag = "a<\u{65E}b>\u{301}&\u{301}\"\u{301}"
+        let escaped = XMLText.escape(etag)
+        XCTAssertFalse(escaped.unicodeScalars.contains("<"), escaped)
+        XCTAssertEqual(S3XMLElement.parse("<ETag>\(escaped)</ETag>")?.text, etag)
+    }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import TransferCore
+@testable import TransferCore
 import XCTest
 
 /// Where a listed key goes below the destination folder, the filters, what
@@ -102,5 +102,29 @@ final class S3PrefixPlanTests: XCTestCase {
             return XCTFail("a folder outside the root was accepted")
         }
         XCTAssertTrue(escape.description.contains("dest"), escape.description)
+    }
+
+    /// A `/` followed by a combining mark is one Character: the checks work on
+    /// bytes, as the kernel reads a path, so no `..` hides behind it.
+    func testSegmentsAreSplitOnBytesNotCharacters() {
+        for key in ["p/../\u{301}x/y", "p/x/..\u{2F}\u{301}/y", "p//\u{301}abs", "p/a/\u{2F}\u{301}"] {
+            if case .file(let path) = S3PrefixPlan.placement(key: key, prefix: "p/") {
+                XCTFail("\(key.unicodeScalars.map { String($0.value, radix: 16) }) was placed at \(path.debugDescription)")
+            }
+        }
+        XCTAssertEqual(S3PrefixPlan.placement(key: "p/\u{301}x/y", prefix: "p/"), .file("\u{301}x/y"),
+                       "a combining mark at a segment's start is only a strange name")
+        XCTAssertEqual(PathNormalization.normalize("/r/a/../\u{301}x/y"), "/r/\u{301}x/y")
+        for key in ["p/a\u{9B}b", "p/a\u{202E}b", "p/a\u{2066}b"] {
+            guard case .refused = S3PrefixPlan.placement(key: key, prefix: "p/") else { return XCTFail("\(key.debugDescription) placed") }
+        }
+        guard case .refused = S3PrefixPlan.placement(key: "p/" + String(repeating: "n", count: 250), prefix: "p/") else {
+            return XCTFail("a last segment with no room for .part.state was placed")
+        }
+    }
+
+    func testADocumentTypeNeverReachesXMLParser() {
+        XCTAssertNil(S3XMLElement.parse(#"<!DOCTYPE r [<!ENTITY e "&#60;?x?&#62;">]><r>&e;</r>"#))
+        XCTAssertNil(S3XMLElement.parse("<?xml version=\"1.0\"?>\n<!DOCTYPE r><r/>"))
     }
 }

@@ -264,8 +264,8 @@ struct Context {
                 if let dest = reader.string("dest"), !dest.isEmpty {
                     spec.destination = resolveInsideRoot(dest, field: "dest", job: number, id: display)
                     if let destination = spec.destination { _ = claimDestination(destination, job: number, id: display) }
-                } else if !reader.has("dest") {
-                    fail("dest", "is missing: a prefix (a url ending with /) is saved into a folder",
+                } else {
+                    fail("dest", "is missing or empty: a prefix (a url ending with /) is saved into a folder",
                          fix: "name the folder, e.g. \"dest\": \"mirror/\"")
                 }
             } else {

@@ -82,6 +82,8 @@ extension QueueRunner {
             var download = S3PrefixDownloadOptions(bucket: prefix.bucket, prefix: prefix.prefix, destination: destination,
                                                    confinedTo: layout.root)
             download.filter = S3PrefixPlan.Filter(include: spec.include ?? [], exclude: spec.exclude ?? [])
+            // A key must never become a job file or touch the queue's state.
+            download.forbidden = [layout.directory]
             download.connections = job.connections
             download.overwrite = spec.overwrite ?? .refuse
             download.retry = retry
@@ -100,6 +102,16 @@ extension QueueRunner {
         } catch {
             if error is CancellationError || Task.isCancelled {
                 return job.cancelledByUser.current ? .cancelled : .interrupted
+            }
+            // Objects that failed, or a listing that failed after its own retries: the job
+            // waits and goes again with its checkpoint (what failed first, then the listing
+            // where it stopped), until its retries are spent.
+            let failures = job.record.attempts + 1
+            let retriable = error is S3PrefixError || error is TransportError
+                || { if case S3Error.service(let status, _, _, _, _) = error { return status >= 500 || status == 429 } else { return false } }()
+            if retriable && failures < retry.maxAttempts {
+                return .retry(delay: retry.backoff(attempt: failures, random: Double.random(in: 0..<1)),
+                              reason: String(describing: error), failures: failures)
             }
             return .failed(String(describing: error))
         }

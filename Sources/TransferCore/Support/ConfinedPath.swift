@@ -26,10 +26,10 @@ enum ConfinedPath {
         let rootPath = PathNormalization.normalize(root)
         let full = PathNormalization.normalize(path)
         let prefix = rootPath == "/" ? "/" : rootPath + "/"
-        guard full.hasPrefix(prefix) else {
+        guard PathNormalization.hasBytePrefix(full, prefix) else {
             throw Escape(path: path, link: path, root: rootPath)
         }
-        let components = full.dropFirst(prefix.count).split(separator: "/").map(String.init)
+        let components = PathNormalization.components(String(decoding: full.utf8.dropFirst(prefix.utf8.count), as: UTF8.self))
         guard !components.isEmpty else { return }
         var fd = open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXFailure(operation: "open", path: rootPath) }

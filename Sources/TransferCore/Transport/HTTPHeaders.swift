@@ -91,7 +91,19 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
 
     /// Text with control characters shown as `?`, for messages.
     static func visible(_ text: String) -> String {
-        String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+        var shown = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            shown.append(isInvisibleControl(scalar) ? "?" : scalar)
+        }
+        return String(shown)
+    }
+
+    /// C0 and C1 controls, DEL, and the bidirectional overrides and isolates
+    /// (which reorder what a terminal shows).
+    static func isInvisibleControl(_ scalar: Unicode.Scalar) -> Bool {
+        let value = scalar.value
+        return value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value)
+            || (0x2066...0x2069).contains(value)
     }
 
     /// Parses one raw header line (`Name: value`), as received from a server.

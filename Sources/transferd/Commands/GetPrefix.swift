@@ -23,7 +23,7 @@ enum GetPrefix {
             let retry = try TransferFlags.retry(arguments)
             let tls = try TransferFlags.tls(arguments)
             let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: tls)
-            let folder = output.hasPrefix("/") ? output : FileManager.default.currentDirectoryPath + "/" + output
+            let folder = URL(fileURLWithPath: output).standardized.path
             var options = S3PrefixDownloadOptions(bucket: prefix.bucket, prefix: prefix.prefix, destination: folder)
             options.filter = S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude"))
             options.connections = try arguments.integer("--connections", range: 1...64) ?? 1
@@ -37,7 +37,12 @@ enum GetPrefix {
             options.maxRate = try arguments.byteSize("--limit-rate")
             line = PrefixLine(name: "s3://\(prefix.bucket)/\(prefix.prefix)", quiet: quiet)
             download = S3PrefixDownload(client: client, transport: transport, options: options,
-                                        store: FileUploadStateStore.prefixDownload(folder: folder, bucket: prefix.bucket, prefix: prefix.prefix)) {
+                                        store: FileUploadStateStore.prefixDownload(
+                                            folder: folder, bucket: prefix.bucket,
+                                            // Another endpoint or other filters are another listing: never resumed from this one.
+                                            prefix: ([configuration.endpoint.absoluteString, prefix.prefix]
+                                                     + options.filter.include.map { "+" + $0 } + options.filter.exclude.map { "-" + $0 })
+                                                .joined(separator: "\n"))) {
                 line.handle($0)
             }
         } catch {

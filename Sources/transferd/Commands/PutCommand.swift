@@ -12,6 +12,7 @@ enum PutCommand {
         OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
         OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
         OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 10)"),
+        OptionSpec("-j", "--jobs", value: "N", help: "S3 folder upload: files uploading at once (default: 16)"),
         OptionSpec("--skip-unchanged", help: "S3: send nothing when the object already holds the file (size and ETag)"),
         OptionSpec("--include", value: "GLOB", help: "S3 folder upload: only files (paths below the folder) matching GLOB (repeatable)"),
         OptionSpec("--exclude", value: "GLOB", help: "S3 folder upload: skip files matching GLOB (repeatable)"),
@@ -82,8 +83,8 @@ enum PutCommand {
                 throw UsageError("\(path): no such file or folder")
             }
             if isDirectory.boolValue { return await runS3Folder(arguments, location: location) }
-            if arguments.has("--include") || arguments.has("--exclude") {
-                throw UsageError("--include and --exclude are for a folder upload; \(path) is a file")
+            for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
+                throw UsageError("\(option) is for a folder upload; \(path) is a file")
             }
             let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
                                                              region: arguments.value("--region"),
@@ -159,7 +160,8 @@ enum PutCommand {
             let upload = S3DirectoryUpload(
                 client: client, directory: absolute, bucket: location.bucket, prefix: location.key,
                 partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
-                partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10, rate: try sendRate(arguments),
+                partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
+                filesInFlight: try arguments.integer("--jobs", range: 1...256) ?? 16, rate: try sendRate(arguments),
                 filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
                 skipUnchanged: arguments.has("--skip-unchanged"),
                 store: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key))

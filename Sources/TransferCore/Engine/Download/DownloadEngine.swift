@@ -135,7 +135,7 @@ public final class DownloadEngine: @unchecked Sendable {
         if let expected = options.sha256 {
             return try SHA256Hasher.hex(ofFileAt: options.destination) == expected ? size : nil
         }
-        if let recorded = RecordedValidators.read(options.destination) {
+        if let recorded = RecordedValidators.read(options.destination, url: options.url) {
             // The validators recorded when this file was saved: the server says
             // whether it changed since (304), the same way a browser cache asks.
             var headers = options.headers
@@ -432,7 +432,7 @@ public final class DownloadEngine: @unchecked Sendable {
             futimens(state.fd, &times)
         }
         // What this file is, for a later --skip-unchanged to ask the server about.
-        RecordedValidators.write(state.validators, fd: state.fd)
+        RecordedValidators.write(state.validators, url: options.url, fd: state.fd)
         if options.deferRename { return (size, digest) }
         // Record completion first: a crash right after the rename is then recognised as done.
         try saveCheckpoint(state)

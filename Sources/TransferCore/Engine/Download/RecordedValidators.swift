@@ -14,26 +14,32 @@ struct RecordedValidators: Equatable {
     var lastModified: String?
     var size: Int64
     var modified: String
+    /// Which URL the validators came from (a digest): another URL's are no answer for this one.
+    var source: String
 
-    /// Text for the attribute: four lines (size, mtime, ETag, Last-Modified).
+    /// Text for the attribute: five lines (size, mtime, URL digest, ETag, Last-Modified).
     var encoded: String {
-        [String(size), modified, etag ?? "", lastModified ?? ""].joined(separator: "\n")
+        [String(size), modified, source, etag ?? "", lastModified ?? ""].joined(separator: "\n")
     }
 
-    init(etag: String?, lastModified: String?, size: Int64, modified: String) {
+    init(etag: String?, lastModified: String?, size: Int64, modified: String, source: String) {
         self.etag = etag
         self.lastModified = lastModified
         self.size = size
         self.modified = modified
+        self.source = source
     }
+
+    static func digest(of url: URL) -> String { String(SHA256Hasher.hex(of: Data(url.absoluteString.utf8)).prefix(32)) }
 
     init?(encoded text: String) {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        guard lines.count == 4, let size = Int64(lines[0]) else { return nil }
+        guard lines.count == 5, let size = Int64(lines[0]) else { return nil }
         self.size = size
         modified = lines[1]
-        etag = lines[2].isEmpty ? nil : lines[2]
-        lastModified = lines[3].isEmpty ? nil : lines[3]
+        source = lines[2]
+        etag = lines[3].isEmpty ? nil : lines[3]
+        lastModified = lines[4].isEmpty ? nil : lines[4]
         // A header value is one line without control characters: anything else was not written here.
         for value in [etag, lastModified].compactMap({ $0 }) where HTTPHeaders.problem(name: "X", value: value) != nil {
             return nil
@@ -51,24 +57,25 @@ struct RecordedValidators: Equatable {
 
     static func stamp(_ info: stat) -> String { "\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)" }
 
-    /// The record on the file at `path`, if the file is still what was recorded.
-    static func read(_ path: String) -> RecordedValidators? {
+    /// The record on the file at `path`, if the file is still what was
+    /// recorded and it came from `url`.
+    static func read(_ path: String, url: URL) -> RecordedValidators? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = getxattr(path, attribute, &buffer, buffer.count)
         guard count > 0, let record = RecordedValidators(encoded: String(decoding: buffer[0..<count], as: UTF8.self)),
-              record.size == Int64(info.st_size), record.modified == stamp(info) else { return nil }
+              record.size == Int64(info.st_size), record.modified == stamp(info), record.source == digest(of: url) else { return nil }
         return record
     }
 
     /// Records `validators` on the open file `fd` as it is now (best effort: a
     /// file system without user attributes just keeps no record).
-    static func write(_ validators: ResponseValidators, fd: Int32) {
+    static func write(_ validators: ResponseValidators, url: URL, fd: Int32) {
         var info = stat()
         guard !validators.isEmpty, fstat(fd, &info) == 0 else { return }
         let record = RecordedValidators(etag: validators.etag, lastModified: validators.lastModified,
-                                        size: Int64(info.st_size), modified: stamp(info))
+                                        size: Int64(info.st_size), modified: stamp(info), source: digest(of: url))
         let bytes = Array(record.encoded.utf8)
         _ = fsetxattr(fd, attribute, bytes, bytes.count, 0)
     }

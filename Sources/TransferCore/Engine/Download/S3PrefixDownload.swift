@@ -26,6 +26,9 @@ public struct S3PrefixDownloadOptions: Sendable {
     public var sharedLimiter: BandwidthLimiter?
     /// Keys listed per page (S3's most is 1,000).
     public var pageSize = 1000
+    /// Folders no key may land in, whatever the destination (the queue folder,
+    /// with its state, for a prefix job: a key must not become a job file).
+    public var forbidden: [String] = []
 
     public init(bucket: String, prefix: String, destination: String, confinedTo: String? = nil) {
         self.bucket = bucket
@@ -81,10 +84,12 @@ public final class S3PrefixDownload: @unchecked Sendable {
     struct Checkpoint: Codable, Equatable {
         /// Where the current page was listed from (nil: the first page).
         var cursor: S3ListCursor?
-        /// Keys of the current page already saved, unchanged, refused or failed.
-        var done: Set<String> = []
-        /// Objects that failed, retried first on the next run.
-        var failed: [String: S3ListedObject] = [:]
+        /// Keys (their UTF-8 bytes: Swift's String equality would merge keys that
+        /// differ only in Unicode normalisation) of the current page already
+        /// saved, unchanged, refused or failed.
+        var done: Set<Data> = []
+        /// Objects that failed, by key bytes, retried first on the next run.
+        var failed: [Data: S3ListedObject] = [:]
         var finished = false
         var files = 0
         var bytes: Int64 = 0
@@ -138,7 +143,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
         if options.confinedTo == options.destination {
             // The folder the user named is the root itself: made as named (links and all, their choice).
             var path = options.destination.hasPrefix("/") ? "" : "."
-            for component in options.destination.split(separator: "/") {
+            for component in PathNormalization.components(options.destination) {
                 path += "/" + component
                 if mkdir(path, 0o755) != 0 && errno != EEXIST {
                     throw POSIXFailure(operation: "create the folder", path: path)
@@ -150,11 +155,12 @@ public final class S3PrefixDownload: @unchecked Sendable {
                                    create: true)
         }
         // What failed last time goes first; the listing then continues where it stopped.
-        let retried = checkpoint.withLock { state -> [S3ListedObject] in
-            let objects = Array(state.failed.values).sorted { $0.key < $1.key }
-            state.failed = [:]
-            return objects
+        // Each stays recorded as failed until its retry ends otherwise (a save in
+        // between must not forget the ones still in flight).
+        let retried = checkpoint.withLock { state in
+            Array(state.failed.values).sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
         }
+        var seenCursors: Set<S3ListCursor> = []
         do {
             if !retried.isEmpty {
                 try await fetch(retried, inPage: false)
@@ -165,8 +171,17 @@ public final class S3PrefixDownload: @unchecked Sendable {
                 let cursor = checkpoint.withLock { $0.cursor }
                 let page = try await client.listObjects(bucket: options.bucket, prefix: options.prefix, cursor: cursor,
                                                         maxKeys: options.pageSize)
+                // A server that hands back a cursor it gave before would list the same pages forever.
+                if let cursor { seenCursors.insert(cursor) }
+                if let next = page.next, seenCursors.contains(next) {
+                    throw S3Error.verification("ListObjectsV2 answered with a continuation it had given before; "
+                                               + "the listing would never end")
+                }
                 let done = checkpoint.withLock { $0.done }
-                try await fetch(page.objects.filter { !done.contains($0.key) }, inPage: true)
+                var inThisPage: Set<Data> = []
+                // A key listed twice in a page is fetched once (two writers would share one partial file).
+                let objects = page.objects.filter { done.contains(Data($0.key.utf8)) == false && inThisPage.insert(Data($0.key.utf8)).inserted }
+                try await fetch(objects, inPage: true)
                 try flush()
                 try update { state in
                     state.done = []
@@ -223,6 +238,13 @@ public final class S3PrefixDownload: @unchecked Sendable {
             return
         }
         let path = (options.destination as NSString).appendingPathComponent(relative)
+        if let reason = refusal(relative: relative, path: path) {
+            let shown = HTTPHeaders.visible(object.key)
+            refusedExamples.withLock { if $0.count < 10 { $0.append("\(shown): \(reason)") } }
+            onEvent(.refused(key: shown, reason: reason))
+            record(object, inPage: inPage) { $0.refused += 1 }
+            return
+        }
         do {
             try ConfinedPath.check(path, root: options.confinedTo, create: true, finalMustNotBeLink: true)
             // Kept when asked to, and also without being asked when the file already holds
@@ -244,8 +266,24 @@ public final class S3PrefixDownload: @unchecked Sendable {
             let shown = HTTPHeaders.visible(object.key)
             failures.withLock { $0.append((shown, reason)) }
             onEvent(.failed(key: shown, reason: reason))
-            record(object, inPage: inPage) { $0.failed[object.key] = object }
+            record(object, inPage: inPage) { $0.failed[Data(object.key.utf8)] = object }
         }
+    }
+
+    /// Why a placed key still cannot be saved here: it would land in a
+    /// forbidden folder, or its name is one transferd gives partial files.
+    private func refusal(relative: String, path: String) -> String? {
+        let full = PathNormalization.normalize(path)
+        for folder in options.forbidden {
+            let inside = PathNormalization.normalize(folder)
+            if full == inside || PathNormalization.hasBytePrefix(full, inside + "/") {
+                return "it would land in \(inside), the queue's own folder"
+            }
+        }
+        for suffix in [".part", ".part.state"] where relative.utf8.reversed().starts(with: suffix.utf8.reversed()) {
+            return "its name ends with \(suffix), which transferd keeps for partial files"
+        }
+        return nil
     }
 
     /// Downloads one object to its partial path, complete and verified; returns that path and the size.
@@ -258,6 +296,10 @@ public final class S3PrefixDownload: @unchecked Sendable {
                                        idleTimeout: options.idleTimeout, maxRate: share)
         download.signer = signer
         download.sharedLimiter = options.sharedLimiter
+        // The object the listing described, or a 412: a newer version is not saved under the old record.
+        if !object.etag.isEmpty && HTTPHeaders.problem(name: "If-Match", value: object.etag) == nil {
+            download.headers.set("If-Match", "\"\(object.etag)\"")
+        }
         // A body of another size than the listing said is never saved as the object.
         download.expectedSize = object.size
         // Synced and renamed in batches by `flush`.
@@ -286,9 +328,18 @@ public final class S3PrefixDownload: @unchecked Sendable {
             defer { pending = [] }
             return pending
         }
+        guard !batch.isEmpty else { return }
         let folder = open(options.destination, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        defer { if folder >= 0 { close(folder) } }
-        if folder >= 0 && !batch.isEmpty { _ = linuxSyncfs(folder) }
+        guard folder >= 0 else {
+            finished.withLock { $0.insert(contentsOf: batch, at: 0) }
+            throw POSIXFailure(operation: "open", path: options.destination)
+        }
+        defer { close(folder) }
+        // Nothing is recorded done unless its data reached the disk.
+        guard linuxSyncfs(folder) == 0 else {
+            finished.withLock { $0.insert(contentsOf: batch, at: 0) }
+            throw POSIXFailure(operation: "sync", path: options.destination)
+        }
         var saved: [Finished] = []
         var failed: [(Finished, String)] = []
         for item in batch {
@@ -302,7 +353,9 @@ public final class S3PrefixDownload: @unchecked Sendable {
             Self.recordETag(item.path, item.object)
             saved.append(item)
         }
-        if folder >= 0 && !saved.isEmpty { _ = linuxSyncfs(folder) }
+        if !saved.isEmpty && linuxSyncfs(folder) != 0 {
+            throw POSIXFailure(operation: "sync (after renaming into place)", path: options.destination)
+        }
         for (item, reason) in failed {
             let shown = HTTPHeaders.visible(item.object.key)
             failures.withLock { $0.append((shown, reason)) }
@@ -312,11 +365,12 @@ public final class S3PrefixDownload: @unchecked Sendable {
             for item in saved {
                 state.files += 1
                 state.bytes += item.size
-                if item.inPage { state.done.insert(item.object.key) }
+                state.failed[Data(item.object.key.utf8)] = nil
+                if item.inPage { state.done.insert(Data(item.object.key.utf8)) }
             }
             for (item, _) in failed {
-                state.failed[item.object.key] = item.object
-                if item.inPage { state.done.insert(item.object.key) }
+                state.failed[Data(item.object.key.utf8)] = item.object
+                if item.inPage { state.done.insert(Data(item.object.key.utf8)) }
             }
         }
         for item in saved {
@@ -337,8 +391,10 @@ public final class S3PrefixDownload: @unchecked Sendable {
     /// redoing it after a crash costs no transfer.
     private func record(_ object: S3ListedObject, inPage: Bool, _ change: (inout Checkpoint) -> Void) {
         checkpoint.withLock { state in
+            // Whatever happened to it now replaces an earlier failure (a new failure records itself again).
+            state.failed[Data(object.key.utf8)] = nil
             change(&state)
-            if inPage { state.done.insert(object.key) }
+            if inPage { state.done.insert(Data(object.key.utf8)) }
         }
         reportProgress()
     }

@@ -18,20 +18,31 @@ public enum S3PrefixPlan {
     /// the key with the prefix taken off. A key that would leave the folder
     /// or cannot be a file name is refused with a reason, never rewritten.
     public static func placement(key: String, prefix: String) -> Placement {
-        guard key.hasPrefix(prefix) else { return .refused("the key does not start with the prefix \(prefix)") }
-        let relative = String(key.dropFirst(prefix.count))
-        if relative.isEmpty || relative.hasSuffix("/") { return .folderMarker }
-        if relative.hasPrefix("/") { return .refused("the key below the prefix starts with /: it would name an absolute path") }
-        if relative.utf8.contains(0) { return .refused("the key holds a NUL byte") }
-        if relative.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-            return .refused("the key holds a control character")
+        // Bytes, as the kernel reads a path: a `/` followed by a combining mark is one
+        // Character, and Character-wise checks would miss the segment it starts.
+        guard PathNormalization.hasBytePrefix(key, prefix) else {
+            return .refused("the key does not start with the prefix \(prefix)")
         }
-        for component in relative.split(separator: "/", omittingEmptySubsequences: false) {
-            switch component {
-            case "": return .refused("the key has an empty path segment (//)")
-            case ".", "..": return .refused("the key has a \(component) segment: it would lead out of the folder")
-            default:
-                if component.utf8.count > 255 { return .refused("a segment of the key is over 255 bytes, too long for a file name") }
+        let relative = String(decoding: key.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+        if relative.isEmpty || relative.utf8.last == UInt8(ascii: "/") { return .folderMarker }
+        if relative.utf8.first == UInt8(ascii: "/") {
+            return .refused("the key below the prefix starts with /: it would name an absolute path")
+        }
+        if relative.utf8.contains(0) { return .refused("the key holds a NUL byte") }
+        if relative.unicodeScalars.contains(where: HTTPHeaders.isInvisibleControl) {
+            return .refused("the key holds a control character (or a bidirectional override)")
+        }
+        let components = PathNormalization.components(relative, omittingEmpty: false)
+        for (index, component) in components.enumerated() {
+            let bytes = Array(component.utf8)
+            if bytes.isEmpty { return .refused("the key has an empty path segment (//)") }
+            if bytes == [0x2E] || bytes == [0x2E, 0x2E] {
+                return .refused("the key has a \(component) segment: it would lead out of the folder")
+            }
+            // 255 bytes is a file name's limit; the last segment also gets `.part.state` while it downloads.
+            let limit = index == components.count - 1 ? 255 - ".part.state".utf8.count : 255
+            if bytes.count > limit {
+                return .refused("a segment of the key is over \(limit) bytes, too long for a file name here")
             }
         }
         return .file(relative)

@@ -80,15 +80,24 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         var unchanged = 0
         if skipUnchanged && !pending.isEmpty {
             // One listing of the prefix (a page per 1,000 keys), kept as key → object for the comparison.
-            var listed: [String: S3ListedObject] = [:]
+            // Only the keys of files waiting to go are kept (by their bytes: String
+            // equality would merge keys that differ only in Unicode normalisation).
+            let wanted = Set(pending.map { Data((prefix + $0).utf8) })
+            var listed: [Data: S3ListedObject] = [:]
             var cursor: S3ListCursor?
+            var seen: Set<S3ListCursor> = []
             repeat {
                 let page = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: cursor)
-                for object in page.objects { listed[object.key] = object }
+                for object in page.objects where wanted.contains(Data(object.key.utf8)) { listed[Data(object.key.utf8)] = object }
+                if let cursor { seen.insert(cursor) }
+                if let next = page.next, seen.contains(next) {
+                    throw S3Error.verification("ListObjectsV2 answered with a continuation it had given before; "
+                                               + "the listing would never end")
+                }
                 cursor = page.next
             } while cursor != nil
             pending = try pending.filter { relative in
-                guard let object = listed[prefix + relative],
+                guard let object = listed[Data((prefix + relative).utf8)],
                       try S3MultipartUpload.holds((directory as NSString).appendingPathComponent(relative), size: object.size,
                                                   etag: object.etag, requestedPartSize: partSize) else { return true }
                 unchanged += 1

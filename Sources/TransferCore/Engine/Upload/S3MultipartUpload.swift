@@ -145,7 +145,8 @@ public final class S3MultipartUpload: @unchecked Sendable {
         let started = Date()
         if options.skipUnchanged, let head = try await client.headObjectIfPresent(bucket: options.bucket, key: options.key),
            try Self.holds(options.source, size: head.size, etag: head.etag, requestedPartSize: options.partSize) {
-            try? state.remove()
+            // An upload an earlier run left open is aborted, not forgotten with its parts stored.
+            await abandon()
             return S3UploadResult(etag: head.etag, size: head.size, parts: 0, partsSent: 0, resumed: false,
                                   elapsed: Date().timeIntervalSince(started), unchanged: true)
         }

@@ -162,7 +162,7 @@ public final class S3Client: Sendable {
     /// files (`UNSIGNED-PAYLOAD`; Content-MD5 protects it) but is for XML.
     public func send(_ operation: String, method: String, bucket: String, key: String, query: String = "",
               headers: HTTPHeaders = [:], body: RequestBody = .none, accept: Set<Int> = [200, 204],
-              rate: SendRate = SendRate(), inFlight: Int = 1,
+              rate: SendRate = SendRate(), inFlight: Int = 1, responseLimit: Int = 1 << 20,
               onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> Response {
         let url = configuration.url(bucket: bucket, key: key, query: query)
         let payloadHash: String
@@ -176,7 +176,7 @@ public final class S3Client: Sendable {
             attempt += 1
             // Signed per attempt: the date must be fresh.
             let signed = signer.sign(method: method, url: url, headers: headers, payloadHash: payloadHash).headers
-            let sink = CapturingSink(limit: 1 << 20)
+            let sink = CapturingSink(limit: responseLimit)
             var request = TransferRequest(method: method, url: url, headers: signed, body: body, tls: tls,
                                           onProgress: onProgress.map { callback in { @Sendable sent, _ in callback(sent) } })
             if body != .none { rate.apply(to: &request, inFlight: inFlight) }

@@ -67,7 +67,7 @@ public struct S3ListPage: Sendable, Equatable {
 }
 
 /// Where a listing resumes.
-public enum S3ListCursor: Sendable, Equatable, Codable {
+public enum S3ListCursor: Sendable, Hashable, Codable {
     case token(String)
     case startAfter(String)
 }
@@ -85,7 +85,9 @@ extension S3Client {
         }
         if !prefix.isEmpty { items.append(("prefix", prefix)) }
         let query = items.sorted { $0.0 < $1.0 }.map { "\($0.0)=\(AWSEncoding.encode($0.1))" }.joined(separator: "&")
-        let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: "", query: query)
+        // 1,000 keys of up to 1,024 bytes, URL-encoded (up to three times longer), with their XML: up to about 4 MiB.
+        let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: "", query: query,
+                                      responseLimit: 8 << 20)
         return try S3ListPage.parse(response.body)
     }
 }
