@@ -46,7 +46,16 @@ final class DownloadSink: ResponseSink {
         buffer = WriteBuffers.shared.take(byteCount: size)
     }
 
+    /// Orders the transport thread's callbacks before the engine's `finish` /
+    /// `flush` after `execute` returns. The transport never calls concurrently,
+    /// and its completion already orders them; the lock states it where
+    /// ThreadSanitizer can see it (it reported the Swift continuation handoff
+    /// as a race once) and costs an uncontended lock per callback.
+    private let handoff = NSLock()
+
     func receive(head: ResponseHead) throws {
+        handoff.lock()
+        defer { handoff.unlock() }
         let responseValidators = ResponseValidators(headers: head.headers)
         allocateBuffer(expected: head.headers["Content-Length"].flatMap(Int64.init))
         let contentRange = head.headers["Content-Range"]
@@ -138,6 +147,8 @@ final class DownloadSink: ResponseSink {
     }
 
     func receive(body: UnsafeRawBufferPointer) throws {
+        handoff.lock()
+        defer { handoff.unlock() }
         state.recordReceived(body.count)
         state.limiter?.consume(body.count)
         switch mode {
@@ -174,10 +185,10 @@ final class DownloadSink: ResponseSink {
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: remaining.prefix(take)))
             buffered += take
             remaining = UnsafeRawBufferPointer(rebasing: remaining.dropFirst(take))
-            if buffered == buffer.count { try flush() }
+            if buffered == buffer.count { try flushLocked() }
         }
         if satisfied {
-            try flush()
+            try flushLocked()
             throw DownloadSignal.segmentSatisfied
         }
     }
@@ -187,6 +198,12 @@ final class DownloadSink: ResponseSink {
 
     /// Writes the buffered bytes to the file and records them in the plan.
     func flush() throws {
+        handoff.lock()
+        defer { handoff.unlock() }
+        try flushLocked()
+    }
+
+    private func flushLocked() throws {
         guard case .writing = mode, buffered > 0 else { return }
         let pending = UnsafeRawBufferPointer(rebasing: buffer[0..<buffered])
         buffered = 0
@@ -217,7 +234,9 @@ final class DownloadSink: ResponseSink {
 
     /// After the exchange: flushes, and turns an error status into a failure.
     func finish() throws {
-        try flush()
+        handoff.lock()
+        defer { handoff.unlock() }
+        try flushLocked()
         if case .errorBody(let status, let retryAfter, let text) = mode {
             throw HTTPStatusFailure(status: status, retryAfter: retryAfter, message: ServerMessage.summary(text))
         }
