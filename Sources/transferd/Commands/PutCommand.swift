@@ -86,11 +86,7 @@ enum PutCommand {
             for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
                 throw UsageError("\(option) is for a folder upload; \(path) is a file")
             }
-            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
-                                                             region: arguments.value("--region"),
-                                                             profile: arguments.value("--profile"))
-            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
-                                  retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+            let client = try s3Client(arguments)
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
                                           partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
@@ -129,11 +125,7 @@ enum PutCommand {
             return .usage
         } catch let error as S3Error {
             Output.err("transferd put: \(error)\n")
-            switch error {
-            case .noCredentials, .badEndpoint: return .usage
-            case .verification: return .verificationFailed
-            default: return .transferFailed
-            }
+            return exitCode(for: error)
         } catch let error as UploadError {
             Output.err("transferd put: \(error)\n")
             if case .local = error { return .localError }
@@ -151,11 +143,7 @@ enum PutCommand {
         let path = arguments.positionals[0]
         let quiet = arguments.has("--quiet")
         do {
-            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
-                                                             region: arguments.value("--region"),
-                                                             profile: arguments.value("--profile"))
-            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
-                                  retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+            let client = try s3Client(arguments)
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             let upload = S3DirectoryUpload(
                 client: client, directory: absolute, bucket: location.bucket, prefix: location.key,
@@ -189,14 +177,28 @@ enum PutCommand {
             return .usage
         } catch let error as S3Error {
             Output.err("transferd put: \(error)\n")
-            switch error {
-            case .noCredentials, .badEndpoint: return .usage
-            case .verification: return .verificationFailed
-            default: return .transferFailed
-            }
+            return exitCode(for: error)
         } catch {
             Output.err("transferd put: \(error)\n")
             return .transferFailed
+        }
+    }
+
+    /// The S3 client of `put … s3://`: endpoint, region and profile from the
+    /// options, then the environment; the transfer flags' backend, retries and TLS.
+    static func s3Client(_ arguments: ParsedArguments) throws -> S3Client {
+        let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
+                                                        region: arguments.value("--region"),
+                                                        profile: arguments.value("--profile"))
+        return S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
+                        retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+    }
+
+    static func exitCode(for error: S3Error) -> ExitCode {
+        switch error {
+        case .noCredentials, .badEndpoint: return .usage
+        case .verification: return .verificationFailed
+        default: return .transferFailed
         }
     }
 

@@ -430,7 +430,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
         let count = getxattr(path, etagAttribute, &buffer, buffer.count)
         guard count > 0 else { return nil }
         let fields = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: " ").map(String.init)
-        guard fields.count == 3, fields[1] == String(info.st_size), fields[2] == modificationStamp(info) else { return nil }
+        guard fields.count == 3, fields[1] == String(info.st_size), fields[2] == RecordedValidators.stamp(info) else { return nil }
         return fields[0]
     }
 
@@ -439,11 +439,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
     static func recordETag(_ path: String, _ object: S3ListedObject) {
         var info = stat()
         guard !object.etag.isEmpty, !object.etag.contains(" "), stat(path, &info) == 0 else { return }
-        let value = Array("\(object.etag) \(info.st_size) \(modificationStamp(info))".utf8)
+        let value = Array("\(object.etag) \(info.st_size) \(RecordedValidators.stamp(info))".utf8)
         _ = setxattr(path, etagAttribute, value, value.count, 0)
-    }
-
-    static func modificationStamp(_ info: stat) -> String {
-        "\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
     }
 }
