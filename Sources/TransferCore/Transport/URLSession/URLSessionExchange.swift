@@ -5,9 +5,16 @@ import FoundationNetworking
 
 /// One task's sink, continuation and flags. Callbacks arrive on the session's
 /// serial delegate queue.
+///
+/// A stop answers the caller at once instead of waiting for FoundationNetworking
+/// to confirm it: while a fast server keeps the socket full, its work queue can
+/// go on reading for many seconds before the cancellation gets its turn (17 s
+/// measured against an endless body on loopback). The sink is written only
+/// under `control`'s lock and never after a stop, so once `cancel` returns the
+/// caller owns the sink again.
 // @unchecked: `head`, `bytesReceived`, `redirects`, `current` and the redirect flags are touched only on the
-// session's serial delegate queue; the stop reason, also set by cancellation, is `Locked`; `continuation`
-// is set before the task resumes and taken once on the delegate queue.
+// session's serial delegate queue; the stop reason, the continuation and every use of the sink are guarded
+// by `control`'s lock.
 final class URLSessionExchange: @unchecked Sendable {
     /// Why this side stopped the task, to report instead of "cancelled".
     enum StopReason {
@@ -16,12 +23,16 @@ final class URLSessionExchange: @unchecked Sendable {
         case sinkFailed(Error)
     }
 
+    private struct Control {
+        var stopReason: StopReason?
+        var continuation: CheckedContinuation<TransferOutcome, Error>?
+    }
+
     let request: TransferRequest
     let sink: ResponseSink
     let task: URLSessionTask
-    var continuation: CheckedContinuation<TransferOutcome, Error>?
 
-    private let stopReason = Locked<StopReason?>(nil)
+    private let control = Locked(Control())
     private(set) var head: ResponseHead?
     private(set) var bytesReceived: Int64 = 0
     var redirects = 0
@@ -38,16 +49,64 @@ final class URLSessionExchange: @unchecked Sendable {
         self.task = task
     }
 
-    var isStopped: Bool { stopReason.current != nil }
-
-    /// Stops the task; the first reason given wins.
-    func cancel(because reason: StopReason) {
-        let first = stopReason.withLock { current -> Bool in
-            guard current == nil else { return false }
-            current = reason
-            return true
+    /// Called once, before the task resumes; a stop that came first answers at once.
+    func await(_ continuation: CheckedContinuation<TransferOutcome, Error>) {
+        let stoppedBy = control.withLock { control -> StopReason? in
+            if control.stopReason == nil { control.continuation = continuation }
+            return control.stopReason
         }
-        if first { task.cancel() }
+        if let stoppedBy { continuation.resume(throwing: error(for: stoppedBy)) }
+    }
+
+    /// Stops the task and answers the caller with the reason; the first reason given wins.
+    func cancel(because reason: StopReason) {
+        let waiting = control.withLock { control -> CheckedContinuation<TransferOutcome, Error>?? in
+            guard control.stopReason == nil else { return .none }
+            control.stopReason = reason
+            defer { control.continuation = nil }
+            return .some(control.continuation)
+        }
+        guard case .some(let continuation) = waiting else { return }
+        // Never from the caller's thread: FoundationNetworking's cancel() waits for its work queue
+        // (`sync`), which `BoundedDelegateQueue` may hold until the delegate queue drains; called
+        // from a delegate block, that wait would never end.
+        let task = self.task
+        DispatchQueue.global().async { task.cancel() }
+        continuation?.resume(throwing: error(for: reason))
+    }
+
+    private func error(for reason: StopReason) -> Error {
+        switch reason {
+        case .sinkFailed(let sinkError):
+            return sinkError
+        case .tooManyRedirects:
+            return TransportError(.tooManyRedirects, url: request.url, message: "more than \(request.maxRedirects) redirects")
+        case .cancelled:
+            return TransportError(.cancelled, url: request.url, message: "cancelled")
+        }
+    }
+
+    /// Runs `body` with the sink unless the exchange has stopped; a thrown error stops it.
+    /// Returns whether `body` ran and succeeded.
+    private func withSink(_ body: (ResponseSink) throws -> Void) -> Bool {
+        let failure = control.withLock { control -> Error?? in
+            guard control.stopReason == nil else { return .none }
+            do {
+                try body(sink)
+                return .some(nil)
+            } catch {
+                return .some(error)
+            }
+        }
+        switch failure {
+        case .none:
+            return false
+        case .some(nil):
+            return true
+        case .some(.some(let error)):
+            cancel(because: .sinkFailed(error))
+            return false
+        }
     }
 
     func receive(response: URLResponse) -> Bool {
@@ -79,43 +138,21 @@ final class URLSessionExchange: @unchecked Sendable {
                 + "Use --transport curl (it saves the bytes as sent, checked against Content-Length)")))
             return false
         }
-        do {
-            try sink.receive(head: received)
-            return true
-        } catch {
-            cancel(because: .sinkFailed(error))
-            return false
-        }
+        return withSink { try $0.receive(head: received) }
     }
 
     func receive(data: Data) {
-        guard !isStopped else { return }
-        do {
-            try data.withUnsafeBytes { try sink.receive(body: $0) }
-            bytesReceived += Int64(data.count)
-            request.onProgress?(0, bytesReceived)
-        } catch {
-            cancel(because: .sinkFailed(error))
-        }
+        guard withSink({ sink in try data.withUnsafeBytes { try sink.receive(body: $0) } }) else { return }
+        bytesReceived += Int64(data.count)
+        request.onProgress?(0, bytesReceived)
     }
 
     func complete(error: Error?) {
-        guard let continuation else { return }
-        self.continuation = nil
-        switch stopReason.current {
-        case .sinkFailed(let sinkError):
-            continuation.resume(throwing: sinkError)
-            return
-        case .tooManyRedirects:
-            continuation.resume(throwing: TransportError(.tooManyRedirects, url: request.url,
-                message: "more than \(request.maxRedirects) redirects"))
-            return
-        case .cancelled:
-            continuation.resume(throwing: TransportError(.cancelled, url: request.url, message: "cancelled"))
-            return
-        case nil:
-            break
-        }
+        // Nil when a stop already answered the caller.
+        guard let continuation = control.withLock({ control -> CheckedContinuation<TransferOutcome, Error>? in
+            defer { control.continuation = nil }
+            return control.continuation
+        }) else { return }
         if redirectLimitExceeded {
             continuation.resume(throwing: TransportError(.tooManyRedirects, url: request.url,
                 message: "more than \(request.maxRedirects) redirects"))

@@ -5,11 +5,11 @@ import FoundationNetworking
 
 /// The FoundationNetworking backend.
 ///
-/// On Linux URLSession has no backpressure: every received chunk is queued for
-/// the delegate however slowly it is consumed, so one long response can pile
-/// up without bound. The backend declares this (no `.backpressure`), and the
-/// download engine then asks for bounded Range windows (4 MiB shared by a file's connections), so
-/// the backlog of one exchange can never exceed its window.
+/// On Linux URLSession has no backpressure of its own: every received chunk is
+/// queued for the delegate however slowly it is consumed. `BoundedDelegateQueue`
+/// adds it (about 8 MiB pending at most). The backend still declares no
+/// `.backpressure`, so the download engine asks for bounded Range windows
+/// (4 MiB shared by a file's connections) where a server allows ranges.
 ///
 /// What it cannot do is declared in `capabilities`: no custom CA, insecure
 /// mode or pinning (no server-trust challenge reaches the delegate on Linux),
@@ -32,15 +32,17 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpShouldSetCookies = false
         configuration.httpCookieStorage = nil
-        delegateQueue = OperationQueue()
-        delegateQueue.maxConcurrentOperationCount = 1
+        delegateQueue = BoundedDelegateQueue()
         delegateQueue.name = "transferd.urlsession"
         router = URLSessionRouter()
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: delegateQueue)
     }
 
     deinit {
-        session.invalidateAndCancel()
+        // Not on this thread: invalidateAndCancel() waits for FoundationNetworking's work queue, which
+        // a fast stream being cancelled can keep busy for seconds (see `URLSessionExchange`).
+        let session = self.session
+        DispatchQueue.global().async { session.invalidateAndCancel() }
     }
 
     public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
@@ -81,7 +83,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         let exchange = URLSessionExchange(request: request, sink: sink, task: task)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransferOutcome, Error>) in
-                exchange.continuation = continuation
+                exchange.await(continuation)
                 router.register(exchange)
                 task.resume()
             }
