@@ -29,11 +29,16 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
         // Extended attributes (sys/xattr.h): the C library's, no package needed.
         .systemLibrary(name: "CSystem"),
         .target(
             name: "TransferCore",
-            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib", "CSystem"]
+            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib", "CSystem", "CPostgres"]
         ),
         .executableTarget(
             name: "transferd",

@@ -146,7 +146,11 @@ public struct QueueIngestor {
             counter += 1
             target = (folder as NSString).appendingPathComponent("\(name).\(counter)")
         }
-        guard rename(layout.path(name), target) == 0 else { throw POSIXFailure(operation: "move", path: layout.path(name)) }
+        guard rename(layout.path(name), target) == 0 else {
+            // Workers of a shared store may share the folder: another one moved it first.
+            if errno == ENOENT { return target }
+            throw POSIXFailure(operation: "move", path: layout.path(name))
+        }
         return target
     }
 }

@@ -18,8 +18,9 @@ public final class QueueRunner: @unchecked Sendable {
         /// An event from a job's task (an upload's own retry), passed on in order.
         case event(QueueEvent)
         /// A batch of finished downloads was made durable, renamed and recorded done (or that failed);
-        /// the jobs whose rename failed are listed with the reason, and were recorded failed.
-        case flushed([PendingDone], [String: String], Error?)
+        /// the jobs whose rename failed are listed with the reason, and were recorded failed; the
+        /// jobs a shared store gave to another worker were left alone.
+        case flushed([PendingDone], Flushed, Error?)
     }
 
     /// A finished download waiting for the next durable batch.
@@ -29,6 +30,14 @@ public final class QueueRunner: @unchecked Sendable {
         let job: ActiveJob
         let result: DownloadResult
         let elapsed: TimeInterval?
+    }
+
+    /// What a durable batch came to, besides the jobs recorded done.
+    struct Flushed: Sendable {
+        /// Jobs whose rename failed, with the reason (recorded failed).
+        var renameFailures: [String: String] = [:]
+        /// Jobs this worker no longer held: neither renamed nor recorded.
+        var lost: Set<String> = []
     }
 
     enum JobOutcome: Sendable {
@@ -56,6 +65,8 @@ public final class QueueRunner: @unchecked Sendable {
         var progress = ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0)
         var progressTime = Date()
         let cancelledByUser = Locked(false)
+        /// A shared store gave the job to another worker: nothing more is recorded for it.
+        let leaseLost = Locked(false)
         /// Bytes sent and total of an upload, as its engine reports them.
         let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
         init(record: JobRecord, connections: Int) {
@@ -94,6 +105,8 @@ public final class QueueRunner: @unchecked Sendable {
     private var lastFruitlessClaim: TimeInterval?
     /// Jobs paused by this run's shutdown, reported together at the end.
     private var pausedIDs: [String] = []
+    /// When this worker's leases were last renewed (a shared store's).
+    private var lastLeaseRenewal = Date()
 
     public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
                 onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
@@ -112,6 +125,7 @@ public final class QueueRunner: @unchecked Sendable {
 
     public func run() async throws -> RunSummary {
         var summary = RunSummary()
+        try store.enlist()
         try completeFinishing()
         _ = try store.recoverInterrupted()
         let counts = try store.counts()
@@ -132,6 +146,7 @@ public final class QueueRunner: @unchecked Sendable {
         for await wake in mailbox {
             switch wake {
             case .tick:
+                try renewLeasesIfDue()
                 try saveProgressAndHonourCancels()
                 if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
             case .files:
@@ -150,11 +165,11 @@ public final class QueueRunner: @unchecked Sendable {
                 }
             case .event(let event):
                 onEvent(event)
-            case .flushed(let batch, let renameFailures, let error):
+            case .flushed(let batch, let flushed, let error):
                 flushing = false
                 flushingBatch = []
                 if let error { throw error }
-                recordDone(batch, renameFailures: renameFailures, into: &summary)
+                recordDone(batch, flushed, into: &summary)
             }
             if !stopping { try fillSlots() }
             if !pendingDone.isEmpty && !flushing && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
@@ -171,6 +186,7 @@ public final class QueueRunner: @unchecked Sendable {
         try updateResultFiles()
         summary.failedInStore = try store.counts()[.failed] ?? 0
         summary.rejectedFiles = rejectedFiles
+        try store.retire()
         return summary
     }
 
@@ -254,6 +270,11 @@ public final class QueueRunner: @unchecked Sendable {
 
     private func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {
         let record = job.record
+        if job.leaseLost.current {
+            // Another worker holds the job now; whatever this one would record is fenced off anyway.
+            onEvent(.paused(ids: [record.id]))
+            return
+        }
         let elapsed = record.startedAt.map { Date().timeIntervalSince($0) }
         func finished(_ state: JobState, bytes: Int64? = nil, error: String? = nil) -> QueueEvent {
             Self.finishedEvent(record, state: state, bytes: bytes, elapsed: elapsed, error: error)
@@ -300,7 +321,7 @@ public final class QueueRunner: @unchecked Sendable {
             do {
                 post.yield(.flushed(batch, try makeDurable(batch), nil))
             } catch {
-                post.yield(.flushed(batch, [:], error))
+                post.yield(.flushed(batch, Flushed(), error))
             }
         }
     }
@@ -309,8 +330,8 @@ public final class QueueRunner: @unchecked Sendable {
     /// filesystem, then commits their "done" in one transaction.
     /// A job whose rename fails (the destination became a folder, a read-only
     /// folder) fails alone, with the reason: it never stops the run.
-    /// - Returns: the reasons of the jobs whose rename failed, by job id.
-    private func makeDurable(_ batch: [PendingDone]) throws -> [String: String] {
+    /// - Returns: the reasons of the jobs whose rename failed, by job id, and the jobs lost to another worker.
+    private func makeDurable(_ batch: [PendingDone]) throws -> Flushed {
         let fd = open(layout.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd >= 0 {
             _ = linuxSyncfs(fd)
@@ -318,9 +339,10 @@ public final class QueueRunner: @unchecked Sendable {
         }
         let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
         // Recorded as finishing before the renames, so a run that dies among them completes them next time.
-        try store.markFinishing(finished)
+        // A job a shared store gave to another worker is that worker's to finish: not renamed here.
+        let lost = try store.markFinishing(finished)
         var failures: [String: String] = [:]
-        for item in batch {
+        for item in batch where !lost.contains(item.job.record.id) {
             if let part = item.result.completedPartPath, let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
                 failures[item.job.record.id] = reason
             }
@@ -328,8 +350,8 @@ public final class QueueRunner: @unchecked Sendable {
         for (id, reason) in failures {
             try store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
         }
-        try store.finishDone(finished.filter { failures[$0.0] == nil }, at: Date())
-        return failures
+        try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
+        return Flushed(renameFailures: failures, lost: lost)
     }
 
     /// Renames a finished partial file into place; the reason when that fails.
@@ -344,11 +366,13 @@ public final class QueueRunner: @unchecked Sendable {
         return "\(failure); the download is kept in \(part)"
     }
 
-    private func recordDone(_ batch: [PendingDone], renameFailures: [String: String], into summary: inout RunSummary) {
-        for item in batch {
+    private func recordDone(_ batch: [PendingDone], _ flushed: Flushed, into summary: inout RunSummary) {
+        let lost = batch.map(\.job.record.id).filter(flushed.lost.contains)
+        if !lost.isEmpty { onEvent(.paused(ids: lost)) }
+        for item in batch where !flushed.lost.contains(item.job.record.id) {
             let record = item.job.record
             changedSources.insert(record.sourceFile)
-            if let reason = renameFailures[record.id] {
+            if let reason = flushed.renameFailures[record.id] {
                 summary.failed += 1
                 onEvent(Self.finishedEvent(record, state: .failed, bytes: nil, elapsed: item.elapsed, error: reason))
                 continue
@@ -366,9 +390,10 @@ public final class QueueRunner: @unchecked Sendable {
         try ConfinedPath.check(destination, root: layout.root, create: true)
     }
 
-    /// Jobs an earlier run left `finishing`: rename what is still at the partial path, then done.
+    /// Jobs an earlier run (or a worker that died) left `finishing`: rename what is still at the
+    /// partial path, then done.
     private func completeFinishing() throws {
-        let jobs = try store.jobs(in: .finishing)
+        let jobs = try store.abandonedFinishing()
         var finished: [(id: String, bytes: Int64, sha256: String?)] = []
         for job in jobs {
             guard let destination = job.spec.destination else { continue }
@@ -396,6 +421,17 @@ public final class QueueRunner: @unchecked Sendable {
         guard !changedSources.isEmpty else { return }
         try results.update(sourceFiles: changedSources)
         changedSources = []
+    }
+
+    /// Renews this worker's leases at a third of their length; jobs it lost stop without a trace.
+    private func renewLeasesIfDue() throws {
+        guard let lease = store.leaseSeconds, Date().timeIntervalSince(lastLeaseRenewal) >= lease / 3 else { return }
+        lastLeaseRenewal = Date()
+        for id in try store.renewLeases() {
+            guard let job = active[id] else { continue }
+            job.leaseLost.withLock { $0 = true }
+            job.task?.cancel()
+        }
     }
 
     private func saveProgressAndHonourCancels() throws {

@@ -30,6 +30,8 @@ public struct JobRecord: Sendable, Equatable {
     public var cancelRequested: Bool
     /// The resume checkpoint (JSON), read with the job so starting it costs no extra query.
     public var checkpoint: String?
+    /// The worker holding the job (a shared store's fleet); nil in a store of one run.
+    public var worker: String? = nil
 
     public var id: String { spec.id }
 }
@@ -97,7 +99,10 @@ public protocol QueueStore: AnyObject, Sendable {
     /// Marks many jobs done in one transaction.
     func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws
     /// Marks many jobs `finishing` (complete and synced, about to be renamed into place).
-    func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws
+    /// - Returns: the jobs this worker no longer holds (a shared store gave them to another
+    ///   worker): they must not be renamed into place.
+    @discardableResult
+    func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String>
     func jobs(in state: JobState) throws -> [JobRecord]
     func scheduleRetry(_ id: String, at: Date, error: String, attempts: Int) throws
     func pause(_ ids: [String]) throws
@@ -117,6 +122,42 @@ public protocol QueueStore: AnyObject, Sendable {
     func cancelRequested(among ids: [String]) throws -> [String]
     func checkpoint(for id: String) throws -> String?
     func saveCheckpoint(_ json: String?, for id: String) throws
+
+    // A store shared by several workers (a fleet) leases what each one claims.
+
+    /// Jobs left `finishing` by a worker that is gone, now held by this one to complete.
+    func abandonedFinishing() throws -> [JobRecord]
+    /// Extends this worker's leases; returns the jobs it no longer holds (their tasks must stop).
+    func renewLeases() throws -> Set<String>
+    /// How long a claim holds without renewal (nil: claims never expire, one run per store).
+    var leaseSeconds: Double? { get }
+    /// The workers sharing the store.
+    func workers() throws -> [WorkerInfo]
+    /// Joins the worker list at the start of a run.
+    func enlist() throws
+    /// Leaves the worker list at the end of a run.
+    func retire() throws
+}
+
+/// One run's store needs no leases: what a run holds is its own until it ends.
+extension QueueStore {
+    public func abandonedFinishing() throws -> [JobRecord] { try jobs(in: .finishing) }
+    public func renewLeases() throws -> Set<String> { [] }
+    public var leaseSeconds: Double? { nil }
+    public func workers() throws -> [WorkerInfo] { [] }
+    public func enlist() throws {}
+    public func retire() throws {}
+}
+
+/// A worker of a shared store, as `status` shows it.
+public struct WorkerInfo: Sendable, Equatable {
+    public var name: String
+    public var host: String
+    public var pid: Int
+    public var lastHeartbeat: Date
+    /// By the store's clock, so workers' clocks need not agree.
+    public var secondsSinceHeartbeat: Double
+    public var jobsHeld: Int
 }
 
 /// What a result file lists about one finished job (read without decoding its spec).

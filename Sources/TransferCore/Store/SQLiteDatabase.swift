@@ -127,6 +127,8 @@ public enum StoreError: Error, CustomStringConvertible {
     case sqlite(path: String, message: String)
     case schemaTooNew(path: String, found: Int, supported: Int)
     case locked(path: String, holder: String)
+    /// A PostgreSQL store's error; `target` is its URL without the password.
+    case postgres(target: String, message: String, fix: String, sqlState: String? = nil)
 
     public var description: String {
         switch self {
@@ -136,6 +138,8 @@ public enum StoreError: Error, CustomStringConvertible {
             return "state store \(path) has schema version \(found); this transferd understands up to \(supported) — use a newer transferd"
         case .locked(let path, let holder):
             return "another transferd run is working this queue (\(holder)); lock: \(path)"
+        case .postgres(let target, let message, let fix, _):
+            return "state store \(target): \(message)" + (fix.isEmpty ? "" : " — \(fix)")
         }
     }
 }

@@ -256,8 +256,9 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws {
-        guard !jobs.isEmpty else { return }
+    @discardableResult
+    public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String> {
+        guard !jobs.isEmpty else { return [] }
         try locked {
             try database.transaction {
                 for job in jobs {
@@ -267,6 +268,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                 }
             }
         }
+        return []
     }
 
     public func jobs(in state: JobState) throws -> [JobRecord] {

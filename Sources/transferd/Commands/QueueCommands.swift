@@ -8,14 +8,14 @@ enum QueueCommands {
     // MARK: status
 
     static func status(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, OptionSpec("--json", help: "one JSON object per job"),
+        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job"),
                      OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
                      OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
                      OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"), help]
         return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json | --watch]",
                        summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
             let layout = QueueFlags.layout(arguments)
-            let store = try QueueFlags.openStore(layout, forReading: true)
+            let store = try QueueFlags.openStore(layout, arguments, forReading: true)
             if arguments.has("--watch") {
                 let interval = try arguments.seconds("--interval") ?? 0.5
                 return try StatusWatch(store: store, layout: layout, interval: interval,
@@ -26,7 +26,10 @@ enum QueueCommands {
                 for job in jobs { Output.out(StatusTable.json(job) + "\n") }
                 return .success
             }
-            Output.out(StatusTable.render(jobs, width: Output.stdoutIsTerminal ? Output.terminalSize().columns : 200))
+            let width = Output.stdoutIsTerminal ? Output.terminalSize().columns : 200
+            Output.out(StatusTable.render(jobs, width: width))
+            let workers = try store.workers()
+            if !workers.isEmpty { Output.out(StatusTable.renderWorkers(workers, width: width)) }
             return .success
         }
     }
@@ -34,12 +37,12 @@ enum QueueCommands {
     // MARK: ingest
 
     static func ingest(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, help]
-        return command("ingest", argv, specs: specs, usage: "transferd ingest [QUEUE_DIR] [--root DIR]",
+        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, help]
+        return command("ingest", argv, specs: specs, usage: "transferd ingest [QUEUE_DIR] [--root DIR] [--store URL]",
                        summary: "Records the job files waiting in the queue without running them (run does this first).") { arguments in
             let layout = QueueFlags.layout(arguments)
-            let store = try QueueFlags.openStore(layout)
-            let lock = try RunLock(path: layout.lockFile)
+            let store = try QueueFlags.openStore(layout, arguments)
+            let lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
             defer { withExtendedLifetime(lock) {} }
             let report = try QueueIngestor(layout: layout, store: store).ingestAll()
             for rejected in report.rejected { Output.err("rejected: \(rejected.errors)\n") }
@@ -54,10 +57,11 @@ enum QueueCommands {
         let specs = [OptionSpec("-o", "--output", value: "DIR", help: "folder (relative to the root) to download into"),
                      OptionSpec("--upload", value: "PATH", help: "an upload job instead: PATH to the URL (http(s): PUT; s3://: S3 upload)"),
                      OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"),
-                     QueueFlags.rootSpec, help]
+                     QueueFlags.rootSpec, QueueFlags.storeSpec, help]
         return command("add", argv, specs: specs,
                        usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR] | transferd add --upload PATH URL",
-                       summary: "Writes a job file into the queue: one download job per URL, or one upload job.") { arguments in
+                       summary: "Writes a job file into the queue: one download job per URL, or one upload job. "
+                           + "With --store, records the jobs in the shared store at once.") { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one URL") }
             let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d", root: arguments.value("--root"))
             try layout.prepare()
@@ -75,8 +79,18 @@ enum QueueCommands {
             }
             let data = try JSONSerialization.data(withJSONObject: ["version": 1, "jobs": jobs], options: [.prettyPrinted, .sortedKeys])
             let name = "add-\(Int(Date().timeIntervalSince1970))-\(UUID().uuidString.prefix(8).lowercased()).json"
-            if case .failure(let rejection) = JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: data) {
-                throw UsageError(rejection.description)
+            let parsed: [JobSpec]
+            switch JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: data) {
+            case .failure(let rejection): throw UsageError(rejection.description)
+            case .success(let specs): parsed = specs
+            }
+            if try QueueFlags.storeURL(arguments) != nil {
+                // Straight into the shared store: every worker sees the jobs at its next claim.
+                let store = try QueueFlags.openStore(layout, arguments)
+                let outcome = try store.ingest([JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: parsed)])[0]
+                    .mapError { UsageError($0.description) }.get()
+                Output.out("\(outcome.added) job\(outcome.added == 1 ? "" : "s") added to the shared store\n")
+                return .success
             }
             // Write-then-rename, so a running `transferd run --watch` never reads half a file.
             let temporary = layout.path("." + name + ".tmp")
@@ -126,11 +140,11 @@ enum QueueCommands {
 
     static func retry(_ argv: [String]) -> ExitCode {
         let specs = [OptionSpec("--failed", help: "every failed job"),
-                     OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), help]
-        return command("retry", argv, specs: specs, usage: "transferd retry ID|--failed [--queue QUEUE_DIR]",
+                     OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), QueueFlags.storeSpec, help]
+        return command("retry", argv, specs: specs, usage: "transferd retry ID|--failed [--queue QUEUE_DIR] [--store URL]",
                        summary: "Puts failed or cancelled jobs back in the queue; the next `transferd run` runs them.") { arguments in
             let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d")
-            let store = try QueueFlags.openStore(layout)
+            let store = try QueueFlags.openStore(layout, arguments)
             let id: String? = arguments.has("--failed") ? nil : arguments.positionals.first
             guard arguments.has("--failed") || arguments.positionals.count == 1 else {
                 throw UsageError("give one job ID or --failed")
@@ -145,12 +159,12 @@ enum QueueCommands {
     }
 
     static func cancel(_ argv: [String]) -> ExitCode {
-        let specs = [OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), help]
-        return command("cancel", argv, specs: specs, usage: "transferd cancel ID [--queue QUEUE_DIR]",
+        let specs = [OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), QueueFlags.storeSpec, help]
+        return command("cancel", argv, specs: specs, usage: "transferd cancel ID [--queue QUEUE_DIR] [--store URL]",
                        summary: "Cancels a job; a running one is stopped by the `transferd run` working it.") { arguments in
             guard arguments.positionals.count == 1 else { throw UsageError("give one job ID") }
             let id = arguments.positionals[0]
-            let store = try QueueFlags.openStore(QueueLayout(directory: arguments.value("--queue") ?? "queue.d"))
+            let store = try QueueFlags.openStore(QueueLayout(directory: arguments.value("--queue") ?? "queue.d"), arguments)
             guard let previous = try store.cancel(id) else { throw QueueError.unknownJob(id) }
             switch previous {
             case .running: Output.out("\(id): the running transfer will stop within a second\n")

@@ -9,6 +9,9 @@ enum RunCommand {
         OptionSpec("--per-host", value: "N", help: "connections to one host at once, all jobs together (default: 16)"),
         OptionSpec("-c", "--connections", value: "N", help: "range connections per download job unless the job says (default: 1)"),
         QueueFlags.rootSpec,
+        QueueFlags.storeSpec,
+        OptionSpec("--worker", value: "NAME", help: "this worker's name in a shared store (default: HOST:PID)"),
+        OptionSpec("--lease", value: "SECONDS", help: "how long a shared store's claim holds without renewal (default: 30)"),
     ] + OutputFlags.specs + [
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.queueSpecs
@@ -53,12 +56,18 @@ enum RunCommand {
         }
 
         let layout = QueueFlags.layout(arguments)
-        let lock: RunLock
-        let store: SQLiteQueueStore
+        let lock: RunLock?
+        let store: QueueStore
         do {
             try layout.prepare()
-            lock = try RunLock(path: layout.lockFile)
-            store = try SQLiteQueueStore(path: layout.database)
+            let lease = try arguments.seconds("--lease") ?? 30
+            guard lease >= 1 else { throw UsageError("--lease must be at least 1 second") }
+            // One run per queue folder with its own store; a shared store's workers may share a folder.
+            lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
+            store = try QueueFlags.openStore(layout, arguments, leaseSeconds: lease)
+        } catch let error as UsageError {
+            Output.err("transferd run: \(error)\n")
+            return .usage
         } catch {
             Output.err("transferd run: \(error)\n")
             return .usage

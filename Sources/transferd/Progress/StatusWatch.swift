@@ -6,7 +6,7 @@ import TransferCore
 /// twice a second. On a terminal it redraws in place; otherwise it prints a
 /// progress line per refresh. Ctrl-C ends it with the terminal restored.
 struct StatusWatch {
-    let store: SQLiteQueueStore
+    let store: QueueStore
     let layout: QueueLayout
     let interval: TimeInterval
     let color: Bool
@@ -48,6 +48,10 @@ struct StatusWatch {
 
     /// Whether a `transferd run` is working the queue right now.
     private func runState() -> String {
-        RunLock.activeRun(path: layout.lockFile).map { "run active (pid \($0))" } ?? "no run active"
+        if store.leaseSeconds != nil {
+            let workers = (try? store.workers()) ?? []
+            return "\(workers.count) worker\(workers.count == 1 ? "" : "s") on the shared store"
+        }
+        return RunLock.activeRun(path: layout.lockFile).map { "run active (pid \($0))" } ?? "no run active"
     }
 }

@@ -16,6 +16,7 @@ enum StatusTable {
             let progress = progressText(job)
             let speed = job.state == .running && (job.speed ?? 0) > 0 ? rate(job.speed!) : ""
             var detail = job.spec.destination ?? Redaction.url(string: job.spec.url)
+            if let worker = job.worker, job.state == .running || job.state == .finishing { detail += " (worker \(worker))" }
             if let error = job.lastError, job.state != .done {
                 detail = job.state == .waiting && job.nextAttemptAt != nil
                     ? "retry in \(max(0, Int(job.nextAttemptAt!.timeIntervalSinceNow.rounded(.up)))) s: \(error)" : error
@@ -23,6 +24,19 @@ enum StatusTable {
             let line = pad(job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
                 + pad(speed, 11) + "  " + detail
             // File names, URLs and server messages may hold escape sequences: shown as `?`.
+            lines.append(String(Text.sanitized(line).prefix(max(40, width))))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The workers of a shared store, after the job table.
+    static func renderWorkers(_ workers: [WorkerInfo], width: Int) -> String {
+        let nameWidth = min(40, max(6, workers.map(\.name.count).max() ?? 6))
+        var lines = ["", "\(workers.count) worker\(workers.count == 1 ? "" : "s"):",
+                     pad("WORKER", nameWidth) + "  " + pad("HOST", 16) + "  " + pad("PID", 8) + "  " + pad("HEARTBEAT", 10) + "  JOBS"]
+        for worker in workers {
+            let line = pad(worker.name, nameWidth) + "  " + pad(worker.host, 16) + "  " + pad(String(worker.pid), 8) + "  "
+                + pad("\(Int(max(0, worker.secondsSinceHeartbeat).rounded())) s ago", 10) + "  \(worker.jobsHeld)"
             lines.append(String(Text.sanitized(line).prefix(max(40, width))))
         }
         return lines.joined(separator: "\n") + "\n"
@@ -46,6 +60,7 @@ enum StatusTable {
         object["sha256"] = job.sha256
         object["speed"] = job.speed
         object["next_attempt_at"] = job.nextAttemptAt.map { ISO8601DateFormatter().string(from: $0) }
+        object["worker"] = job.worker
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }

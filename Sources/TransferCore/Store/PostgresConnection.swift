@@ -1,0 +1,126 @@
+import CPostgres
+import Foundation
+
+/// One libpq connection, used under the store's lock. Parameters are always
+/// sent apart from the SQL text (`PQexecParams`), in text format; results come
+/// back as text and are read through `PostgresRow`.
+final class PostgresConnection {
+    private var handle: OpaquePointer?
+    /// Where, with any password left out: for errors.
+    let shownTarget: String
+
+    /// `url` is a libpq connection URI (postgres:// or postgresql://). Credentials
+    /// come from it, `PGPASSWORD` or `~/.pgpass`, as libpq reads them.
+    init(url: String) throws {
+        shownTarget = Redaction.url(string: url)
+        handle = PQconnectdb(url)
+        guard let handle, PQstatus(handle) == CONNECTION_OK else {
+            let message = handle.map { Self.message(of: $0) } ?? "out of memory"
+            PQfinish(handle)
+            self.handle = nil
+            throw StoreError.postgres(target: shownTarget, message: message,
+                                      fix: "check that PostgreSQL runs there and that the user, password and database are right")
+        }
+        // Notices (a table that already exists, say) are not the user's business.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+    }
+
+    deinit { PQfinish(handle) }
+
+    private static func message(of handle: OpaquePointer) -> String {
+        // libpq's messages name host, port, user and database, never the password; scrubbed all the same.
+        Redaction.scrub(String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Runs one statement with `$1…` parameters (nil is NULL); returns its rows.
+    @discardableResult
+    func query(_ sql: String, _ parameters: [String?] = []) throws -> [PostgresRow] {
+        let result = try run(sql, parameters)
+        defer { PQclear(result) }
+        let rows = PQntuples(result)
+        let columns = PQnfields(result)
+        var out: [PostgresRow] = []
+        out.reserveCapacity(Int(rows))
+        for row in 0..<rows {
+            var values: [String?] = []
+            values.reserveCapacity(Int(columns))
+            for column in 0..<columns {
+                values.append(PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column)))
+            }
+            out.append(PostgresRow(values: values))
+        }
+        return out
+    }
+
+    /// Runs a statement and returns how many rows it changed.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?] = []) throws -> Int {
+        let result = try run(sql, parameters)
+        defer { PQclear(result) }
+        return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    /// Runs several statements without parameters (a schema migration).
+    func executeScript(_ sql: String) throws {
+        guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let message = result.map { String(cString: PQresultErrorMessage($0)) } ?? Self.message(of: handle)
+            throw StoreError.postgres(target: shownTarget, message: Redaction.scrub(message.trimmingCharacters(in: .whitespacesAndNewlines)),
+                                      fix: "")
+        }
+    }
+
+    private func run(_ sql: String, _ parameters: [String?]) throws -> OpaquePointer? {
+        guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
+        if PQstatus(handle) != CONNECTION_OK {
+            // The server restarted or the network cut the connection: one new attempt.
+            PQreset(handle)
+        }
+        // The C strings live until PQexecParams returns.
+        var cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { for pointer in cStrings { free(pointer) } }
+        let result = cStrings.withUnsafeMutableBufferPointer { buffer -> OpaquePointer? in
+            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                PQexecParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
+            }
+        }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let message = result.map { String(cString: PQresultErrorMessage($0)) } ?? Self.message(of: handle)
+            let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+            PQclear(result)
+            throw StoreError.postgres(target: shownTarget,
+                                      message: Redaction.scrub(message.trimmingCharacters(in: .whitespacesAndNewlines))
+                                          + " in: \(sql.prefix(60))",
+                                      fix: "", sqlState: state)
+        }
+        return result
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// One result row, as text.
+struct PostgresRow {
+    let values: [String?]
+
+    subscript(_ index: Int) -> String? { values[index] }
+    func int(_ index: Int) -> Int64? { values[index].flatMap { Int64($0) } }
+    func double(_ index: Int) -> Double? { values[index].flatMap { Double($0) } }
+    func bool(_ index: Int) -> Bool { values[index] == "t" }
+    func date(_ index: Int) -> Date? { double(index).map(Date.init(timeIntervalSince1970:)) }
+}

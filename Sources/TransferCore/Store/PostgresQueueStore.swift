@@ -1,0 +1,593 @@
+import Foundation
+
+/// The queue in PostgreSQL, shared by every `transferd run` pointed at the
+/// same database: a fleet of workers that behaves as one queue.
+///
+/// - **Claims** take rows with `FOR UPDATE SKIP LOCKED`, so two workers never
+///   take one job and never wait for each other's claims.
+/// - **Leases**: a claimed job carries its worker's name and an expiry on the
+///   server's clock (so workers' clocks need not agree). `renewLeases` extends
+///   them; a worker that dies stops renewing, and after the lease its running
+///   jobs are queued again and resume from their checkpoints, which live in the
+///   row.
+/// - **Fencing**: each claim raises the job's `epoch`. Every write this store
+///   makes for a job it holds names the worker and the epoch it claimed, so a
+///   worker presumed dead (stopped past its lease, then continued) changes
+///   nothing for a job that moved on: its writes match no row, and
+///   `markFinishing` and `renewLeases` tell it which jobs it lost.
+///
+/// All statements go through one connection under a lock; the run loop's
+/// calls are few and batched (a claim per group of free slots, progress twice
+/// a second).
+// @unchecked: the connection and `held` are used only under `lock`.
+public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
+    /// This worker's name in the store: `host:pid` unless given.
+    public let worker: String
+    /// How long a claim holds without a renewal.
+    public let lease: Double
+    public var leaseSeconds: Double? { lease }
+    private let connection: PostgresConnection
+    private let lock = NSLock()
+    /// The jobs this worker holds, with the epoch of its claim.
+    private var held: [String: Int64] = [:]
+    /// Jobs this worker held and lost to another: nothing more is written for them.
+    private var lost: Set<String> = []
+
+    /// Pages of candidates one claim reads at most.
+    static let claimPages = 8
+    /// The server's clock, in seconds since 1970 (leases never use a worker's clock).
+    private static let serverNow = "extract(epoch from clock_timestamp())::float8"
+
+    public static func isStoreURL(_ text: String) -> Bool {
+        text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
+    }
+
+    public init(url: String, worker: String? = nil, leaseSeconds: Double = 30) throws {
+        self.worker = worker ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
+        self.lease = leaseSeconds
+        connection = try PostgresConnection(url: url)
+        try migrate()
+    }
+
+    /// Joins the worker list (at the start of a run).
+    public func enlist() throws {
+        try locked {
+            try connection.execute("""
+                INSERT INTO transferd_workers (name, host, pid, started_at, heartbeat_at)
+                VALUES ($1, $2, $3, \(Self.serverNow), \(Self.serverNow))
+                ON CONFLICT (name) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
+                    started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at
+                """, [worker, ProcessInfo.processInfo.hostName, String(getpid())])
+        }
+    }
+
+    @discardableResult
+    private func locked<R>(_ body: () throws -> R) throws -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: Schema
+
+    /// Each entry brings the schema from version `index` to `index + 1`.
+    private static let migrations: [String] = [
+        """
+        CREATE TABLE transferd_jobs (
+            seq BIGSERIAL PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,
+            host TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            source_file TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            connections INTEGER,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at DOUBLE PRECISION,
+            last_error TEXT,
+            bytes_done BIGINT NOT NULL DEFAULT 0,
+            bytes_total BIGINT,
+            speed DOUBLE PRECISION,
+            sha256 TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            started_at DOUBLE PRECISION,
+            finished_at DOUBLE PRECISION,
+            cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+            checkpoint TEXT,
+            worker TEXT,
+            epoch BIGINT NOT NULL DEFAULT 0,
+            lease_expires DOUBLE PRECISION
+        );
+        CREATE INDEX transferd_jobs_runnable ON transferd_jobs (state, priority DESC, seq);
+        CREATE INDEX transferd_jobs_source ON transferd_jobs (source_file, seq);
+        CREATE INDEX transferd_jobs_worker ON transferd_jobs (worker) WHERE worker IS NOT NULL;
+        CREATE TABLE transferd_files (
+            content_sha256 TEXT PRIMARY KEY,
+            file_name TEXT NOT NULL,
+            jobs INTEGER NOT NULL,
+            ingested_at DOUBLE PRECISION NOT NULL
+        );
+        CREATE TABLE transferd_workers (
+            name TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL,
+            heartbeat_at DOUBLE PRECISION NOT NULL
+        )
+        """,
+    ]
+
+    public static var schemaVersion: Int { migrations.count }
+
+    private func migrate() throws {
+        try connection.transaction {
+            // Workers starting together migrate one at a time.
+            try connection.execute("SELECT pg_advisory_xact_lock(7372657)")
+            try connection.execute("CREATE TABLE IF NOT EXISTS transferd_schema (version INTEGER NOT NULL)")
+            let version = Int(try connection.query("SELECT max(version) FROM transferd_schema").first?.int(0) ?? 0)
+            guard version <= Self.migrations.count else {
+                throw StoreError.postgres(target: connection.shownTarget,
+                                          message: "the schema is version \(version); this transferd understands up to \(Self.migrations.count)",
+                                          fix: "use a newer transferd")
+            }
+            for step in version..<Self.migrations.count {
+                try connection.executeScript(Self.migrations[step])
+                try connection.execute("INSERT INTO transferd_schema (version) VALUES ($1)", [String(step + 1)])
+            }
+        }
+    }
+
+    // MARK: Ingest
+
+    public func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>] {
+        try locked {
+            try connection.transaction {
+                try files.map { file in
+                    try connection.execute("SAVEPOINT job_file")
+                    do {
+                        let outcome = try record(file)
+                        try connection.execute("RELEASE SAVEPOINT job_file")
+                        return .success(outcome)
+                    } catch let rejection as JobFileRejection {
+                        try connection.execute("ROLLBACK TO SAVEPOINT job_file")
+                        try connection.execute("RELEASE SAVEPOINT job_file")
+                        return .failure(rejection)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records one file's jobs (inside the caller's transaction). Two workers
+    /// ingesting the same content at once both succeed; its jobs are recorded once.
+    private func record(_ file: JobFileContent) throws -> IngestOutcome {
+        if try !connection.query("SELECT 1 FROM transferd_files WHERE content_sha256 = $1", [file.contentHash]).isEmpty {
+            return IngestOutcome(added: 0, alreadyKnown: file.jobs.count, duplicateFile: true)
+        }
+        var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
+        let now = String(Date().timeIntervalSince1970)
+        for job in file.jobs {
+            let spec = job.storedJSON
+            let added = try connection.execute("""
+                INSERT INTO transferd_jobs (id, kind, host, spec, source_file, priority, connections, state, created_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8) ON CONFLICT (id) DO NOTHING
+                """, [job.id, job.kind.rawValue, job.host, spec, file.fileName, String(job.priority),
+                      job.connections.map(String.init), now])
+            if added == 1 {
+                outcome.added += 1
+                continue
+            }
+            // The id is taken: the same job again is fine, another one is refused.
+            if let existing = try connection.query("SELECT spec, source_file FROM transferd_jobs WHERE id = $1", [job.id]).first {
+                let same = existing[0] == spec || existing[0].flatMap { try? JobSpec(stored: $0) } == job
+                guard same else {
+                    throw JobFileRejection(errors: [JobFileError(
+                        file: file.fileName, id: job.id, field: "id",
+                        message: "a different job with this id came from \(existing[1] ?? "another file")",
+                        fix: "give the new job its own id")])
+                }
+                outcome.alreadyKnown += 1
+            }
+        }
+        try connection.execute("""
+            INSERT INTO transferd_files (content_sha256, file_name, jobs, ingested_at) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (content_sha256) DO NOTHING
+            """, [file.contentHash, file.fileName, String(file.jobs.count), now])
+        return outcome
+    }
+
+    // MARK: Scheduling
+
+    /// Running jobs whose lease ran out, jobs this worker's name held before (a worker
+    /// restarted under its name is the same worker, so it need not wait out its own lease),
+    /// and jobs a stopping worker paused are queued again.
+    public func recoverInterrupted() throws -> Int {
+        try locked {
+            try connection.execute("""
+                UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
+                WHERE (state = 'running' AND (lease_expires < \(Self.serverNow) OR worker = $1)) OR state = 'paused'
+                """, [worker])
+        }
+    }
+
+    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
+        guard limit > 0 else { return [] }
+        return try locked {
+            try connection.transaction {
+                // Jobs of a worker that stopped renewing go back to the queue first.
+                try connection.execute("""
+                    UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
+                    WHERE state = 'running' AND lease_expires < \(Self.serverNow)
+                    """)
+                // Pages of candidates, each passing over the hosts refused so far (a host with no
+                // room does not hide the next host's jobs); the rows read are bounded all the same.
+                var excluded = excludingHosts
+                var chosen: [String] = []
+                let page = limit * 4 + 64
+                for _ in 0..<Self.claimPages {
+                    let rows = try connection.query("""
+                        SELECT id, host, connections FROM transferd_jobs
+                        WHERE (state = 'queued' OR (state = 'waiting' AND next_attempt_at <= $1))
+                            AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[]))
+                        ORDER BY priority DESC, seq
+                        LIMIT $4
+                        FOR UPDATE SKIP LOCKED
+                        """, [String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page)])
+                    for row in rows where chosen.count < limit {
+                        let candidate = ClaimCandidate(id: row[0] ?? "", host: row[1] ?? "", connections: row.int(2).map(Int.init))
+                        guard !excluded.contains(candidate.host) else { continue }
+                        if accept(candidate) {
+                            chosen.append(candidate.id)
+                        } else {
+                            excluded.insert(candidate.host)
+                        }
+                    }
+                    if chosen.count >= limit || rows.count < page { break }
+                }
+                guard !chosen.isEmpty else { return [] }
+                let taken = try connection.query("""
+                    UPDATE transferd_jobs SET state = 'running', started_at = $1, worker = $2, epoch = epoch + 1,
+                        lease_expires = \(Self.serverNow) + $3
+                    WHERE id = ANY($4::text[])
+                    RETURNING \(Self.columns), epoch
+                    """, [String(now.timeIntervalSince1970), worker, String(lease), Self.array(chosen)])
+                var byID: [String: JobRecord] = [:]
+                for row in taken {
+                    let record = try Self.record(row)
+                    byID[record.id] = record
+                    hold(record.id, epoch: row.int(Self.columnCount) ?? 0)
+                }
+                return chosen.compactMap { byID[$0] }
+            }
+        }
+    }
+
+    /// The condition that makes a write apply only while this worker still holds
+    /// the job it claimed (parameters `$next`, `$next + 1`); none for jobs it never held
+    /// (a user's action). Nil for a job it lost: nothing is written.
+    private func fence(_ id: String, next: Int) -> (clause: String, parameters: [String?])? {
+        if lost.contains(id) { return nil }
+        guard let epoch = held[id] else { return ("", []) }
+        return (" AND worker = $\(next) AND epoch = $\(next + 1)", [worker, String(epoch)])
+    }
+
+    /// After a write that ends this worker's hold: a held job the write missed was lost.
+    private func release(_ id: String, changed: Int) {
+        if held.removeValue(forKey: id) != nil && changed == 0 { lost.insert(id) }
+    }
+
+    /// Records a claim (or a take-over) of a job.
+    private func hold(_ id: String, epoch: Int64) {
+        held[id] = epoch
+        lost.remove(id)
+    }
+
+    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws {
+        try locked {
+            guard let (clause, fenceParameters) = fence(id, next: 8) else { return }
+            let changed = try connection.execute("""
+                UPDATE transferd_jobs SET state = $1, last_error = $2, bytes_done = COALESCE($3::bigint, bytes_done),
+                    bytes_total = COALESCE($4::bigint, bytes_total), sha256 = $5, finished_at = $6, speed = NULL,
+                    next_attempt_at = NULL, checkpoint = NULL, cancel_requested = FALSE, worker = NULL, lease_expires = NULL
+                WHERE id = $7\(clause)
+                """, [state.rawValue, error, bytes.map(String.init), state == .done ? bytes.map(String.init) : nil, sha256,
+                      String(date.timeIntervalSince1970), id] + fenceParameters)
+            release(id, changed: changed)
+        }
+    }
+
+    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws {
+        guard !jobs.isEmpty else { return }
+        try locked {
+            try connection.transaction {
+                for job in jobs {
+                    guard let (clause, fenceParameters) = fence(job.id, next: 5) else { continue }
+                    let changed = try connection.execute("""
+                        UPDATE transferd_jobs SET state = 'done', last_error = NULL, bytes_done = $1, bytes_total = $1, sha256 = $2,
+                            finished_at = $3, speed = NULL, next_attempt_at = NULL, checkpoint = NULL, cancel_requested = FALSE,
+                            worker = NULL, lease_expires = NULL
+                        WHERE id = $4 AND state != 'cancelled'\(clause)
+                        """, [String(job.bytes), job.sha256, String(date.timeIntervalSince1970), job.id] + fenceParameters)
+                    release(job.id, changed: changed)
+                }
+            }
+        }
+    }
+
+    @discardableResult
+    public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String> {
+        guard !jobs.isEmpty else { return [] }
+        return try locked {
+            try connection.transaction {
+                var lostNow: Set<String> = []
+                for job in jobs {
+                    guard let (clause, fenceParameters) = fence(job.id, next: 4) else {
+                        lostNow.insert(job.id)
+                        continue
+                    }
+                    let changed = try connection.execute("""
+                        UPDATE transferd_jobs SET state = 'finishing', bytes_done = $1, bytes_total = $1, sha256 = $2
+                        WHERE id = $3 AND state = 'running'\(clause)
+                        """, [String(job.bytes), job.sha256, job.id] + fenceParameters)
+                    if changed == 0 {
+                        lostNow.insert(job.id)
+                        release(job.id, changed: 0)
+                    }
+                }
+                return lostNow
+            }
+        }
+    }
+
+    public func jobs(in state: JobState) throws -> [JobRecord] {
+        try locked {
+            try connection.query("SELECT \(Self.columns) FROM transferd_jobs WHERE state = $1 ORDER BY seq", [state.rawValue])
+                .map(Self.record)
+        }
+    }
+
+    /// Finishing jobs whose worker is gone (lease run out): taken by this worker to complete.
+    public func abandonedFinishing() throws -> [JobRecord] {
+        try locked {
+            let rows = try connection.query("""
+                UPDATE transferd_jobs SET worker = $1, epoch = epoch + 1, lease_expires = \(Self.serverNow) + $2
+                WHERE state = 'finishing' AND (lease_expires IS NULL OR lease_expires < \(Self.serverNow))
+                RETURNING \(Self.columns), epoch
+                """, [worker, String(lease)])
+            return try rows.map { row in
+                let record = try Self.record(row)
+                hold(record.id, epoch: row.int(Self.columnCount) ?? 0)
+                return record
+            }.sorted { $0.seq < $1.seq }
+        }
+    }
+
+    public func scheduleRetry(_ id: String, at date: Date, error: String, attempts: Int) throws {
+        try locked {
+            guard let (clause, fenceParameters) = fence(id, next: 5) else { return }
+            let changed = try connection.execute("""
+                UPDATE transferd_jobs SET state = 'waiting', next_attempt_at = $1, last_error = $2, attempts = $3, speed = NULL,
+                    worker = NULL, lease_expires = NULL
+                WHERE id = $4\(clause)
+                """, [String(date.timeIntervalSince1970), error, String(attempts), id] + fenceParameters)
+            release(id, changed: changed)
+        }
+    }
+
+    public func pause(_ ids: [String]) throws {
+        try locked {
+            try connection.transaction {
+                for id in ids {
+                    guard let (clause, fenceParameters) = fence(id, next: 2) else { continue }
+                    let changed = try connection.execute("""
+                        UPDATE transferd_jobs SET state = 'paused', speed = NULL, worker = NULL, lease_expires = NULL
+                        WHERE id = $1 AND state = 'running'\(clause)
+                        """, [id] + fenceParameters)
+                    release(id, changed: changed)
+                }
+            }
+        }
+    }
+
+    public func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws {
+        guard !snapshots.isEmpty else { return }
+        try locked {
+            try connection.transaction {
+                for (id, snapshot) in snapshots {
+                    guard let (clause, fenceParameters) = fence(id, next: 5) else { continue }
+                    try connection.execute("""
+                        UPDATE transferd_jobs SET bytes_done = $1, bytes_total = $2, speed = $3
+                        WHERE id = $4 AND state = 'running'\(clause)
+                        """, [String(snapshot.bytesDone), snapshot.bytesTotal.map(String.init), String(snapshot.speed), id]
+                            + fenceParameters)
+                }
+            }
+        }
+    }
+
+    public func nextWakeup() throws -> Date? {
+        try locked {
+            // A job held by a worker that stops renewing becomes runnable when its lease runs out.
+            try connection.query("""
+                SELECT least(
+                    (SELECT min(next_attempt_at) FROM transferd_jobs WHERE state = 'waiting'),
+                    (SELECT min(lease_expires) - \(Self.serverNow) + $1 FROM transferd_jobs
+                     WHERE state = 'running' AND worker != $2))
+                """, [String(Date().timeIntervalSince1970), worker]).first?.date(0)
+        }
+    }
+
+    /// Extends this worker's leases and records its heartbeat.
+    /// - Returns: the jobs it no longer holds (their lease ran out and another worker took them,
+    ///   or a user cancelled them while they were finishing): their tasks must stop.
+    public func renewLeases() throws -> Set<String> {
+        try locked {
+            let rows = try connection.query("""
+                UPDATE transferd_jobs SET lease_expires = \(Self.serverNow) + $2
+                WHERE worker = $1 AND state IN ('running', 'finishing')
+                RETURNING id, epoch
+                """, [worker, String(lease)])
+            try connection.execute("UPDATE transferd_workers SET heartbeat_at = \(Self.serverNow) WHERE name = $1", [worker])
+            var renewed: [String: Int64] = [:]
+            for row in rows { renewed[row[0] ?? ""] = row.int(1) ?? -1 }
+            var lostNow: Set<String> = []
+            for (id, epoch) in held where renewed[id] != epoch {
+                lostNow.insert(id)
+            }
+            for id in lostNow { release(id, changed: 0) }
+            return lostNow
+        }
+    }
+
+    public func workers() throws -> [WorkerInfo] {
+        try locked {
+            try connection.query("""
+                SELECT w.name, w.host, w.pid, w.heartbeat_at, \(Self.serverNow),
+                    (SELECT count(*) FROM transferd_jobs j WHERE j.worker = w.name AND j.state IN ('running', 'finishing'))
+                FROM transferd_workers w ORDER BY w.name
+                """).map { row in
+                WorkerInfo(name: row[0] ?? "", host: row[1] ?? "", pid: Int(row.int(2) ?? 0),
+                           lastHeartbeat: row.date(3) ?? .distantPast,
+                           secondsSinceHeartbeat: (row.double(4) ?? 0) - (row.double(3) ?? 0),
+                           jobsHeld: Int(row.int(5) ?? 0))
+            }
+        }
+    }
+
+    /// Removes this worker from the worker list (at the end of its run).
+    public func retire() throws {
+        try locked {
+            _ = try connection.execute("DELETE FROM transferd_workers WHERE name = $1", [worker])
+        }
+    }
+
+    // MARK: Reading
+
+    private static let columns = """
+        seq, spec, state, attempts, next_attempt_at, last_error, bytes_done, bytes_total, speed, sha256,
+        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, worker
+        """
+    private static let columnCount = 17
+
+    private static func record(_ row: PostgresRow) throws -> JobRecord {
+        let spec = try JobSpec(stored: row[1] ?? "")
+        return JobRecord(seq: row.int(0) ?? 0, spec: spec, state: JobState(rawValue: row[2] ?? "") ?? .queued,
+                         attempts: Int(row.int(3) ?? 0), nextAttemptAt: row.date(4), lastError: row[5],
+                         bytesDone: row.int(6) ?? 0, bytesTotal: row.int(7), speed: row.double(8), sha256: row[9],
+                         sourceFile: row[10] ?? "", createdAt: row.date(11) ?? Date(timeIntervalSince1970: 0),
+                         startedAt: row.date(12), finishedAt: row.date(13), cancelRequested: row.bool(14),
+                         checkpoint: row[15], worker: row[16])
+    }
+
+    public func job(_ id: String) throws -> JobRecord? {
+        try locked {
+            try connection.query("SELECT \(Self.columns) FROM transferd_jobs WHERE id = $1", [id]).first.map(Self.record)
+        }
+    }
+
+    public func jobs() throws -> [JobRecord] {
+        try locked { try connection.query("SELECT \(Self.columns) FROM transferd_jobs ORDER BY seq").map(Self.record) }
+    }
+
+    public func jobs(fromFile name: String) throws -> [JobRecord] {
+        try locked {
+            try connection.query("SELECT \(Self.columns) FROM transferd_jobs WHERE source_file = $1 ORDER BY seq", [name])
+                .map(Self.record)
+        }
+    }
+
+    public func results(fromFile name: String) throws -> [JobResult] {
+        try locked {
+            try connection.query("""
+                SELECT id, state, spec::json->>'url', spec::json->>'destination', bytes_total, sha256,
+                    attempts, last_error, started_at, finished_at
+                FROM transferd_jobs WHERE source_file = $1 AND state IN ('done', 'failed', 'cancelled') ORDER BY seq
+                """, [name]).map { row in
+                JobResult(id: row[0] ?? "", state: JobState(rawValue: row[1] ?? "") ?? .failed,
+                          url: row[2] ?? "", destination: row[3], bytes: row.int(4), sha256: row[5],
+                          attempts: Int(row.int(6) ?? 0), lastError: row[7], startedAt: row.date(8), finishedAt: row.date(9))
+            }
+        }
+    }
+
+    public func counts() throws -> [JobState: Int] {
+        try locked {
+            var result: [JobState: Int] = [:]
+            for row in try connection.query("SELECT state, count(*) FROM transferd_jobs GROUP BY state") {
+                if let state = row[0].flatMap(JobState.init(rawValue:)) { result[state] = Int(row.int(1) ?? 0) }
+            }
+            return result
+        }
+    }
+
+    // MARK: User actions
+
+    public func requeue(id: String?) throws -> Int {
+        try locked {
+            let reset = """
+                UPDATE transferd_jobs SET state = 'queued', attempts = 0, last_error = NULL, next_attempt_at = NULL,
+                    finished_at = NULL, cancel_requested = FALSE, worker = NULL, lease_expires = NULL
+                """
+            if let id {
+                return try connection.execute(reset + " WHERE id = $1 AND state IN ('failed', 'cancelled', 'waiting')", [id])
+            }
+            return try connection.execute(reset + " WHERE state = 'failed'")
+        }
+    }
+
+    public func cancel(_ id: String) throws -> JobState? {
+        try locked {
+            try connection.transaction {
+                guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
+                    .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
+                let now = String(Date().timeIntervalSince1970)
+                switch state {
+                case .queued, .waiting, .paused, .finishing:
+                    // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
+                    try connection.execute("""
+                        UPDATE transferd_jobs SET state = 'cancelled', finished_at = $2, worker = NULL, lease_expires = NULL
+                        WHERE id = $1
+                        """, [id, now])
+                case .running:
+                    try connection.execute("UPDATE transferd_jobs SET cancel_requested = TRUE WHERE id = $1", [id])
+                case .done, .failed, .cancelled:
+                    break
+                }
+                return state
+            }
+        }
+    }
+
+    public func cancelRequested(among ids: [String]) throws -> [String] {
+        guard !ids.isEmpty else { return [] }
+        return try locked {
+            try connection.query("""
+                SELECT id FROM transferd_jobs WHERE cancel_requested AND state = 'running' AND id = ANY($1::text[])
+                """, [Self.array(ids)]).compactMap { $0[0] }
+        }
+    }
+
+    // MARK: Checkpoints
+
+    public func checkpoint(for id: String) throws -> String? {
+        try locked { try connection.query("SELECT checkpoint FROM transferd_jobs WHERE id = $1", [id]).first?[0] }
+    }
+
+    public func saveCheckpoint(_ json: String?, for id: String) throws {
+        try locked {
+            guard let (clause, fenceParameters) = fence(id, next: 3) else { return }
+            try connection.execute("UPDATE transferd_jobs SET checkpoint = $1 WHERE id = $2\(clause)", [json, id] + fenceParameters)
+        }
+    }
+
+    // MARK: Values
+
+    /// A text[] literal: every element quoted, `"` and `\` escaped.
+    static func array(_ values: [String]) -> String {
+        "{" + values.map { value in
+            "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }.joined(separator: ",") + "}"
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// The store contract: what the runner and the CLI rely on, checked on every
+/// store (SQLite, and PostgreSQL in a fresh database of the test server).
+final class QueueStoreContractTests: XCTestCase {
+    func job(_ id: String, priority: Int = 0, host: String = "a.example") -> JobSpec {
+        JobSpec(id: id, kind: .download, url: "https://\(host)/\(id)", destination: "/data/\(id)", priority: priority)
+    }
+
+    /// Runs `body` once per store kind, each with an empty store; failures name the store.
+    func forEachStore(_ body: (QueueStore) throws -> Void, file: StaticString = #filePath, line: UInt = #line) throws {
+        for (name, open) in try TestStores.all() {
+            print("store: \(name)")
+            do {
+                try body(try open(nil))
+            } catch {
+                XCTFail("\(name): \(error)", file: file, line: line)
+            }
+        }
+    }
+
+    func testIngestingTheSameContentTwiceAddsNothing() throws {
+        try forEachStore { store in
+            XCTAssertEqual(try store.ingest(fileName: "a.json", contentHash: "h1", jobs: [job("1"), job("2")]).added, 2)
+            let again = try store.ingest(fileName: "a-copy.json", contentHash: "h1", jobs: [job("1"), job("2")])
+            XCTAssertTrue(again.duplicateFile)
+            XCTAssertEqual(again.added, 0)
+            let sameIDs = try store.ingest(fileName: "b.json", contentHash: "h2", jobs: [job("1"), job("3")])
+            XCTAssertEqual(sameIDs.added, 1)
+            XCTAssertEqual(sameIDs.alreadyKnown, 1)
+            XCTAssertEqual(try store.jobs().count, 3)
+        }
+    }
+
+    func testAnIDReusedForADifferentJobIsRejected() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h1", jobs: [job("1")])
+            var other = job("1")
+            other.url = "https://a.example/other"
+            XCTAssertThrowsError(try store.ingest(fileName: "b.json", contentHash: "h2", jobs: [job("9"), other])) { error in
+                XCTAssertTrue(String(describing: error).contains("a different job with this id came from a.json"))
+            }
+            XCTAssertNil(try store.job("9"), "the whole file is one transaction")
+        }
+    }
+
+    func testABatchOfFilesIsRecordedFileByFile() throws {
+        try forEachStore { store in
+            var conflicting = job("1")
+            conflicting.url = "https://a.example/elsewhere"
+            let results = try store.ingest([
+                JobFileContent(fileName: "a.json", contentHash: "ha", jobs: [job("1"), job("2")]),
+                JobFileContent(fileName: "b.json", contentHash: "hb", jobs: [job("3"), conflicting]),
+                JobFileContent(fileName: "c.json", contentHash: "hc", jobs: [job("4")]),
+                JobFileContent(fileName: "a-again.json", contentHash: "ha", jobs: [job("1"), job("2")]),
+            ])
+            XCTAssertEqual(try results[0].get().added, 2)
+            XCTAssertThrowsError(try results[1].get()) { error in
+                XCTAssertTrue("\(error)".contains("a different job with this id came from a.json"), "\(error)")
+            }
+            XCTAssertEqual(try results[2].get().added, 1)
+            XCTAssertTrue(try results[3].get().duplicateFile)
+            XCTAssertEqual(try store.jobs().map(\.id), ["1", "2", "4"], "the refused file left no job behind")
+        }
+    }
+
+    func testClaimsByPriorityThenAgeAndHonoursAccept() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("low"), job("high", priority: 5), job("mid", priority: 1), job("other", host: "b.example")])
+            let first = try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }
+            XCTAssertEqual(first.map(\.id), ["high", "mid"])
+            XCTAssertTrue(first.allSatisfy { $0.state == .running })
+            let second = try store.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { $0.host == "b.example" }
+            XCTAssertEqual(second.map(\.id), ["other"])
+            XCTAssertEqual(try store.counts()[.running], 3)
+        }
+    }
+
+    func testFullHostsArePassedOverAndDueRetriesMergeByPriority() throws {
+        try forEachStore { store in
+            var wide = job("wide", host: "c.example")
+            wide.connections = 4
+            _ = try store.ingest(fileName: "a.json", contentHash: "h",
+                                 jobs: [job("a1"), job("a2"), job("b1", host: "b.example"), wide, job("retry", priority: 2, host: "d.example")])
+            _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "retry" }
+            try store.scheduleRetry("retry", at: Date().addingTimeInterval(-1), error: "HTTP 503", attempts: 1)
+            var seen: [ClaimCandidate] = []
+            let claimed = try store.claimRunnable(limit: 10, now: Date(), excludingHosts: ["a.example"]) { seen.append($0); return true }
+            // The due retry (priority 2) first, then by age; a.example's jobs never reach `accept`.
+            XCTAssertEqual(claimed.map(\.id), ["retry", "b1", "wide"])
+            XCTAssertEqual(seen.map(\.host), ["d.example", "b.example", "c.example"])
+            XCTAssertEqual(seen.last?.connections, 4)
+        }
+    }
+
+    func testAHostRefusedOnceIsPassedOverForTheRestOfTheClaim() throws {
+        try forEachStore { store in
+            let crowd = (0..<100).map { job("a\($0)") }
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: crowd + [job("b", host: "b.example")])
+            var asked: [String] = []
+            let claimed = try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { candidate in
+                asked.append(candidate.id)
+                return candidate.host == "b.example"
+            }
+            XCTAssertEqual(claimed.map(\.id), ["b"], "100 jobs of a host with no room do not hide the next host's job")
+            XCTAssertEqual(asked, ["a0", "b"])
+        }
+    }
+
+    func testResultRowsListFinishedJobsOnly() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
+            _ = try store.claimRunnable(limit: 3, now: Date(), excludingHosts: []) { _ in true }
+            try store.finishDone([("1", 10, "abc")], at: Date())
+            try store.finish("2", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
+            let rows = try store.results(fromFile: "a.json")
+            XCTAssertEqual(rows.map(\.id), ["1", "2"])
+            XCTAssertEqual(rows[0].url, "https://a.example/1")
+            XCTAssertEqual(rows[0].destination, "/data/1")
+            XCTAssertEqual(rows[0].bytes, 10)
+            XCTAssertEqual(rows[0].sha256, "abc")
+            XCTAssertEqual(rows[1].state, .failed)
+            XCTAssertEqual(rows[1].lastError, "HTTP 404")
+        }
+    }
+
+    func testWaitingJobsAreRunnableOnlyWhenDue() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
+            _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
+            let later = Date().addingTimeInterval(60)
+            try store.scheduleRetry("1", at: later, error: "HTTP 503", attempts: 1)
+            XCTAssertTrue(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.isEmpty)
+            XCTAssertEqual(try store.nextWakeup()?.timeIntervalSince1970 ?? 0, later.timeIntervalSince1970, accuracy: 0.001)
+            XCTAssertEqual(try store.claimRunnable(limit: 1, now: later.addingTimeInterval(1), excludingHosts: []) { _ in true }.map(\.id), ["1"])
+            XCTAssertEqual(try store.job("1")?.attempts, 1)
+        }
+    }
+
+    func testInterruptedJobsComeBackAndFinishedOnesStay() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
+            _ = try store.claimRunnable(limit: 3, now: Date(), excludingHosts: []) { _ in true }
+            try store.finishDone([("1", 10, nil)], at: Date())
+            try store.pause(["2"])
+            XCTAssertEqual(try store.recoverInterrupted(), 2)
+            XCTAssertEqual(try store.job("1")?.state, .done)
+            XCTAssertEqual(try store.job("2")?.state, .queued)
+            XCTAssertEqual(try store.job("3")?.state, .queued)
+        }
+    }
+
+    func testRetryAndCancel() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
+            _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "1" }
+            try store.finish("1", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
+            XCTAssertEqual(try store.requeue(id: nil), 1)
+            XCTAssertEqual(try store.job("1")?.state, .queued)
+            XCTAssertNil(try store.job("1")?.lastError)
+            XCTAssertEqual(try store.cancel("2"), .queued)
+            XCTAssertEqual(try store.job("2")?.state, .cancelled)
+            _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
+            XCTAssertEqual(try store.cancel("1"), .running)
+            XCTAssertEqual(try store.cancelRequested(among: ["1"]), ["1"])
+            XCTAssertNil(try store.cancel("nope"))
+        }
+    }
+}

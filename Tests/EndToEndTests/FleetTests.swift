@@ -1,0 +1,87 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// Several `transferd run --store postgres://…` processes working one queue,
+/// with workers killed (-9) and frozen (SIGSTOP past their lease) on the way.
+final class FleetTests: XCTestCase {
+    /// Downloads through nginx's rate-limited location (16 MB/s per connection), so the
+    /// run lasts long enough to kill and freeze workers in the middle of it.
+    func testAFleetFinishesEveryJobOnceThroughKillsAndAFrozenWorker() async throws {
+        let servers = try TestServers.current()
+        let store = try TestStores.freshPostgresDatabase()
+        let fixture = try QueueFixture()
+        let count = 12
+        let names = try Fixtures.makeFiles(in: servers, folder: "fleet", sizes: Array(repeating: 48 << 20, count: count))
+        try fixture.drop("fleet.json", jobs: names.enumerated().map { index, name in
+            ["id": "f\(index)", "url": servers.http.absoluteString + "/slow/" + name, "dest": "out/f\(index).bin"]
+        })
+        let logStart = try nginxLogSize(servers)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRANSFERD_STORE"] = store
+        func worker(_ name: String) throws -> TransferdProcess {
+            try TransferdProcess(["run", fixture.queue, "--jobs", "2", "--lease", "2", "--worker", name, "--quiet"],
+                                 directory: fixture.root, environment: environment)
+        }
+        let shared = try PostgresQueueStore(url: store, worker: "observer")
+        var workers = [try worker("a"), try worker("b"), try worker("c")]
+        let started = Date()
+
+        // Worker a dies (kill -9) with jobs in flight; its jobs wait out the lease and move on.
+        try await waitUntil(timeout: 30) { try shared.jobs(in: .running).contains { $0.worker == "a" && $0.bytesDone > 0 } }
+        kill(workers[0].process.processIdentifier, SIGKILL)
+        _ = workers[0].wait()
+        // Worker b freezes past its lease, then goes on: it must not record or rename what moved on.
+        try await waitUntil(timeout: 30) { try shared.jobs(in: .running).contains { $0.worker == "b" && $0.bytesDone > 0 } }
+        kill(workers[1].process.processIdentifier, SIGSTOP)
+        try await Task.sleep(nanoseconds: 3_500_000_000)
+        kill(workers[1].process.processIdentifier, SIGCONT)
+        // A new worker joins mid-run.
+        workers.append(try worker("d"))
+
+        var results: [String: TransferdProcess.Result] = [:]
+        for (name, process) in zip(["b", "c", "d"], workers.dropFirst()) { results[name] = process.wait() }
+        let elapsed = Date().timeIntervalSince(started)
+        for (name, result) in results {
+            XCTAssertEqual(result.status, 0, "worker \(name): \(result.stderr)")
+        }
+        let jobs = try shared.jobs()
+        XCTAssertEqual(jobs.filter { $0.state == .done }.count, count, "\(jobs.map { ($0.id, $0.state.rawValue, $0.lastError ?? "") })")
+        for index in 0..<count {
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/out/f\(index).bin"), try servers.sha256(of: names[index]),
+                           "f\(index)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/out/f\(index).bin.part"))
+        }
+        let served = try nginxBytesServed(servers, pathPrefix: "/slow/fleet/", since: logStart)
+        let data = Int64(count * (48 << 20))
+        print("fleet: \(count) jobs of 48 MiB in \(String(format: "%.1f", elapsed)) s; nginx sent \(served) bytes for \(data) "
+              + "(\(String(format: "%.3f", Double(served) / Double(data)))x)")
+        // The killed worker's jobs resume from their last checkpoint (every 256 KiB); the frozen
+        // one's from the checkpoint of before the freeze, plus what it fetched before it learnt.
+        XCTAssertLessThanOrEqual(Double(served), Double(data) * 1.1, "re-fetched too much: \(served) bytes for \(data)")
+        XCTAssertEqual(try shared.workers().map(\.name).filter { $0 != "a" }, [], "the workers that ended left the list")
+    }
+
+    func testStatusShowsTheWorkersAndWhoHoldsEachJob() async throws {
+        let servers = try TestServers.current()
+        let store = try TestStores.freshPostgresDatabase()
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "fleet-status", sizes: [32 << 20])
+        try fixture.drop("one.json", jobs: [["id": "slow-one", "url": servers.http.absoluteString + "/slow/" + names[0],
+                                            "dest": "out/one.bin"]])
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRANSFERD_STORE"] = store
+        let run = try TransferdProcess(["run", fixture.queue, "--worker", "status-worker", "--quiet"],
+                                       directory: fixture.root, environment: environment)
+        let shared = try PostgresQueueStore(url: store, worker: "observer")
+        try await waitUntil(timeout: 30) { try shared.job("slow-one")?.state == .running }
+        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root, environment: environment)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertTrue(status.stdout.contains("(worker status-worker)"), status.stdout)
+        XCTAssertTrue(status.stdout.contains("1 worker:"), status.stdout)
+        XCTAssertFalse(status.stdout.contains(store), "the store URL (with its password) is never shown")
+        let result = run.wait()
+        XCTAssertEqual(result.status, 0, result.stderr)
+    }
+}

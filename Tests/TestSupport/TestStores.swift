@@ -1,0 +1,39 @@
+import Foundation
+@testable import TransferCore
+import XCTest
+
+/// The queue stores every store contract test runs against: the SQLite store
+/// in a fresh file, and the PostgreSQL store in a fresh database of the server
+/// `scripts/test` started (`TRANSFERD_TEST_POSTGRES`).
+public enum TestStores {
+    /// The PostgreSQL server's URL; a missing one fails the test with the fix.
+    public static func postgresURL(file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["TRANSFERD_TEST_POSTGRES"], !url.isEmpty else {
+            XCTFail("TRANSFERD_TEST_POSTGRES is not set: run the tests with scripts/test, which starts PostgreSQL",
+                    file: file, line: line)
+            throw XCTSkip("no PostgreSQL")
+        }
+        return url
+    }
+
+    /// A new, empty database on the test server; returns its URL.
+    public static func freshPostgresDatabase() throws -> String {
+        let admin = try postgresURL()
+        let name = "transferd_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        try PostgresConnection(url: admin).execute("CREATE DATABASE \(name)")
+        guard var components = URLComponents(string: admin) else { throw XCTSkip("bad TRANSFERD_TEST_POSTGRES") }
+        components.path = "/" + name
+        return components.string ?? admin
+    }
+
+    /// One maker per store kind: each call of a maker opens the same store again (a
+    /// second connection, or a second worker on PostgreSQL).
+    public static func all() throws -> [(name: String, open: (_ worker: String?) throws -> QueueStore)] {
+        let path = NSTemporaryDirectory() + "/transferd-contract-\(UUID().uuidString).db"
+        let postgres = try freshPostgresDatabase()
+        return [
+            ("sqlite", { _ in try SQLiteQueueStore(path: path) }),
+            ("postgres", { worker in try PostgresQueueStore(url: postgres, worker: worker ?? "test-worker", leaseSeconds: 30) }),
+        ]
+    }
+}
