@@ -22,9 +22,10 @@ final class SharedStoreTests: XCTestCase {
         _ = try setup.ingest(fileName: "a.json", contentHash: "h", jobs: (0..<400).map { job("j\($0)", host: "h\($0 % 7).example") })
         let claims = Locked<[String: [String]]>([:])
         let failures = Locked<[String]>([])
-        DispatchQueue.concurrentPerform(iterations: 4) { index in
+        // Four threads of their own (concurrentPerform would run only as many as there are cores).
+        let stores = try (0..<4).map { try worker(url, "w\($0)") }
+        let claimAll: @Sendable (Int, PostgresQueueStore) -> Void = { index, store in
             do {
-                let store = try worker(url, "w\(index)")
                 while true {
                     let taken = try store.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { _ in true }
                     if taken.isEmpty { break }
@@ -35,6 +36,19 @@ final class SharedStoreTests: XCTestCase {
                 failures.withLock { $0.append("\(error)") }
             }
         }
+        let group = DispatchGroup()
+        let go = DispatchSemaphore(value: 0)
+        for (index, store) in stores.enumerated() {
+            group.enter()
+            let thread = Thread {
+                defer { group.leave() }
+                go.wait()
+                claimAll(index, store)
+            }
+            thread.start()
+        }
+        for _ in stores { go.signal() }
+        group.wait()
         XCTAssertEqual(failures.current, [])
         let all = claims.current.values.flatMap { $0 }
         XCTAssertEqual(all.count, 400, "every job claimed exactly once")
@@ -45,7 +59,7 @@ final class SharedStoreTests: XCTestCase {
 
     func testAJobWhoseLeaseRanOutMovesOnAndItsOldWorkerIsFencedOff() throws {
         let url = try TestStores.freshPostgresDatabase()
-        let first = try worker(url, "first", lease: 1)
+        let first = try worker(url, "first", lease: 2)
         let second = try worker(url, "second", lease: 30)
         _ = try first.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
         XCTAssertEqual(try first.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["1", "2"])
@@ -56,7 +70,7 @@ final class SharedStoreTests: XCTestCase {
         XCTAssertEqual(try first.job("1")?.worker, "first")
 
         // `first` stops renewing (frozen, or dead) past its lease.
-        Thread.sleep(forTimeInterval: 1.5)
+        Thread.sleep(forTimeInterval: 2.5)
         let taken = try second.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }
         XCTAssertEqual(taken.map(\.id), ["1", "2"])
         XCTAssertEqual(taken.first?.checkpoint, "{\"from\":\"first\"}", "the checkpoint travels with the job")
@@ -83,18 +97,18 @@ final class SharedStoreTests: XCTestCase {
 
     func testRenewalKeepsALeaseAndReportsTheJobsLost() throws {
         let url = try TestStores.freshPostgresDatabase()
-        let first = try worker(url, "first", lease: 1)
+        let first = try worker(url, "first", lease: 2)
         let second = try worker(url, "second")
         _ = try first.ingest(fileName: "a.json", contentHash: "h", jobs: [job("kept"), job("lost", host: "b.example")])
         _ = try first.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "kept" }
-        for _ in 0..<4 {
-            Thread.sleep(forTimeInterval: 0.4)
+        for _ in 0..<6 {
+            Thread.sleep(forTimeInterval: 0.5)
             XCTAssertEqual(try first.renewLeases(), [])
         }
         XCTAssertTrue(try second.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { $0.id == "kept" }.isEmpty,
-                      "a renewed lease holds past its first second")
+                      "a renewed lease holds past its first two seconds")
         _ = try first.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "lost" }
-        Thread.sleep(forTimeInterval: 1.5)
+        Thread.sleep(forTimeInterval: 2.5)
         XCTAssertEqual(try second.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { _ in true }.map(\.id).sorted(),
                        ["kept", "lost"])
         XCTAssertEqual(try first.renewLeases(), ["kept", "lost"], "both went to `second` while `first` was not renewing")
@@ -102,18 +116,47 @@ final class SharedStoreTests: XCTestCase {
 
     func testAFinishingJobOfAGoneWorkerIsCompletedByAnother() throws {
         let url = try TestStores.freshPostgresDatabase()
-        let first = try worker(url, "first", lease: 1)
+        let first = try worker(url, "first", lease: 2)
         let second = try worker(url, "second")
         _ = try first.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
         _ = try first.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
         XCTAssertEqual(try first.markFinishing([("1", 10, "abc")]), [])
         XCTAssertEqual(try second.abandonedFinishing().map(\.id), [], "its worker may still be renaming it")
-        Thread.sleep(forTimeInterval: 1.5)
+        Thread.sleep(forTimeInterval: 2.5)
         let abandoned = try second.abandonedFinishing()
         XCTAssertEqual(abandoned.map(\.id), ["1"])
         XCTAssertEqual(abandoned.first?.sha256, "abc")
         try second.finishDone([("1", 10, "abc")], at: Date())
         XCTAssertEqual(try second.job("1")?.state, .done)
+    }
+
+    func testAWorkerNeverClaimsAgainAJobItHoldsOrLost() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        let first = try worker(url, "first", lease: 2)
+        _ = try first.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1")])
+        XCTAssertEqual(try first.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["1"])
+        // Frozen past its lease, nobody else claimed; on waking its own claim must not take
+        // the job a second time (its old task still runs it).
+        Thread.sleep(forTimeInterval: 2.5)
+        XCTAssertEqual(try first.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), [])
+        let second = try worker(url, "second")
+        XCTAssertEqual(try second.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["1"])
+        XCTAssertEqual(try first.renewLeases(), ["1"])
+        XCTAssertEqual(try first.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), [])
+        try first.finish("1", state: .failed, error: "stale", bytes: nil, sha256: nil, at: Date())
+        try first.scheduleRetry("1", at: Date(), error: "stale", attempts: 9)
+        XCTAssertEqual(try second.job("1")?.state, .running, "nothing the stale worker writes lands")
+        XCTAssertEqual(try second.job("1")?.worker, "second")
+    }
+
+    func testASecondLiveWorkerUnderOneNameIsRefused() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        _ = try worker(url, "same")
+        // As if another live process on this host had the name (pid 1 is always alive).
+        try TestStores.execute(url, "UPDATE transferd_workers SET pid = 1 WHERE name = 'same'")
+        XCTAssertThrowsError(try PostgresQueueStore(url: url, worker: "same").enlist()) { error in
+            XCTAssertTrue("\(error)".contains("another worker named same is running"), "\(error)")
+        }
     }
 
     func testWorkersAreListedWithTheirJobsUntilTheyRetire() throws {
@@ -129,6 +172,40 @@ final class SharedStoreTests: XCTestCase {
         XCTAssertLessThan(listed.first?.secondsSinceHeartbeat ?? 99, 10)
         try first.retire()
         XCTAssertEqual(try second.workers().map(\.name), ["second"])
+    }
+
+    func testAClaimSeesTheConnectionsOtherWorkersHoldOnEachHost() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        let first = try worker(url, "first")
+        let second = try worker(url, "second")
+        _ = try first.ingest(fileName: "a.json", contentHash: "h",
+                             jobs: [job("a1"), job("a2"), job("b1", host: "b.example"), job("a3")])
+        let taken = try first.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { (candidate: ClaimCandidate) -> Int? in
+            candidate.host == "a.example" ? 3 : nil
+        }
+        XCTAssertEqual(taken.map(\.id), ["a1", "a2"])
+        var seen: [String: Int] = [:]
+        _ = try second.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { (candidate: ClaimCandidate) -> Int? in
+            seen[candidate.host] = candidate.heldElsewhere
+            return nil
+        }
+        XCTAssertEqual(seen, ["a.example": 6, "b.example": 0], "a1 and a2 hold 3 connections each")
+        try first.finishDone([("a1", 1, nil)], at: Date())
+        _ = try second.claimRunnable(limit: 5, now: Date(), excludingHosts: []) { (candidate: ClaimCandidate) -> Int? in
+            seen[candidate.host] = candidate.heldElsewhere
+            return nil
+        }
+        XCTAssertEqual(seen["a.example"], 3, "a finished job holds nothing")
+    }
+
+    func testTheRateIsSharedAmongLiveWorkers() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        let first = try worker(url, "first")
+        XCTAssertEqual(try first.rateShare(of: 1000), 1000)
+        let second = try worker(url, "second")
+        XCTAssertEqual(try first.rateShare(of: 1000), 500)
+        try second.retire()
+        XCTAssertEqual(try first.rateShare(of: 1000), 1000)
     }
 
     func testAWrongPasswordIsAClearErrorWithoutThePassword() throws {

@@ -34,11 +34,18 @@ final class FleetTests: XCTestCase {
         _ = workers[0].wait()
         // Worker b freezes past its lease, then goes on: it must not record or rename what moved on.
         try await waitUntil(timeout: 30) { try shared.jobs(in: .running).contains { $0.worker == "b" && $0.bytesDone > 0 } }
+        let frozenJobs = Set(try shared.jobs(in: .running).filter { $0.worker == "b" }.map(\.id))
         kill(workers[1].process.processIdentifier, SIGSTOP)
-        try await Task.sleep(nanoseconds: 3_500_000_000)
+        // A new worker joins, with room to take over what the frozen one holds.
+        workers.append(try TransferdProcess(["run", fixture.queue, "--jobs", "4", "--lease", "2", "--worker", "d", "--quiet"],
+                                            directory: fixture.root, environment: environment))
+        var moved: Set<String> = []
+        try await waitUntil(timeout: 30) {
+            moved = Set(try shared.jobs().filter { frozenJobs.contains($0.id) && $0.worker != nil && $0.worker != "b" }.map(\.id))
+            return !moved.isEmpty
+        }
         kill(workers[1].process.processIdentifier, SIGCONT)
-        // A new worker joins mid-run.
-        workers.append(try worker("d"))
+        XCTAssertFalse(moved.isEmpty, "a job of the frozen worker moved to another while it was stopped")
 
         var results: [String: TransferdProcess.Result] = [:]
         for (name, process) in zip(["b", "c", "d"], workers.dropFirst()) { results[name] = process.wait() }
@@ -58,8 +65,10 @@ final class FleetTests: XCTestCase {
         print("fleet: \(count) jobs of 48 MiB in \(String(format: "%.1f", elapsed)) s; nginx sent \(served) bytes for \(data) "
               + "(\(String(format: "%.3f", Double(served) / Double(data)))x)")
         // The killed worker's jobs resume from their last checkpoint (every 256 KiB); the frozen
-        // one's from the checkpoint of before the freeze, plus what it fetched before it learnt.
-        XCTAssertLessThanOrEqual(Double(served), Double(data) * 1.1, "re-fetched too much: \(served) bytes for \(data)")
+        // one's from the checkpoint of before the freeze. nginx also counts what sat in the socket
+        // buffers of the killed and frozen connections (several MiB each on loopback): measured
+        // 1.010-1.072x; the bound leaves room for that.
+        XCTAssertLessThanOrEqual(Double(served), Double(data) * 1.15, "re-fetched too much: \(served) bytes for \(data)")
         XCTAssertEqual(try shared.workers().map(\.name).filter { $0 != "a" }, [], "the workers that ended left the list")
     }
 
@@ -80,7 +89,20 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.contains("(worker status-worker)"), status.stdout)
         XCTAssertTrue(status.stdout.contains("1 worker:"), status.stdout)
-        XCTAssertFalse(status.stdout.contains(store), "the store URL (with its password) is never shown")
+        let password = URLComponents(string: store)?.password ?? "no password"
+        XCTAssertFalse(status.stdout.contains(password) || status.stderr.contains(password), "the password is never shown")
+        // A wrong password and an unparsable URL: clear errors that never show the password.
+        guard var wrong = URLComponents(string: store) else { return XCTFail("bad store URL") }
+        wrong.password = "wrong-password-0815"
+        let refused = try TransferdProcess.run(["status", fixture.queue, "--store", wrong.string!], directory: fixture.root)
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("password authentication failed"), refused.stderr)
+        XCTAssertFalse(refused.stderr.contains("wrong-password-0815"), refused.stderr)
+        let garbled = "postgres://transferd:garbled-secret-4711@[::1/transfers"
+        let unparsable = try TransferdProcess.run(["status", fixture.queue, "--store", garbled], directory: fixture.root)
+        XCTAssertNotEqual(unparsable.status, 0)
+        XCTAssertTrue(unparsable.stderr.contains("not a valid PostgreSQL connection URL"), unparsable.stderr)
+        XCTAssertFalse(unparsable.stderr.contains("garbled-secret-4711"), unparsable.stderr)
         let result = run.wait()
         XCTAssertEqual(result.status, 0, result.stderr)
     }

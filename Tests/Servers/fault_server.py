@@ -113,6 +113,7 @@ class FaultPlan:
     endless_chunked: bool = False  # 200, chunked, the last chunk never comes
     range_lie: bool = False  # a range request gets 200 with Content-Range and the range only
     length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
+    max_active: Optional[int] = None  # 429 (Retry-After: 1) while this many file responses of the key are under way
 
     @classmethod
     def from_query(cls, path: str, query: dict[str, str]) -> "FaultPlan":
@@ -191,6 +192,7 @@ class FaultPlan:
             endless_chunked=flag("endless_chunked"),
             range_lie=flag("range_lie"),
             length_lie=integer("length_lie"),
+            max_active=integer("max_active", minimum=1),
         )
 
 
@@ -209,12 +211,21 @@ class KeyState:
     failures_served: int = 0
     short_responses_served: int = 0
     stalls_served: int = 0
+    active: int = 0
+    max_active_seen: int = 0
+    refused: int = 0
+    # (seconds since the first request, responses under way) at each start and end.
+    active_history: list[tuple[float, int]] = field(default_factory=list)
+    first_request: Optional[float] = None
 
     def stats(self) -> dict:
         return {
             "requests": self.requests,
             "bytes_sent": self.bytes_sent,
             "ranges": list(self.ranges),
+            "max_active": self.max_active_seen,
+            "refused": self.refused,
+            "active_history": [list(point) for point in self.active_history],
         }
 
 
@@ -249,6 +260,28 @@ class StateRegistry:
     def bytes_sent(self, key: str) -> int:
         with self._lock:
             return self._state(key).bytes_sent
+
+    def enter(self, key: str, limit: int) -> bool:
+        """Counts a file response of `key` as under way, unless `limit` already are
+        (then it is counted as refused and False is returned)."""
+        with self._lock:
+            state = self._state(key)
+            now = time.monotonic()
+            if state.first_request is None:
+                state.first_request = now
+            if state.active >= limit:
+                state.refused += 1
+                return False
+            state.active += 1
+            state.max_active_seen = max(state.max_active_seen, state.active)
+            state.active_history.append((round(now - state.first_request, 3), state.active))
+            return True
+
+    def leave(self, key: str) -> None:
+        with self._lock:
+            state = self._state(key)
+            state.active -= 1
+            state.active_history.append((round(time.monotonic() - (state.first_request or 0), 3), state.active))
 
     def claim_failure(self, key: str, limit: int) -> bool:
         """True if this request is one of the first `limit` failures."""
@@ -636,6 +669,17 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             self.send_simple(
                 http.HTTPStatus.NOT_FOUND, "not found\n", key=key, send_body=send_body
             )
+            return
+        if plan.max_active is not None:
+            if not registry.enter(key, plan.max_active):
+                self.send_simple(
+                    429, "too many requests at once\n", key=key, extra_headers={"Retry-After": "1"}, send_body=send_body
+                )
+                return
+            try:
+                self.send_file(plan, served, send_body)
+            finally:
+                registry.leave(key)
             return
         self.send_file(plan, served, send_body)
 

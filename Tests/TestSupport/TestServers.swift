@@ -61,6 +61,12 @@ public struct TestServers {
         return try JSONDecoder().decode(FaultStats.self, from: Data(contentsOf: url))
     }
 
+    /// Everything the fault server counted for one key, as its JSON has it.
+    public func rawStats(key: String) throws -> [String: Any] {
+        let url = URL(string: "\(fault.absoluteString)/_stats?key=\(key)")!
+        return try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+    }
+
     public func path(_ file: String) -> String { (www as NSString).appendingPathComponent(file) }
 
     /// SHA-256 of a served file, computed once per process.

@@ -26,6 +26,11 @@ public enum TestStores {
         return components.string ?? admin
     }
 
+    /// Runs one statement on a test database (to stage what another process would have done).
+    public static func execute(_ url: String, _ sql: String) throws {
+        try PostgresConnection(url: url).execute(sql)
+    }
+
     /// One maker per store kind: each call of a maker opens the same store again (a
     /// second connection, or a second worker on PostgreSQL).
     public static func all() throws -> [(name: String, open: (_ worker: String?) throws -> QueueStore)] {

@@ -3,19 +3,34 @@ import Foundation
 /// A token bucket shared by every transfer of a run (`--limit-rate`): the
 /// total receive rate stays at the cap however many transfers are active.
 /// Writers call `consume` before using bytes and sleep when ahead of the rate.
-// @unchecked: `tokens` and `last` change only under `lock`.
+// @unchecked: `tokens`, `last`, the rate and the burst change only under `lock`.
 public final class BandwidthLimiter: @unchecked Sendable {
-    public let bytesPerSecond: Double
-    private let burst: Double
+    private var rate: Double
+    private var burst: Double
     private var tokens: Double
     private var last: DispatchTime
     private let lock = NSLock()
 
     public init(bytesPerSecond: Int64) {
-        self.bytesPerSecond = Double(bytesPerSecond)
+        rate = Double(bytesPerSecond)
         burst = max(Double(bytesPerSecond) / 10, 64 * 1024)
         tokens = burst
         last = .now()
+    }
+
+    public var bytesPerSecond: Double {
+        lock.lock()
+        defer { lock.unlock() }
+        return rate
+    }
+
+    /// Changes the rate from now on (a fleet's share of `--limit-rate` as workers come and go).
+    public func setRate(_ bytesPerSecond: Int64) {
+        lock.lock()
+        rate = Double(max(1, bytesPerSecond))
+        burst = max(rate / 10, 64 * 1024)
+        tokens = min(tokens, burst)
+        lock.unlock()
     }
 
     /// Takes `count` bytes from the bucket, sleeping the caller until they are available.
@@ -24,8 +39,8 @@ public final class BandwidthLimiter: @unchecked Sendable {
         let now = DispatchTime.now()
         let elapsed = Double(now.uptimeNanoseconds - last.uptimeNanoseconds) / 1e9
         last = now
-        tokens = min(burst, tokens + elapsed * bytesPerSecond) - Double(count)
-        let wait = tokens < 0 ? -tokens / bytesPerSecond : 0
+        tokens = min(burst, tokens + elapsed * rate) - Double(count)
+        let wait = tokens < 0 ? -tokens / rate : 0
         lock.unlock()
         if wait > 0 { usleep(UInt32(min(wait, 5) * 1_000_000)) }
     }

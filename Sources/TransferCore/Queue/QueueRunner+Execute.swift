@@ -21,7 +21,7 @@ extension QueueRunner {
             return .done(try await engine.run())
         } catch let deferred as DownloadDeferred {
             if Task.isCancelled { return job.cancelledByUser.current ? .cancelled : .interrupted }
-            return .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures)
+            return .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures, throttled: deferred.throttled)
         } catch {
             if error is CancellationError || Task.isCancelled {
                 return job.cancelledByUser.current ? .cancelled : .interrupted
@@ -111,7 +111,7 @@ extension QueueRunner {
                 || { if case S3Error.service(let status, _, _, _, _) = error { return status >= 500 || status == 429 } else { return false } }()
             if retriable && failures < retry.maxAttempts {
                 return .retry(delay: retry.backoff(attempt: failures, random: Double.random(in: 0..<1)),
-                              reason: String(describing: error), failures: failures)
+                              reason: String(describing: error), failures: failures, throttled: false)
             }
             return .failed(String(describing: error))
         }

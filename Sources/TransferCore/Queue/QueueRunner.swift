@@ -45,7 +45,8 @@ public final class QueueRunner: @unchecked Sendable {
         /// A job that made its own results durable finished: an upload (nothing
         /// local to sync), or a prefix download (each file synced as it was saved).
         case completed(size: Int64)
-        case retry(delay: TimeInterval, reason: String, failures: Int)
+        /// `throttled`: the server refused with 429 or 503 (the host's limit adapts).
+        case retry(delay: TimeInterval, reason: String, failures: Int, throttled: Bool)
         case failed(String)
         case interrupted
         case cancelled
@@ -67,6 +68,8 @@ public final class QueueRunner: @unchecked Sendable {
         let cancelledByUser = Locked(false)
         /// A shared store gave the job to another worker: nothing more is recorded for it.
         let leaseLost = Locked(false)
+        /// When it started (system uptime), to tell refusals of old requests from new ones.
+        let startedUptime = ProcessInfo.processInfo.systemUptime
         /// Bytes sent and total of an upload, as its engine reports them.
         let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
         init(record: JobRecord, connections: Int) {
@@ -107,6 +110,12 @@ public final class QueueRunner: @unchecked Sendable {
     private var pausedIDs: [String] = []
     /// When this worker's leases were last renewed (a shared store's).
     private var lastLeaseRenewal = Date()
+    /// When finishing jobs of workers that died were last looked for (a shared store's).
+    private var lastFinishingSweep = Date()
+    /// Each host's connection limit, adapted to its 429s and 503s.
+    private(set) var hostLimits: HostLimits
+    /// The limits last written to the store (for `status`).
+    private var savedHostLimits: [String: Int] = [:]
 
     public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
                 onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
@@ -117,6 +126,7 @@ public final class QueueRunner: @unchecked Sendable {
         self.transports = TransportPool(log: options.requestLog)
         self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
         self.results = ResultFiles(layout: layout, store: store)
+        self.hostLimits = HostLimits(maximum: options.maxConnectionsPerHost)
         (mailbox, post) = AsyncStream<Wake>.makeStream()
     }
 
@@ -126,6 +136,7 @@ public final class QueueRunner: @unchecked Sendable {
     public func run() async throws -> RunSummary {
         var summary = RunSummary()
         try store.enlist()
+        if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
         try completeFinishing()
         _ = try store.recoverInterrupted()
         let counts = try store.counts()
@@ -143,49 +154,58 @@ public final class QueueRunner: @unchecked Sendable {
 
         var stopping = false
         post.yield(.tick)
-        for await wake in mailbox {
-            switch wake {
-            case .tick:
-                try renewLeasesIfDue()
-                try saveProgressAndHonourCancels()
-                if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
-            case .files:
-                lastFruitlessClaim = nil
-                if !stopping { try ingest() }
-            case .stop:
-                if !stopping {
-                    stopping = true
-                    summary.interrupted = true
-                    for job in active.values { job.task?.cancel() }
+        do {
+            for await wake in mailbox {
+                switch wake {
+                case .tick:
+                    try renewLeasesIfDue()
+                    try saveProgressAndHonourCancels()
+                    if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
+                case .files:
+                    lastFruitlessClaim = nil
+                    if !stopping { try ingest() }
+                case .stop:
+                    if !stopping {
+                        stopping = true
+                        summary.interrupted = true
+                        for job in active.values { job.task?.cancel() }
+                    }
+                case .finished(let id, let outcome):
+                    lastFruitlessClaim = nil
+                    if let job = active.removeValue(forKey: id) {
+                        try record(outcome, for: job, into: &summary)
+                    }
+                case .event(let event):
+                    onEvent(event)
+                case .flushed(let batch, let flushed, let error):
+                    flushing = false
+                    flushingBatch = []
+                    if let error { throw error }
+                    recordDone(batch, flushed, into: &summary)
                 }
-            case .finished(let id, let outcome):
-                lastFruitlessClaim = nil
-                if let job = active.removeValue(forKey: id) {
-                    try record(outcome, for: job, into: &summary)
+                if !stopping { try fillSlots() }
+                if !pendingDone.isEmpty && !flushing && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
+                    startFlush()
                 }
-            case .event(let event):
-                onEvent(event)
-            case .flushed(let batch, let flushed, let error):
-                flushing = false
-                flushingBatch = []
-                if let error { throw error }
-                recordDone(batch, flushed, into: &summary)
-            }
-            if !stopping { try fillSlots() }
-            if !pendingDone.isEmpty && !flushing && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
-                startFlush()
-            }
-            if active.isEmpty && pendingDone.isEmpty && !flushing {
-                if stopping {
-                    if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
-                    break
+                if active.isEmpty && pendingDone.isEmpty && !flushing {
+                    if stopping {
+                        if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
+                        break
+                    }
+                    if !options.watch, try store.nextWakeup() == nil { break }
                 }
-                if !options.watch, try store.nextWakeup() == nil { break }
             }
+        } catch {
+            // The loop failed (the store went away, say): no job task may outlive it.
+            for job in active.values { job.task?.cancel() }
+            throw error
         }
         try updateResultFiles()
         summary.failedInStore = try store.counts()[.failed] ?? 0
         summary.rejectedFiles = rejectedFiles
+        summary.hostLimits = hostLimits.reduced
+        // A limit is this run's lesson; the next run starts from the configured maximum.
+        try store.saveHostLimits([:], maximum: hostLimits.maximum)
         try store.retire()
         return summary
     }
@@ -202,6 +222,8 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     private func fillSlots() throws {
+        // A worker that was frozen learns what it lost before it claims anything.
+        try renewLeasesIfDue()
         let free = options.maxJobs - active.count
         // Claim in groups (a quarter of the slots) rather than one job per transaction.
         guard free > 0, free >= max(1, options.maxJobs / 4) || active.isEmpty else { return }
@@ -210,14 +232,16 @@ public final class QueueRunner: @unchecked Sendable {
         if let fruitless = lastFruitlessClaim, ProcessInfo.processInfo.systemUptime - fruitless < 0.5 { return }
         var hostUse: [String: Int] = [:]
         for job in active.values { hostUse[job.host, default: 0] += job.connections }
-        let full = Set(hostUse.filter { $0.value >= options.maxConnectionsPerHost }.keys)
-        let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: full) { candidate in
+        let limits = hostLimits
+        let full = Set(hostUse.filter { $0.value >= limits.limit(for: $0.key) }.keys)
+        let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: full) { (candidate: ClaimCandidate) -> Int? in
             let connections = self.connections(jobSetting: candidate.connections)
-            let used = hostUse[candidate.host, default: 0]
+            // A shared store's other workers count too: the limit is the fleet's.
+            let used = hostUse[candidate.host, default: 0] + candidate.heldElsewhere
             // A job wider than the limit may still run alone on its host.
-            guard used == 0 || used + connections <= options.maxConnectionsPerHost else { return false }
-            hostUse[candidate.host] = used + connections
-            return true
+            guard used == 0 || used + connections <= limits.limit(for: candidate.host) else { return nil }
+            hostUse[candidate.host, default: 0] += connections
+            return connections
         }
         lastFruitlessClaim = claimed.isEmpty ? ProcessInfo.processInfo.systemUptime : nil
         var writers = destinationsInUse()
@@ -281,16 +305,29 @@ public final class QueueRunner: @unchecked Sendable {
         }
         switch outcome {
         case .done(let result):
+            hostLimits.succeeded(job.host, now: ProcessInfo.processInfo.systemUptime)
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
         case .completed(let size):
+            hostLimits.succeeded(job.host, now: ProcessInfo.processInfo.systemUptime)
             try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
             summary.done += 1
             onEvent(finished(.done, bytes: size))
-        case .retry(let delay, let reason, let failures):
+        case .retry(let delay, let reason, let failures, let throttled):
             // A server may echo a secret back in its message: scrubbed before it is stored or shown.
             let reason = Redaction.scrub(reason)
-            try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: failures)
+            var counted = failures
+            if throttled {
+                // The server wants fewer requests at once: the host's limit shrinks. A refusal of a
+                // request sent under a limit already cut is the run's overshoot, not the job's failure.
+                let serving = active.values.filter { other in
+                    other.host == job.host && (other.engine.current?.bytesReceived ?? 0) > 0
+                }.reduce(0) { $0 + $1.connections }
+                let refusal = hostLimits.throttled(job.host, retryAfter: delay, sent: job.startedUptime,
+                                                   now: ProcessInfo.processInfo.systemUptime, serving: serving)
+                if refusal == .overshoot { counted = record.attempts }
+            }
+            try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: counted)
             onEvent(.retrying(JobRetry(id: record.id, attempt: failures, delay: delay, reason: reason)))
         case .failed(let message):
             let message = Redaction.scrub(message)
@@ -354,6 +391,12 @@ public final class QueueRunner: @unchecked Sendable {
         return Flushed(renameFailures: failures, lost: lost)
     }
 
+    /// Whether `destination` is a regular file of `size` bytes.
+    static func isInPlace(_ destination: String, size: Int64) -> Bool {
+        var info = stat()
+        return lstat(destination, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && Int64(info.st_size) == size
+    }
+
     /// Renames a finished partial file into place; the reason when that fails.
     static func moveIntoPlace(part: String, destination: String) -> String? {
         guard rename(part, destination) != 0 else { return nil }
@@ -406,12 +449,21 @@ public final class QueueRunner: @unchecked Sendable {
                 try store.finish(job.id, state: .failed, error: String(describing: error), bytes: nil, sha256: nil, at: Date())
                 continue
             }
-            if FileManager.default.fileExists(atPath: part), let reason = Self.moveIntoPlace(part: part, destination: destination) {
-                // Fails alone, with the reason: it must not stop this run or the next.
+            let size = job.bytesTotal ?? job.bytesDone
+            if FileManager.default.fileExists(atPath: part), let reason = Self.moveIntoPlace(part: part, destination: destination),
+               !Self.isInPlace(destination, size: size) {
+                // Fails alone, with the reason: it must not stop this run or the next. (Another worker
+                // may have renamed it a moment ago: then it is in place, and done.)
                 try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
                 continue
             }
-            finished.append((job.id, job.bytesTotal ?? job.bytesDone, job.sha256))
+            guard Self.isInPlace(destination, size: size) else {
+                try store.finish(job.id, state: .failed, error: "neither \(part) nor \(destination) is there (\(size) bytes) "
+                                 + "to complete the download; with a shared store, every worker must reach the destination "
+                                 + "at the same path. `transferd retry \(job.id)` fetches it again", bytes: nil, sha256: nil, at: Date())
+                continue
+            }
+            finished.append((job.id, size, job.sha256))
         }
         try store.finishDone(finished, at: Date())
     }
@@ -423,10 +475,24 @@ public final class QueueRunner: @unchecked Sendable {
         changedSources = []
     }
 
+    /// Writes the adapted host limits where `status` reads them, when they changed.
+    private func saveHostLimitsIfChanged() throws {
+        let reduced = hostLimits.reduced
+        guard reduced != savedHostLimits else { return }
+        try store.saveHostLimits(reduced, maximum: hostLimits.maximum)
+        savedHostLimits = reduced
+    }
+
     /// Renews this worker's leases at a third of their length; jobs it lost stop without a trace.
     private func renewLeasesIfDue() throws {
         guard let lease = store.leaseSeconds, Date().timeIntervalSince(lastLeaseRenewal) >= lease / 3 else { return }
         lastLeaseRenewal = Date()
+        if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
+        if Date().timeIntervalSince(lastFinishingSweep) >= lease {
+            // Downloads a dead worker left complete but not renamed: completed here.
+            lastFinishingSweep = Date()
+            try completeFinishing()
+        }
         for id in try store.renewLeases() {
             guard let job = active[id] else { continue }
             job.leaseLost.withLock { $0 = true }
@@ -454,6 +520,7 @@ public final class QueueRunner: @unchecked Sendable {
         guard now.timeIntervalSince(lastProgressSave) >= 0.5 else { return }
         lastProgressSave = now
         try store.saveProgress(snapshots)
+        try saveHostLimitsIfChanged()
         for id in try store.cancelRequested(among: Array(active.keys)) {
             guard let job = active[id] else { continue }
             job.cancelledByUser.withLock { $0 = true }

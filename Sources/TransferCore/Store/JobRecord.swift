@@ -92,9 +92,10 @@ public protocol QueueStore: AnyObject, Sendable {
     func recoverInterrupted() throws -> Int
     /// Marks up to `limit` runnable jobs `running` (by priority, then age) and returns them.
     /// Jobs for `excludingHosts` are passed over; `accept` sees the other candidates
-    /// in order and says which to take (per-host limits). Only taken jobs are read whole.
+    /// in order and says which to take (per-host limits), with the connections each will
+    /// use (nil: not taken). Only taken jobs are read whole.
     func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
-                       accept: (ClaimCandidate) -> Bool) throws -> [JobRecord]
+                       accept: (ClaimCandidate) -> Int?) throws -> [JobRecord]
     func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws
     /// Marks many jobs done in one transaction.
     func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws
@@ -133,10 +134,31 @@ public protocol QueueStore: AnyObject, Sendable {
     var leaseSeconds: Double? { get }
     /// The workers sharing the store.
     func workers() throws -> [WorkerInfo]
+    /// Records this run's per-host limits that 429s and 503s brought below `maximum` (for `status`).
+    func saveHostLimits(_ limits: [String: Int], maximum: Int) throws
+    /// The recorded per-host limits below their maximum.
+    func hostLimits() throws -> [HostLimitInfo]
+    /// This worker's share of a `--limit-rate` of `rate` bytes per second.
+    func rateShare(of rate: Int64) throws -> Int64
     /// Joins the worker list at the start of a run.
     func enlist() throws
     /// Leaves the worker list at the end of a run.
     func retire() throws
+}
+
+extension QueueStore {
+    /// `claimRunnable` for callers that only say yes or no (each taken job counted as its own
+    /// `connections`, or 1).
+    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
+        try claimRunnable(limit: limit, now: now, excludingHosts: excludingHosts) { (candidate: ClaimCandidate) -> Int? in
+            accept(candidate) ? (candidate.connections ?? 1) : nil
+        }
+    }
+
+    /// The configured `--limit-rate`'s share for this worker (a shared store divides it among
+    /// the live workers); the whole rate for a store of one run.
+    public func rateShare(of rate: Int64) throws -> Int64 { rate }
 }
 
 /// One run's store needs no leases: what a run holds is its own until it ends.
@@ -147,6 +169,15 @@ extension QueueStore {
     public func workers() throws -> [WorkerInfo] { [] }
     public func enlist() throws {}
     public func retire() throws {}
+}
+
+/// A host whose connection limit a run lowered after 429s or 503s, as `status` shows it.
+public struct HostLimitInfo: Sendable, Equatable {
+    public var host: String
+    public var limit: Int
+    public var maximum: Int
+    /// The worker of a shared store that keeps this limit.
+    public var worker: String?
 }
 
 /// A worker of a shared store, as `status` shows it.
@@ -180,4 +211,6 @@ public struct ClaimCandidate: Sendable, Equatable {
     public var host: String
     /// The job's own range connections, if it sets them.
     public var connections: Int?
+    /// Connections other workers of a shared store hold on the host now.
+    public var heldElsewhere = 0
 }

@@ -12,7 +12,26 @@ final class PostgresConnection {
     /// `url` is a libpq connection URI (postgres:// or postgresql://). Credentials
     /// come from it, `PGPASSWORD` or `~/.pgpass`, as libpq reads them.
     init(url: String) throws {
-        shownTarget = Redaction.url(string: url)
+        // libpq parses the URL (multi-host lists, percent-encoding and options that Foundation's URL
+        // does not take); its password becomes a registered secret before anything can print it,
+        // and what errors show is built from the other fields.
+        var parseError: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(url, &parseError) else {
+            // libpq's message may quote the URL, password and all: not shown.
+            PQfreemem(parseError)
+            throw StoreError.postgres(target: "the store URL", message: "is not a valid PostgreSQL connection URL",
+                                      fix: "write it as postgres://USER@HOST:PORT/DATABASE (the password from PGPASSWORD or ~/.pgpass)")
+        }
+        var fields: [String: String] = [:]
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val { fields[String(cString: keyword)] = String(cString: value) }
+            option += 1
+        }
+        PQconninfoFree(options)
+        if let password = fields["password"], !password.isEmpty { Redaction.registerSecret(password) }
+        shownTarget = "postgres://" + (fields["user"].map { $0 + "@" } ?? "") + (fields["host"] ?? "localhost")
+            + (fields["port"].map { ":" + $0 } ?? "") + "/" + (fields["dbname"] ?? "")
         handle = PQconnectdb(url)
         guard let handle, PQstatus(handle) == CONNECTION_OK else {
             let message = handle.map { Self.message(of: $0) } ?? "out of memory"

@@ -49,15 +49,31 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         try migrate()
     }
 
-    /// Joins the worker list (at the start of a run).
+    /// Joins the worker list (at the start of a run). A name another live worker uses is
+    /// refused: two processes under one name would renew each other's leases. A worker
+    /// restarted under its name takes it over (on this host: the old pid is gone; elsewhere:
+    /// its heartbeat is older than a lease).
     public func enlist() throws {
         try locked {
+            let host = ProcessInfo.processInfo.hostName
+            if let row = try connection.query("""
+                SELECT host, pid, \(Self.serverNow) - heartbeat_at FROM transferd_workers WHERE name = $1
+                """, [worker]).first {
+                let pid = Int32(row.int(1) ?? 0)
+                let sameHost = row[0] == host
+                let alive = sameHost ? (pid != getpid() && pid > 0 && kill(pid, 0) == 0) : (row.double(2) ?? .infinity) < lease
+                if alive {
+                    throw StoreError.postgres(target: connection.shownTarget,
+                                              message: "another worker named \(worker) is running (pid \(pid) on \(row[0] ?? "?"))",
+                                              fix: "give each worker its own --worker name")
+                }
+            }
             try connection.execute("""
                 INSERT INTO transferd_workers (name, host, pid, started_at, heartbeat_at)
                 VALUES ($1, $2, $3, \(Self.serverNow), \(Self.serverNow))
                 ON CONFLICT (name) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
                     started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at
-                """, [worker, ProcessInfo.processInfo.hostName, String(getpid())])
+                """, [worker, host, String(getpid())])
         }
     }
 
@@ -114,6 +130,18 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             pid INTEGER NOT NULL,
             started_at DOUBLE PRECISION NOT NULL,
             heartbeat_at DOUBLE PRECISION NOT NULL
+        )
+        """,
+        // 2: the connections a running job uses (per-host limits count the fleet), and the
+        // per-host limits each worker lowered after 429s and 503s, for `status`.
+        """
+        ALTER TABLE transferd_jobs ADD COLUMN held_connections INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE transferd_host_limits (
+            worker TEXT NOT NULL,
+            host TEXT NOT NULL,
+            connection_limit INTEGER NOT NULL,
+            maximum INTEGER NOT NULL,
+            PRIMARY KEY (worker, host)
         )
         """,
     ]
@@ -212,10 +240,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     }
 
     public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
-                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
+                              accept: (ClaimCandidate) -> Int?) throws -> [JobRecord] {
         guard limit > 0 else { return [] }
         return try locked {
             try connection.transaction {
+                // Claims take turns, so each sees what the others hold on every host (per-host
+                // limits are the fleet's); a claim is a few statements, so the wait is short.
+                try connection.execute("SELECT pg_advisory_xact_lock(7372658)")
                 // Jobs of a worker that stopped renewing go back to the queue first.
                 try connection.execute("""
                     UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
@@ -223,23 +254,35 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                     """)
                 // Pages of candidates, each passing over the hosts refused so far (a host with no
                 // room does not hide the next host's jobs); the rows read are bounded all the same.
+                var elsewhere: [String: Int] = [:]
+                for row in try connection.query("""
+                    SELECT host, sum(held_connections) FROM transferd_jobs
+                    WHERE state IN ('running', 'finishing') AND worker != $1 AND lease_expires >= \(Self.serverNow)
+                    GROUP BY host
+                    """, [worker]) {
+                    elsewhere[row[0] ?? ""] = Int(row.int(1) ?? 0)
+                }
                 var excluded = excludingHosts
                 var chosen: [String] = []
+                var connections: [String] = []
                 let page = limit * 4 + 64
                 for _ in 0..<Self.claimPages {
                     let rows = try connection.query("""
                         SELECT id, host, connections FROM transferd_jobs
                         WHERE (state = 'queued' OR (state = 'waiting' AND next_attempt_at <= $1))
-                            AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[]))
+                            AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
                         ORDER BY priority DESC, seq
                         LIMIT $4
                         FOR UPDATE SKIP LOCKED
-                        """, [String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page)])
+                        """, [String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page),
+                              Self.array(Array(held.keys) + Array(lost))])
                     for row in rows where chosen.count < limit {
-                        let candidate = ClaimCandidate(id: row[0] ?? "", host: row[1] ?? "", connections: row.int(2).map(Int.init))
+                        var candidate = ClaimCandidate(id: row[0] ?? "", host: row[1] ?? "", connections: row.int(2).map(Int.init))
+                        candidate.heldElsewhere = elsewhere[candidate.host, default: 0]
                         guard !excluded.contains(candidate.host) else { continue }
-                        if accept(candidate) {
+                        if let taken = accept(candidate) {
                             chosen.append(candidate.id)
+                            connections.append(String(taken))
                         } else {
                             excluded.insert(candidate.host)
                         }
@@ -249,10 +292,11 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 guard !chosen.isEmpty else { return [] }
                 let taken = try connection.query("""
                     UPDATE transferd_jobs SET state = 'running', started_at = $1, worker = $2, epoch = epoch + 1,
-                        lease_expires = \(Self.serverNow) + $3
-                    WHERE id = ANY($4::text[])
-                    RETURNING \(Self.columns), epoch
-                    """, [String(now.timeIntervalSince1970), worker, String(lease), Self.array(chosen)])
+                        lease_expires = \(Self.serverNow) + $3, held_connections = claim.connections
+                    FROM unnest($4::text[], $5::int[]) AS claim(id, connections)
+                    WHERE transferd_jobs.id = claim.id
+                    RETURNING \(Self.qualifiedColumns), epoch
+                    """, [String(now.timeIntervalSince1970), worker, String(lease), Self.array(chosen), Self.array(connections)])
                 var byID: [String: JobRecord] = [:]
                 for row in taken {
                     let record = try Self.record(row)
@@ -264,12 +308,12 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    /// The condition that makes a write apply only while this worker still holds
-    /// the job it claimed (parameters `$next`, `$next + 1`); none for jobs it never held
-    /// (a user's action). Nil for a job it lost: nothing is written.
+    /// The condition that makes a write apply only while this worker still holds the job
+    /// it claimed (parameters `$next`, `$next + 1`). Nil for a job it does not hold (lost,
+    /// released, or never claimed): nothing is written. The user's actions (cancel, retry)
+    /// are other statements.
     private func fence(_ id: String, next: Int) -> (clause: String, parameters: [String?])? {
-        if lost.contains(id) { return nil }
-        guard let epoch = held[id] else { return ("", []) }
+        guard let epoch = held[id] else { return nil }
         return (" AND worker = $\(next) AND epoch = $\(next + 1)", [worker, String(epoch)])
     }
 
@@ -353,9 +397,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         try locked {
             let rows = try connection.query("""
                 UPDATE transferd_jobs SET worker = $1, epoch = epoch + 1, lease_expires = \(Self.serverNow) + $2
-                WHERE state = 'finishing' AND (lease_expires IS NULL OR lease_expires < \(Self.serverNow))
+                WHERE state = 'finishing' AND (lease_expires IS NULL OR lease_expires < \(Self.serverNow) OR worker = $1)
+                    AND NOT (id = ANY($3::text[]))
                 RETURNING \(Self.columns), epoch
-                """, [worker, String(lease)])
+                """, [worker, String(lease), Self.array(Array(held.keys))])
             return try rows.map { row in
                 let record = try Self.record(row)
                 hold(record.id, epoch: row.int(Self.columnCount) ?? 0)
@@ -376,13 +421,15 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    /// A stopping worker's jobs go straight back to the queue (with their checkpoints), for the
+    /// other workers to take now rather than when some worker next starts.
     public func pause(_ ids: [String]) throws {
         try locked {
             try connection.transaction {
                 for id in ids {
                     guard let (clause, fenceParameters) = fence(id, next: 2) else { continue }
                     let changed = try connection.execute("""
-                        UPDATE transferd_jobs SET state = 'paused', speed = NULL, worker = NULL, lease_expires = NULL
+                        UPDATE transferd_jobs SET state = 'queued', speed = NULL, worker = NULL, lease_expires = NULL
                         WHERE id = $1 AND state = 'running'\(clause)
                         """, [id] + fenceParameters)
                     release(id, changed: changed)
@@ -424,11 +471,12 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     ///   or a user cancelled them while they were finishing): their tasks must stop.
     public func renewLeases() throws -> Set<String> {
         try locked {
+            // What this process holds, by id: a job its name held before a restart is left to expire.
             let rows = try connection.query("""
                 UPDATE transferd_jobs SET lease_expires = \(Self.serverNow) + $2
-                WHERE worker = $1 AND state IN ('running', 'finishing')
+                WHERE worker = $1 AND state IN ('running', 'finishing') AND id = ANY($3::text[])
                 RETURNING id, epoch
-                """, [worker, String(lease)])
+                """, [worker, String(lease), Self.array(Array(held.keys))])
             try connection.execute("UPDATE transferd_workers SET heartbeat_at = \(Self.serverNow) WHERE name = $1", [worker])
             var renewed: [String: Int64] = [:]
             for row in rows { renewed[row[0] ?? ""] = row.int(1) ?? -1 }
@@ -438,6 +486,16 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             }
             for id in lostNow { release(id, changed: 0) }
             return lostNow
+        }
+    }
+
+    /// `rate` divided among the workers that renewed within three leases (this one included).
+    public func rateShare(of rate: Int64) throws -> Int64 {
+        try locked {
+            let live = try connection.query("""
+                SELECT count(*) FROM transferd_workers WHERE heartbeat_at >= \(Self.serverNow) - $1 OR name = $2
+                """, [String(lease * 3), worker]).first?.int(0) ?? 1
+            return max(1, rate / max(1, live))
         }
     }
 
@@ -456,10 +514,34 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    /// Removes this worker from the worker list (at the end of its run).
+    /// Removes this worker from the worker list (at the end of its run), with its host limits.
     public func retire() throws {
         try locked {
             _ = try connection.execute("DELETE FROM transferd_workers WHERE name = $1", [worker])
+            _ = try connection.execute("DELETE FROM transferd_host_limits WHERE worker = $1", [worker])
+        }
+    }
+
+    public func saveHostLimits(_ limits: [String: Int], maximum: Int) throws {
+        try locked {
+            try connection.transaction {
+                try connection.execute("DELETE FROM transferd_host_limits WHERE worker = $1", [worker])
+                for (host, limit) in limits {
+                    try connection.execute("""
+                        INSERT INTO transferd_host_limits (worker, host, connection_limit, maximum) VALUES ($1, $2, $3, $4)
+                        """, [worker, host, String(limit), String(maximum)])
+                }
+            }
+        }
+    }
+
+    public func hostLimits() throws -> [HostLimitInfo] {
+        try locked {
+            try connection.query("""
+                SELECT host, connection_limit, maximum, worker FROM transferd_host_limits ORDER BY host, worker
+                """).map { row in
+                HostLimitInfo(host: row[0] ?? "", limit: Int(row.int(1) ?? 0), maximum: Int(row.int(2) ?? 0), worker: row[3])
+            }
         }
     }
 
@@ -470,6 +552,9 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, worker
         """
     private static let columnCount = 17
+    /// `columns` where another table's names could clash (an UPDATE … FROM).
+    private static let qualifiedColumns = columns.split(separator: ",")
+        .map { "transferd_jobs." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
 
     private static func record(_ row: PostgresRow) throws -> JobRecord {
         let spec = try JobSpec(stored: row[1] ?? "")

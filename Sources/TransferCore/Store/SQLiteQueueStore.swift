@@ -76,19 +76,29 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         DROP INDEX jobs_runnable;
         CREATE INDEX jobs_runnable ON jobs(state, priority DESC, seq, host);
         """,
+        // 3: per-host limits lowered by 429s and 503s, for `status`.
+        """
+        CREATE TABLE host_limits (
+            host TEXT PRIMARY KEY,
+            connection_limit INTEGER NOT NULL,
+            maximum INTEGER NOT NULL
+        );
+        """,
     ]
 
+    /// One step per write transaction, the version read inside it: two processes opening a new
+    /// store at once (a `run` and a `status`) take turns instead of both creating the tables.
     private func migrate() throws {
-        let version = Int(try database.query("PRAGMA user_version").first?.first?.int ?? 0)
-        guard version <= Self.migrations.count else {
-            throw StoreError.schemaTooNew(path: database.path, found: version, supported: Self.migrations.count)
-        }
-        for step in version..<Self.migrations.count {
-            try database.transaction {
-                try database.execute(Self.migrations[step])
-                try database.execute("PRAGMA user_version = \(step + 1)")
+        while try database.transaction({ () -> Bool in
+            let version = Int(try database.query("PRAGMA user_version").first?.first?.int ?? 0)
+            guard version <= Self.migrations.count else {
+                throw StoreError.schemaTooNew(path: database.path, found: version, supported: Self.migrations.count)
             }
-        }
+            guard version < Self.migrations.count else { return false }
+            try database.execute(Self.migrations[version])
+            try database.execute("PRAGMA user_version = \(version + 1)")
+            return true
+        }) {}
     }
 
     // MARK: Ingest
@@ -160,7 +170,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     }
 
     public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
-                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
+                              accept: (ClaimCandidate) -> Int?) throws -> [JobRecord] {
         guard limit > 0 else { return [] }
         let excluded = JSONObject.serialized(excludingHosts.sorted().map { .string($0) })
         return try locked {
@@ -187,7 +197,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                                                    connections: row[4].int.map(Int.init))
                     if refusedHosts.contains(candidate.host) {
                         passedOver += 1
-                    } else if accept(candidate) {
+                    } else if accept(candidate) != nil {
                         candidates.append(candidate)
                     } else {
                         refusedHosts.insert(candidate.host)
@@ -421,6 +431,28 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         return try locked {
             try database.query("SELECT id FROM jobs WHERE cancel_requested = 1 AND state = 'running'").compactMap { $0[0].string }
                 .filter(ids.contains)
+        }
+    }
+
+    // MARK: Host limits
+
+    public func saveHostLimits(_ limits: [String: Int], maximum: Int) throws {
+        try locked {
+            try database.transaction {
+                try database.query("DELETE FROM host_limits")
+                for (host, limit) in limits {
+                    try database.query("INSERT INTO host_limits (host, connection_limit, maximum) VALUES (?, ?, ?)",
+                                       [.text(host), .integer(Int64(limit)), .integer(Int64(maximum))])
+                }
+            }
+        }
+    }
+
+    public func hostLimits() throws -> [HostLimitInfo] {
+        try locked {
+            try database.query("SELECT host, connection_limit, maximum FROM host_limits ORDER BY host").map { row in
+                HostLimitInfo(host: row[0].string ?? "", limit: Int(row[1].int ?? 0), maximum: Int(row[2].int ?? 0), worker: nil)
+            }
         }
     }
 

@@ -30,6 +30,8 @@ enum QueueCommands {
             Output.out(StatusTable.render(jobs, width: width))
             let workers = try store.workers()
             if !workers.isEmpty { Output.out(StatusTable.renderWorkers(workers, width: width)) }
+            let limits = try store.hostLimits()
+            if !limits.isEmpty { Output.out(StatusTable.renderHostLimits(limits, width: width)) }
             return .success
         }
     }

@@ -42,6 +42,17 @@ enum StatusTable {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// Hosts whose connection limit the run lowered after 429s and 503s.
+    static func renderHostLimits(_ limits: [HostLimitInfo], width: Int) -> String {
+        var lines = ["", "hosts refusing requests (429/503), limit lowered:"]
+        for entry in limits {
+            let line = "  \(entry.host): \(entry.limit) of \(entry.maximum) connections"
+                + (entry.worker.map { " (worker \($0))" } ?? "")
+            lines.append(String(Text.sanitized(line).prefix(max(40, width))))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
     static func progressText(_ job: JobRecord) -> String {
         guard let total = job.bytesTotal, total > 0 else {
             return job.bytesDone > 0 ? bytes(job.bytesDone) : ""

@@ -21,6 +21,9 @@ public final class DownloadEngine: @unchecked Sendable {
         return (plan.bytesWritten, plan.totalSize)
     }
 
+    /// Bytes received from the server in this run of the engine (none yet: no response is flowing).
+    public var bytesReceived: Int64 { currentState.current?.bytesReceived ?? 0 }
+
     public init(transport: Transport, options: DownloadOptions, store: CheckpointStore? = nil,
                 onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
         self.transport = transport
@@ -310,7 +313,9 @@ public final class DownloadEngine: @unchecked Sendable {
                 switch options.retry.decide(failure, attempt: failures, madeProgress: madeProgress) {
                 // After progress the pause is short: the job keeps its slot and resumes in place.
                 case .retry(let delay) where delay > 0 && !madeProgress && !options.retryInPlace:
-                    throw DownloadDeferred(delay: delay, reason: described, failures: failures)
+                    var throttled = false
+                    if case .http(let status, _) = failure { throttled = status == 429 || status == 503 }
+                    throw DownloadDeferred(delay: delay, reason: described, failures: failures, throttled: throttled)
                 case .retry(let delay):
                     onEvent(.retrying(attempt: failures, delay: delay, reason: described,
                                       resumeAt: madeProgress ? state.segment(index).offset : nil))

@@ -97,6 +97,8 @@ public struct DownloadDeferred: Error, CustomStringConvertible {
     public var delay: TimeInterval
     public var reason: String
     public var failures: Int
+    /// The server refused with 429 or 503: it wants fewer requests at once.
+    public var throttled = false
     public var description: String { reason }
 }
 
