@@ -208,6 +208,20 @@ final class SharedStoreTests: XCTestCase {
         XCTAssertEqual(try first.rateShare(of: 1000), 1000)
     }
 
+    func testAStoreCarriesOnWhenItsConnectionIsCut() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        let store = try worker(url, "cut")
+        _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
+        let cut = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        try TestStores.execute(url, cut)
+        XCTAssertEqual(try store.counts()[.queued], 2, "a statement on its own goes again on a new connection")
+        try TestStores.execute(url, cut)
+        XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["1"],
+                       "a transaction goes again on a new connection")
+        try TestStores.execute(url, cut)
+        XCTAssertEqual(try store.renewLeases(), [], "the claim made before the cut is still held")
+    }
+
     func testAWrongPasswordIsAClearErrorWithoutThePassword() throws {
         let url = try TestStores.postgresURL()
         guard var components = URLComponents(string: url) else { return XCTFail("bad URL") }

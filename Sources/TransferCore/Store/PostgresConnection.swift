@@ -32,7 +32,14 @@ final class PostgresConnection {
         if let password = fields["password"], !password.isEmpty { Redaction.registerSecret(password) }
         shownTarget = "postgres://" + (fields["user"].map { $0 + "@" } ?? "") + (fields["host"] ?? "localhost")
             + (fields["port"].map { ":" + $0 } ?? "") + "/" + (fields["dbname"] ?? "")
-        handle = PQconnectdb(url)
+        // Give up on an unreachable server after 10 s, and notice a dead peer (a cut network, a
+        // host that vanished) by TCP keepalives within about 25 s instead of waiting forever.
+        // The URL's own settings come last and win.
+        let keywords = ["connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "dbname"]
+        let values = ["10", "1", "10", "5", "3", url]
+        handle = Self.withCStrings(keywords) { keywordPointers in
+            Self.withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
+        }
         guard let handle, PQstatus(handle) == CONNECTION_OK else {
             let message = handle.map { Self.message(of: $0) } ?? "out of memory"
             PQfinish(handle)
@@ -45,6 +52,19 @@ final class PostgresConnection {
     }
 
     deinit { PQfinish(handle) }
+
+    /// A NULL-terminated array of C strings, alive while `body` runs.
+    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+        let copies = strings.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } } + [nil]
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+
+    /// Whether the connection broke (the server restarted, a failover, the network): the
+    /// statement can be tried again on a new one.
+    private var isBroken: Bool { handle.map { PQstatus($0) != CONNECTION_OK } ?? true }
+    private var inTransaction = false
 
     private static func message(of handle: OpaquePointer) -> String {
         // libpq's messages name host, port, user and database, never the password; scrubbed all the same.
@@ -93,11 +113,19 @@ final class PostgresConnection {
     }
 
     private func run(_ sql: String, _ parameters: [String?]) throws -> OpaquePointer? {
-        guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
-        if PQstatus(handle) != CONNECTION_OK {
-            // The server restarted or the network cut the connection: one new attempt.
+        do {
+            return try runOnce(sql, parameters)
+        } catch let error as StoreError where isBroken && !inTransaction {
+            // Outside a transaction a statement stands alone: once more, on a new connection.
+            guard let handle else { throw error }
             PQreset(handle)
+            guard PQstatus(handle) == CONNECTION_OK else { throw error }
+            return try runOnce(sql, parameters)
         }
+    }
+
+    private func runOnce(_ sql: String, _ parameters: [String?]) throws -> OpaquePointer? {
+        guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
         // The C strings live until PQexecParams returns.
         var cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { for pointer in cStrings { free(pointer) } }
@@ -120,8 +148,23 @@ final class PostgresConnection {
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// A transaction whose connection breaks is run again, once, on a new connection (nothing
+    /// of it was committed); `body` must be safe to run twice.
     func transaction<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try transactionOnce(body)
+        } catch let error as StoreError where isBroken {
+            guard let handle else { throw error }
+            PQreset(handle)
+            guard PQstatus(handle) == CONNECTION_OK else { throw error }
+            return try transactionOnce(body)
+        }
+    }
+
+    private func transactionOnce<R>(_ body: () throws -> R) throws -> R {
         try execute("BEGIN")
+        inTransaction = true
+        defer { inTransaction = false }
         do {
             let value = try body()
             try execute("COMMIT")
