@@ -70,7 +70,9 @@ sync
 run_workers "${names[0]}" "$work/fleet-sqlite" 1
 
 for count in 1 2 4; do
-    name="$count worker$([[ $count -gt 1 ]] && echo s), PostgreSQL"
+    plural=""
+    ((count == 1)) || plural=s
+    name="$count worker$plural, PostgreSQL"
     names+=("$name")
     database="bench_fleet_${count}_$$_$RANDOM"
     psql -q "$TRANSFERD_TEST_POSTGRES" -c "CREATE DATABASE $database" >/dev/null

@@ -32,6 +32,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     private var held: [String: Int64] = [:]
     /// Jobs this worker held and lost to another: nothing more is written for them.
     private var lost: Set<String> = []
+    /// When (system uptime) a claim last queued the jobs of expired leases again.
+    private var lastExpirySweep = -Double.infinity
 
     /// Pages of candidates one claim reads at most.
     static let claimPages = 8
@@ -247,11 +249,15 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 // Claims take turns, so each sees what the others hold on every host (per-host
                 // limits are the fleet's); a claim is a few statements, so the wait is short.
                 try connection.execute("SELECT pg_advisory_xact_lock(7372658)")
-                // Jobs of a worker that stopped renewing go back to the queue first.
-                try connection.execute("""
-                    UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
-                    WHERE state = 'running' AND lease_expires < \(Self.serverNow)
-                    """)
+                // Jobs of a worker that stopped renewing go back to the queue first (looked for at
+                // most once a second: a lease is seconds long).
+                if ProcessInfo.processInfo.systemUptime - lastExpirySweep >= 1 {
+                    lastExpirySweep = ProcessInfo.processInfo.systemUptime
+                    try connection.execute("""
+                        UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
+                        WHERE state = 'running' AND lease_expires < \(Self.serverNow)
+                        """)
+                }
                 // Pages of candidates, each passing over the hosts refused so far (a host with no
                 // room does not hide the next host's jobs); the rows read are bounded all the same.
                 var elsewhere: [String: Int] = [:]
@@ -345,18 +351,20 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws {
         guard !jobs.isEmpty else { return }
         try locked {
-            try connection.transaction {
-                for job in jobs {
-                    guard let (clause, fenceParameters) = fence(job.id, next: 5) else { continue }
-                    let changed = try connection.execute("""
-                        UPDATE transferd_jobs SET state = 'done', last_error = NULL, bytes_done = $1, bytes_total = $1, sha256 = $2,
-                            finished_at = $3, speed = NULL, next_attempt_at = NULL, checkpoint = NULL, cancel_requested = FALSE,
-                            worker = NULL, lease_expires = NULL
-                        WHERE id = $4 AND state != 'cancelled'\(clause)
-                        """, [String(job.bytes), job.sha256, String(date.timeIntervalSince1970), job.id] + fenceParameters)
-                    release(job.id, changed: changed)
-                }
-            }
+            // One statement for the batch; each row still names this worker and the epoch it claimed.
+            let mine = jobs.filter { held[$0.id] != nil }
+            guard !mine.isEmpty else { return }
+            let updated = try connection.query("""
+                UPDATE transferd_jobs AS j SET state = 'done', last_error = NULL, bytes_done = b.bytes, bytes_total = b.bytes,
+                    sha256 = b.sha256, finished_at = $1, speed = NULL, next_attempt_at = NULL, checkpoint = NULL,
+                    cancel_requested = FALSE, worker = NULL, lease_expires = NULL
+                FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS b(id, bytes, sha256, epoch)
+                WHERE j.id = b.id AND j.state != 'cancelled' AND j.worker = $6 AND j.epoch = b.epoch
+                RETURNING j.id
+                """, [String(date.timeIntervalSince1970), Self.array(mine.map(\.id)), Self.array(mine.map { String($0.bytes) }),
+                      Self.array(mine.map(\.sha256)), Self.array(mine.map { String(held[$0.id] ?? -1) }), worker])
+            let done = Set(updated.compactMap { $0[0] })
+            for job in mine { release(job.id, changed: done.contains(job.id) ? 1 : 0) }
         }
     }
 
@@ -364,24 +372,22 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String> {
         guard !jobs.isEmpty else { return [] }
         return try locked {
-            try connection.transaction {
-                var lostNow: Set<String> = []
-                for job in jobs {
-                    guard let (clause, fenceParameters) = fence(job.id, next: 4) else {
-                        lostNow.insert(job.id)
-                        continue
-                    }
-                    let changed = try connection.execute("""
-                        UPDATE transferd_jobs SET state = 'finishing', bytes_done = $1, bytes_total = $1, sha256 = $2
-                        WHERE id = $3 AND state = 'running'\(clause)
-                        """, [String(job.bytes), job.sha256, job.id] + fenceParameters)
-                    if changed == 0 {
-                        lostNow.insert(job.id)
-                        release(job.id, changed: 0)
-                    }
-                }
-                return lostNow
+            let mine = jobs.filter { held[$0.id] != nil }
+            var lostNow = Set(jobs.map(\.id)).subtracting(mine.map(\.id))
+            guard !mine.isEmpty else { return lostNow }
+            let updated = try connection.query("""
+                UPDATE transferd_jobs AS j SET state = 'finishing', bytes_done = b.bytes, bytes_total = b.bytes, sha256 = b.sha256
+                FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS b(id, bytes, sha256, epoch)
+                WHERE j.id = b.id AND j.state = 'running' AND j.worker = $5 AND j.epoch = b.epoch
+                RETURNING j.id
+                """, [Self.array(mine.map(\.id)), Self.array(mine.map { String($0.bytes) }), Self.array(mine.map(\.sha256)),
+                      Self.array(mine.map { String(held[$0.id] ?? -1) }), worker])
+            let marked = Set(updated.compactMap { $0[0] })
+            for job in mine where !marked.contains(job.id) {
+                lostNow.insert(job.id)
+                release(job.id, changed: 0)
             }
+            return lostNow
         }
     }
 
@@ -439,18 +445,16 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     }
 
     public func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws {
-        guard !snapshots.isEmpty else { return }
         try locked {
-            try connection.transaction {
-                for (id, snapshot) in snapshots {
-                    guard let (clause, fenceParameters) = fence(id, next: 5) else { continue }
-                    try connection.execute("""
-                        UPDATE transferd_jobs SET bytes_done = $1, bytes_total = $2, speed = $3
-                        WHERE id = $4 AND state = 'running'\(clause)
-                        """, [String(snapshot.bytesDone), snapshot.bytesTotal.map(String.init), String(snapshot.speed), id]
-                            + fenceParameters)
-                }
-            }
+            let mine = snapshots.filter { held[$0.key] != nil }.sorted { $0.key < $1.key }
+            guard !mine.isEmpty else { return }
+            try connection.execute("""
+                UPDATE transferd_jobs AS j SET bytes_done = p.done, bytes_total = p.total, speed = p.speed
+                FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $5::bigint[]) AS p(id, done, total, speed, epoch)
+                WHERE j.id = p.id AND j.state = 'running' AND j.worker = $6 AND j.epoch = p.epoch
+                """, [Self.array(mine.map(\.key)), Self.array(mine.map { String($0.value.bytesDone) }),
+                      Self.array(mine.map { $0.value.bytesTotal.map(String.init) }), Self.array(mine.map { String($0.value.speed) }),
+                      Self.array(mine.map { String(held[$0.key] ?? -1) }), worker])
         }
     }
 
@@ -669,10 +673,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: Values
 
-    /// A text[] literal: every element quoted, `"` and `\` escaped.
-    static func array(_ values: [String]) -> String {
+    /// An array literal: every element quoted, `"` and `\` escaped; nil is NULL.
+    static func array(_ values: [String?]) -> String {
         "{" + values.map { value in
-            "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            guard let value else { return "NULL" }
+            return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }.joined(separator: ",") + "}"
     }
+
+    static func array(_ values: [String]) -> String { array(values.map(Optional.some)) }
 }
