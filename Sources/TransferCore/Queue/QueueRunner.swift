@@ -203,7 +203,6 @@ public final class QueueRunner: @unchecked Sendable {
         try updateResultFiles()
         summary.failedInStore = try store.counts()[.failed] ?? 0
         summary.rejectedFiles = rejectedFiles
-        summary.hostLimits = hostLimits.reduced
         // A limit is this run's lesson; the next run starts from the configured maximum.
         try store.saveHostLimits([:], maximum: hostLimits.maximum)
         try store.retire()

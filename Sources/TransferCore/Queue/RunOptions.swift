@@ -38,8 +38,6 @@ public struct RunSummary: Sendable {
     /// Job files rejected during this run.
     public var rejectedFiles = 0
     public var interrupted = false
-    /// Hosts whose connection limit 429s and 503s brought below `--per-host`, as the run ended.
-    public var hostLimits: [String: Int] = [:]
 
     public init() {}
 }

@@ -71,6 +71,18 @@ public struct JobFileContent: Sendable {
     }
 }
 
+extension JobFileContent {
+    /// What a store makes of a job whose id it already holds (as `storedSpec`, from
+    /// `storedFile`): the same job again is fine (nil); another one refuses the whole file.
+    static func idConflict(_ job: JobSpec, file: String, storedSpec: String?, storedFile: String?) -> JobFileRejection? {
+        if storedSpec == job.storedJSON || storedSpec.flatMap({ try? JobSpec(stored: $0) }) == job { return nil }
+        return JobFileRejection(errors: [JobFileError(
+            file: file, id: job.id, field: "id",
+            message: "a different job with this id came from \(storedFile ?? "another file")",
+            fix: "give the new job its own id")])
+    }
+}
+
 public struct IngestOutcome: Sendable, Equatable {
     /// Jobs recorded.
     public var added: Int

@@ -210,12 +210,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             }
             // The id is taken: the same job again is fine, another one is refused.
             if let existing = try connection.query("SELECT spec, source_file FROM transferd_jobs WHERE id = $1", [job.id]).first {
-                let same = existing[0] == spec || existing[0].flatMap { try? JobSpec(stored: $0) } == job
-                guard same else {
-                    throw JobFileRejection(errors: [JobFileError(
-                        file: file.fileName, id: job.id, field: "id",
-                        message: "a different job with this id came from \(existing[1] ?? "another file")",
-                        fix: "give the new job its own id")])
+                if let rejection = JobFileContent.idConflict(job, file: file.fileName, storedSpec: existing[0], storedFile: existing[1]) {
+                    throw rejection
                 }
                 outcome.alreadyKnown += 1
             }

@@ -144,12 +144,9 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
             }
             // The id is taken: the same job again is fine, another one is refused.
             if let existing = try database.query("SELECT spec, source_file FROM jobs WHERE id = ?", [.text(job.id)]).first {
-                let same = existing[0].string == spec || existing[0].string.flatMap { try? JobSpec(stored: $0) } == job
-                guard same else {
-                    throw JobFileRejection(errors: [JobFileError(
-                        file: fileName, id: job.id, field: "id",
-                        message: "a different job with this id came from \(existing[1].string ?? "another file")",
-                        fix: "give the new job its own id")])
+                if let rejection = JobFileContent.idConflict(job, file: fileName, storedSpec: existing[0].string,
+                                                             storedFile: existing[1].string) {
+                    throw rejection
                 }
                 outcome.alreadyKnown += 1
             }
