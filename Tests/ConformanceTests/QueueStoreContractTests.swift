@@ -57,12 +57,10 @@ final class QueueStoreContractTests: XCTestCase {
                 JobFileContent(fileName: "c.json", contentHash: "hc", jobs: [job("4")]),
                 JobFileContent(fileName: "a-again.json", contentHash: "ha", jobs: [job("1"), job("2")]),
             ])
-            XCTAssertEqual(try results[0].get().added, 2)
-            XCTAssertThrowsError(try results[1].get()) { error in
-                XCTAssertTrue("\(error)".contains("a different job with this id came from a.json"), "\(error)")
-            }
-            XCTAssertEqual(try results[2].get().added, 1)
-            XCTAssertTrue(try results[3].get().duplicateFile)
+            XCTAssertEqual(results[0], .recorded(IngestOutcome(added: 2, alreadyKnown: 0, duplicateFile: false)))
+            XCTAssertEqual(results[1], .idTaken(IDConflict(jobID: "1", storedFile: "a.json")))
+            XCTAssertEqual(results[2], .recorded(IngestOutcome(added: 1, alreadyKnown: 0, duplicateFile: false)))
+            XCTAssertEqual(results[3], .recorded(IngestOutcome(added: 0, alreadyKnown: 2, duplicateFile: true)))
             XCTAssertEqual(try store.jobs().map(\.id), ["1", "2", "4"], "the refused file left no job behind")
         }
     }
@@ -151,6 +149,34 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.job("1")?.state, .done)
             XCTAssertEqual(try store.job("2")?.state, .queued)
             XCTAssertEqual(try store.job("3")?.state, .queued)
+        }
+    }
+
+    /// Every write follows `JobState.after`: a late or racing write finds its job moved on and changes nothing.
+    func testWritesThatDoNotApplyToAJobsStateChangeNothing() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
+            XCTAssertEqual(try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { $0.id != "3" }.map(\.id), ["1", "2"])
+            XCTAssertEqual(try store.markFinishing([("1", 10, nil)]), [])
+            XCTAssertEqual(try store.cancel("1"), .finishing)
+            // The holder's rename went through; its "done" does not undo the user's cancel, and says so.
+            XCTAssertEqual(try store.finishDone([("1", 10, nil), ("2", 5, nil)], at: Date()), ["1"])
+            XCTAssertEqual(try store.job("1")?.state, .cancelled)
+            XCTAssertEqual(try store.job("2")?.state, .done)
+            // A finished job takes no retry, failure, pause or progress.
+            try store.scheduleRetry("2", at: Date(), error: "HTTP 503", attempts: 1)
+            try store.finish("2", state: .failed, error: "late", bytes: nil, sha256: nil, at: Date())
+            try store.pause(["2"])
+            XCTAssertEqual(try store.job("2")?.state, .done)
+            XCTAssertNil(try store.job("2")?.lastError)
+            // A queued job cannot be marked finishing or done by a stray write.
+            XCTAssertEqual(try store.markFinishing([("3", 1, nil)]), ["3"])
+            XCTAssertEqual(try store.finishDone([("3", 1, nil)], at: Date()), ["3"])
+            XCTAssertEqual(try store.job("3")?.state, .queued)
+            // Retry takes failed, cancelled and waiting jobs, never a done one.
+            XCTAssertEqual(try store.requeue(id: "2"), 0)
+            XCTAssertEqual(try store.requeue(id: "1"), 1)
+            XCTAssertEqual(try store.job("1")?.state, .queued)
         }
     }
 

@@ -83,12 +83,14 @@ final class HostileQueueTests: XCTestCase {
         try fixture.drop("one.json", jobs: [["id": "f", "url": "http://127.0.0.1:9/x.bin", "dest": "x.bin"]])
         XCTAssertEqual(try run(["ingest", fixture.queue], in: fixture.root).status, 0)
         let store = try fixture.store()
-        try store.markFinishing([(id: "f", bytes: 10, sha256: nil)])
+        XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["f"])
+        XCTAssertEqual(try store.markFinishing([(id: "f", bytes: 10, sha256: nil)]), [])
+        XCTAssertEqual(try store.job("f")?.state, .finishing)
         let cancel = try run(["cancel", "f", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(cancel.status, 0, cancel.stderr)
         XCTAssertEqual(try store.job("f")?.state, .cancelled)
         // A run finishing the rename afterwards does not turn it back into done.
-        try store.finishDone([(id: "f", bytes: 10, sha256: nil)], at: Date())
+        XCTAssertEqual(try store.finishDone([(id: "f", bytes: 10, sha256: nil)], at: Date()), ["f"], "reported as not done")
         XCTAssertEqual(try store.job("f")?.state, .cancelled)
     }
 

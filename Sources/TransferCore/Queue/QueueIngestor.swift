@@ -42,10 +42,11 @@ public struct QueueIngestor {
                 // stays for the next ingest; what was read is recorded.
                 guard FileIdentity(path: layout.path(file.fileName)) == identity else { continue }
                 switch result {
-                case .success(let outcome):
+                case .recorded(let outcome):
                     try move(file.fileName, to: layout.accepted)
                     report.jobsAdded += outcome.added
-                case .failure(let rejection):
+                case .idTaken(let conflict):
+                    let rejection = conflict.rejection(file: file.fileName)
                     try reject(file.fileName, rejection)
                     report.rejected.append((file.fileName, rejection.description))
                 }
@@ -185,5 +186,26 @@ struct FileIdentity: Equatable {
         modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
         #endif
         isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+    }
+}
+
+extension IDConflict {
+    /// How a refused file's `.error` and the CLI say it.
+    public func rejection(file: String) -> JobFileRejection {
+        JobFileRejection(errors: [JobFileError(
+            file: file, id: jobID, field: "id",
+            message: "a different job with this id came from \(storedFile ?? "another file")",
+            fix: "give the new job its own id")])
+    }
+}
+
+extension QueueStore {
+    /// Records one file's jobs, unless this content was seen before; a refused file throws
+    /// its worded rejection.
+    public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
+        switch try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0] {
+        case .recorded(let outcome): return outcome
+        case .idTaken(let conflict): throw conflict.rejection(file: fileName)
+        }
     }
 }

@@ -38,6 +38,8 @@ public final class QueueRunner: @unchecked Sendable {
         var renameFailures: [String: String] = [:]
         /// Jobs this worker no longer held: neither renamed nor recorded.
         var lost: Set<String> = []
+        /// Jobs a user cancelled while they were being renamed: in place, but recorded cancelled.
+        var cancelled: Set<String> = []
     }
 
     enum JobOutcome: Sendable {
@@ -89,8 +91,8 @@ public final class QueueRunner: @unchecked Sendable {
     private let mailbox: AsyncStream<Wake>
     let post: AsyncStream<Wake>.Continuation
     private var active: [String: ActiveJob] = [:]
-    /// Read once: building the environment dictionary is costly.
-    let environment = ProcessInfo.processInfo.environment
+    /// What the executors of the job kinds take from this run.
+    private let context: ExecutionContext
     /// Finished downloads whose "done" is committed in the next batch, after one filesystem sync.
     private var pendingDone: [PendingDone] = []
     /// A batch being made durable off the loop (at most one at a time).
@@ -104,16 +106,14 @@ public final class QueueRunner: @unchecked Sendable {
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
     private var lastProgressSave = Date.distantPast
-    /// When (system uptime) a claim last found nothing to start (nil: since then, something changed).
-    private var lastFruitlessClaim: TimeInterval?
+    /// The decisions: claims, per-host limits, busy destinations, what outcomes become.
+    private var scheduler: QueueScheduler
     /// Jobs paused by this run's shutdown, reported together at the end.
     private var pausedIDs: [String] = []
     /// When this worker's leases were last renewed (a shared store's).
     private var lastLeaseRenewal = Date()
     /// When finishing jobs of workers that died were last looked for (a shared store's).
     private var lastFinishingSweep = Date()
-    /// Each host's connection limit, adapted to its 429s and 503s.
-    private(set) var hostLimits: HostLimits
     /// The limits last written to the store (for `status`).
     private var savedHostLimits: [String: Int] = [:]
 
@@ -126,8 +126,11 @@ public final class QueueRunner: @unchecked Sendable {
         self.transports = TransportPool(log: options.requestLog)
         self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
         self.results = ResultFiles(layout: layout, store: store)
-        self.hostLimits = HostLimits(maximum: options.maxConnectionsPerHost)
+        self.scheduler = QueueScheduler(maxJobs: options.maxJobs, defaultConnections: options.connections,
+                                        maxConnectionsPerHost: options.maxConnectionsPerHost)
         (mailbox, post) = AsyncStream<Wake>.makeStream()
+        self.context = ExecutionContext(layout: layout, store: store, options: options, transports: transports, limiter: limiter,
+                                        environment: ProcessInfo.processInfo.environment, post: post)
     }
 
     /// Asks the run to stop: no new jobs; running ones checkpoint and pause.
@@ -162,7 +165,7 @@ public final class QueueRunner: @unchecked Sendable {
                     try saveProgressAndHonourCancels()
                     if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
                 case .files:
-                    lastFruitlessClaim = nil
+                    scheduler.somethingChanged()
                     if !stopping { try ingest() }
                 case .stop:
                     if !stopping {
@@ -171,7 +174,6 @@ public final class QueueRunner: @unchecked Sendable {
                         for job in active.values { job.task?.cancel() }
                     }
                 case .finished(let id, let outcome):
-                    lastFruitlessClaim = nil
                     if let job = active.removeValue(forKey: id) {
                         try record(outcome, for: job, into: &summary)
                     }
@@ -180,6 +182,7 @@ public final class QueueRunner: @unchecked Sendable {
                 case .flushed(let batch, let flushed, let error):
                     flushing = false
                     flushingBatch = []
+                    scheduler.renamed(Set(batch.map(\.job.record.id)))
                     if let error { throw error }
                     recordDone(batch, flushed, into: &summary)
                 }
@@ -204,7 +207,7 @@ public final class QueueRunner: @unchecked Sendable {
         summary.failedInStore = try store.counts()[.failed] ?? 0
         summary.rejectedFiles = rejectedFiles
         // A limit is this run's lesson; the next run starts from the configured maximum.
-        try store.saveHostLimits([:], maximum: hostLimits.maximum)
+        try store.saveHostLimits([:], maximum: scheduler.hostLimits.maximum)
         try store.retire()
         return summary
     }
@@ -223,70 +226,38 @@ public final class QueueRunner: @unchecked Sendable {
     private func fillSlots() throws {
         // A worker that was frozen learns what it lost before it claims anything.
         try renewLeasesIfDue()
-        let free = options.maxJobs - active.count
-        // Claim in groups (a quarter of the slots) rather than one job per transaction.
-        guard free > 0, free >= max(1, options.maxJobs / 4) || active.isEmpty else { return }
-        // After a claim that found nothing, look again when a slot or host frees up, files
-        // arrive, or half a second has passed (a retry coming due), not at every wake.
-        if let fruitless = lastFruitlessClaim, ProcessInfo.processInfo.systemUptime - fruitless < 0.5 { return }
-        var hostUse: [String: Int] = [:]
-        for job in active.values { hostUse[job.host, default: 0] += job.connections }
-        let limits = hostLimits
-        let full = Set(hostUse.filter { $0.value >= limits.limit(for: $0.key) }.keys)
-        let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: full) { (candidate: ClaimCandidate) -> Int? in
-            let connections = self.connections(jobSetting: candidate.connections)
-            // A shared store's other workers count too: the limit is the fleet's.
-            let used = hostUse[candidate.host, default: 0] + candidate.heldElsewhere
-            // A job wider than the limit may still run alone on its host.
-            guard used == 0 || used + connections <= limits.limit(for: candidate.host) else { return nil }
-            hostUse[candidate.host, default: 0] += connections
-            return connections
+        let now = ProcessInfo.processInfo.systemUptime
+        guard let free = scheduler.claimSize(now: now) else { return }
+        var round = scheduler.claimRound()
+        let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: round.fullHosts) { candidate in
+            round.accept(candidate)
         }
-        lastFruitlessClaim = claimed.isEmpty ? ProcessInfo.processInfo.systemUptime : nil
-        var writers = destinationsInUse()
+        scheduler.claimed(found: claimed.count, now: now)
         for record in claimed {
             // Two jobs writing one file would share its partial file: the later one waits its turn.
-            if let destination = record.spec.destination, record.spec.kind == .download {
-                // A job's files are DEST and DEST.part: either may be another job's destination.
-                if let holder = writers[destination] ?? writers[destination + ".part"]
-                    ?? (destination.hasSuffix(".part") ? writers[String(destination.dropLast(5))] : nil) {
-                    try store.scheduleRetry(record.id, at: Date().addingTimeInterval(1),
-                                            error: "waits for job \(holder), which writes the same destination \(destination)",
-                                            attempts: record.attempts)
-                    continue
-                }
-                writers[destination] = record.id
-                writers[destination + ".part"] = record.id
+            if record.spec.kind == .download, let destination = record.spec.destination,
+               let holder = scheduler.writer(of: destination) {
+                try store.scheduleRetry(record.id, at: Date().addingTimeInterval(1),
+                                        error: "waits for job \(holder), which writes the same destination \(destination)",
+                                        attempts: record.attempts)
+                continue
             }
             start(record)
         }
     }
 
-    /// Destinations being written or renamed into place, with the job doing it.
-    private func destinationsInUse() -> [String: String] {
-        var writers: [String: String] = [:]
-        for job in active.values where job.record.spec.kind == .download {
-            if let destination = job.record.spec.destination { writers[destination] = job.record.id }
-        }
-        for item in pendingDone + flushingBatch { writers[item.result.path] = item.job.record.id }
-        for (destination, id) in writers { writers[destination + ".part"] = id }
-        return writers
-    }
-
-    /// Range connections for a job: its own setting or the run's, within the per-host limit.
-    private func connections(jobSetting: Int?) -> Int {
-        min(jobSetting ?? options.connections, max(1, options.maxConnectionsPerHost))
-    }
-
     private func start(_ record: JobRecord) {
-        let job = ActiveJob(record: record, connections: connections(jobSetting: record.spec.connections))
+        let job = ActiveJob(record: record, connections: scheduler.connections(jobSetting: record.spec.connections))
         active[record.id] = job
+        scheduler.started(record.id, .init(host: job.host, connections: job.connections,
+                                           destination: record.spec.kind == .download ? record.spec.destination : nil))
         onEvent(.started(JobStarted(id: record.id, kind: record.spec.kind.rawValue, name: record.spec.displayName,
                                     url: Self.shownURL(record.spec), destination: record.spec.destination,
                                     bytesDone: Self.resumesFrom(record), bytesTotal: record.bytesTotal ?? Self.sourceSize(record.spec),
                                     attempt: record.attempts + 1)))
-        job.task = Task { [self, post] in
-            let outcome = await execute(job)
+        let executor = context.executor(for: record.spec)
+        job.task = Task { [post] in
+            let outcome = await executor.execute(job)
             post.yield(.finished(record.id, outcome))
         }
     }
@@ -295,6 +266,7 @@ public final class QueueRunner: @unchecked Sendable {
         let record = job.record
         if job.leaseLost.current {
             // Another worker holds the job now; whatever this one would record is fenced off anyway.
+            scheduler.forget(record.id)
             onEvent(.paused(ids: [record.id]))
             return
         }
@@ -302,33 +274,38 @@ public final class QueueRunner: @unchecked Sendable {
         func finished(_ state: JobState, bytes: Int64? = nil, error: String? = nil) -> QueueEvent {
             Self.finishedEvent(record, state: state, bytes: bytes, elapsed: elapsed, error: error)
         }
-        switch outcome {
-        case .done(let result):
-            hostLimits.succeeded(job.host, now: ProcessInfo.processInfo.systemUptime)
+        var serving = 0
+        if case .retry(_, _, _, true) = outcome {
+            // What the refusing host was seen serving: the connections receiving data.
+            serving = active.values.filter { other in
+                other.host == job.host && (other.engine.current?.bytesReceived ?? 0) > 0
+            }.reduce(0) { $0 + $1.connections }
+        }
+        switch scheduler.settle(record.id, outcome: outcome, attempts: record.attempts, sent: job.startedUptime,
+                                now: ProcessInfo.processInfo.systemUptime, serving: serving) {
+        case .awaitBatch:
+            guard case .done(let result) = outcome else { return }
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
-        case .completed(let size):
-            hostLimits.succeeded(job.host, now: ProcessInfo.processInfo.systemUptime)
-            try store.finishDone([(record.id, size, nil)], at: Date())
+        case .done(let size):
+            let missed = try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
-            summary.done += 1
-            onEvent(finished(.done, bytes: size))
-        case .retry(let delay, let reason, let failures, let throttled):
+            if missed.isEmpty {
+                summary.done += 1
+                onEvent(finished(.done, bytes: size))
+            } else if try store.job(record.id)?.state == .cancelled {
+                summary.cancelled += 1
+                onEvent(finished(.cancelled, error: "cancelled by the user"))
+            } else {
+                onEvent(.paused(ids: [record.id]))
+            }
+        case .retry(let delay, let reason, let attempts):
             // A server may echo a secret back in its message: scrubbed before it is stored or shown.
             let reason = Redaction.scrub(reason)
-            var counted = failures
-            if throttled {
-                // The server wants fewer requests at once: the host's limit shrinks. A refusal of a
-                // request sent under a limit already cut is the run's overshoot, not the job's failure.
-                let serving = active.values.filter { other in
-                    other.host == job.host && (other.engine.current?.bytesReceived ?? 0) > 0
-                }.reduce(0) { $0 + $1.connections }
-                let refusal = hostLimits.throttled(job.host, retryAfter: delay, sent: job.startedUptime,
-                                                   now: ProcessInfo.processInfo.systemUptime, serving: serving)
-                if refusal == .overshoot { counted = record.attempts }
+            try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: attempts)
+            if case .retry(_, _, let failures, _) = outcome {
+                onEvent(.retrying(JobRetry(id: record.id, attempt: failures, delay: delay, reason: reason)))
             }
-            try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: counted)
-            onEvent(.retrying(JobRetry(id: record.id, attempt: failures, delay: delay, reason: reason)))
-        case .failed(let message):
+        case .fail(let message):
             let message = Redaction.scrub(message)
             try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)
@@ -339,7 +316,7 @@ public final class QueueRunner: @unchecked Sendable {
             changedSources.insert(record.sourceFile)
             summary.cancelled += 1
             onEvent(finished(.cancelled, error: "cancelled by the user"))
-        case .interrupted:
+        case .pause:
             try store.pause([record.id])
             pausedIDs.append(record.id)
         }
@@ -386,8 +363,11 @@ public final class QueueRunner: @unchecked Sendable {
         for (id, reason) in failures {
             try store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
         }
-        try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
-        return Flushed(renameFailures: failures, lost: lost)
+        let missed = try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
+        // Not recorded done: a user cancelled it while it was renamed, or another worker took it.
+        var cancelled: Set<String> = []
+        for id in missed where try store.job(id)?.state == .cancelled { cancelled.insert(id) }
+        return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)
     }
 
     /// Whether `destination` is a regular file of `size` bytes.
@@ -419,17 +399,16 @@ public final class QueueRunner: @unchecked Sendable {
                 onEvent(Self.finishedEvent(record, state: .failed, bytes: nil, elapsed: item.elapsed, error: reason))
                 continue
             }
+            if flushed.cancelled.contains(record.id) {
+                summary.cancelled += 1
+                onEvent(Self.finishedEvent(record, state: .cancelled, bytes: nil, elapsed: item.elapsed,
+                                           error: "cancelled by the user while its file was renamed into place (\(item.result.path))"))
+                continue
+            }
             summary.done += 1
             onEvent(Self.finishedEvent(record, state: .done, bytes: item.result.size, elapsed: item.elapsed,
                                        sha256: item.result.sha256, skipped: item.result.skipped))
         }
-    }
-
-    /// Creates a destination's folders inside the root, through no symbolic link
-    /// (`ConfinedPath`), checked for every job: a folder swapped for a link
-    /// during the run is caught by the next job that uses it.
-    func ensureFolder(of destination: String) throws {
-        try ConfinedPath.check(destination, root: layout.root, create: true)
     }
 
     /// Jobs an earlier run (or a worker that died) left `finishing`: rename what is still at the
@@ -476,9 +455,9 @@ public final class QueueRunner: @unchecked Sendable {
 
     /// Writes the adapted host limits where `status` reads them, when they changed.
     private func saveHostLimitsIfChanged() throws {
-        let reduced = hostLimits.reduced
+        let reduced = scheduler.hostLimits.reduced
         guard reduced != savedHostLimits else { return }
-        try store.saveHostLimits(reduced, maximum: hostLimits.maximum)
+        try store.saveHostLimits(reduced, maximum: scheduler.hostLimits.maximum)
         savedHostLimits = reduced
     }
 

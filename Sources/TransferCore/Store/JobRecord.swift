@@ -49,14 +49,6 @@ public struct ProgressSnapshot: Sendable, Equatable {
     }
 }
 
-/// What ingesting one file did.
-extension QueueStore {
-    /// Records one file's jobs, unless this content was seen before.
-    public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
-        try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0].get()
-    }
-}
-
 /// A valid job file's jobs, ready for the store.
 public struct JobFileContent: Sendable {
     public var fileName: String
@@ -72,14 +64,29 @@ public struct JobFileContent: Sendable {
 }
 
 extension JobFileContent {
-    /// What a store makes of a job whose id it already holds (as `storedSpec`, from
-    /// `storedFile`): the same job again is fine (nil); another one refuses the whole file.
-    static func idConflict(_ job: JobSpec, file: String, storedSpec: String?, storedFile: String?) -> JobFileRejection? {
-        if storedSpec == job.storedJSON || storedSpec.flatMap({ try? JobSpec(stored: $0) }) == job { return nil }
-        return JobFileRejection(errors: [JobFileError(
-            file: file, id: job.id, field: "id",
-            message: "a different job with this id came from \(storedFile ?? "another file")",
-            fix: "give the new job its own id")])
+    /// Whether `job` is the job a store holds under its id (as `storedSpec`): the same job
+    /// dropped again is recorded once; a different one makes the store refuse its file.
+    static func isSameJob(_ job: JobSpec, storedSpec: String?) -> Bool {
+        storedSpec == job.storedJSON || storedSpec.flatMap({ try? JobSpec(stored: $0) }) == job
+    }
+}
+
+/// What a store made of one job file: a value; the caller words it for people.
+public enum IngestResult: Sendable, Equatable {
+    case recorded(IngestOutcome)
+    /// The whole file was left out: one of its ids belongs to a different job.
+    case idTaken(IDConflict)
+}
+
+/// A job id a store already holds for a different job.
+public struct IDConflict: Error, Sendable, Equatable {
+    public var jobID: String
+    /// The job file the id's job came from.
+    public var storedFile: String?
+
+    public init(jobID: String, storedFile: String?) {
+        self.jobID = jobID
+        self.storedFile = storedFile
     }
 }
 
@@ -90,6 +97,11 @@ public struct IngestOutcome: Sendable, Equatable {
     public var alreadyKnown: Int
     /// The same content was ingested before; nothing was recorded.
     public var duplicateFile: Bool
+    public init(added: Int, alreadyKnown: Int, duplicateFile: Bool) {
+        self.added = added
+        self.alreadyKnown = alreadyKnown
+        self.duplicateFile = duplicateFile
+    }
 }
 
 /// The persistent queue: the single source of truth for jobs, their states
@@ -98,8 +110,8 @@ public struct IngestOutcome: Sendable, Equatable {
 public protocol QueueStore: AnyObject, Sendable {
     /// Records several files in one transaction, each file all or nothing: a
     /// file the store refuses (an id taken by another job) is left out alone.
-    /// Content seen before is recorded once.
-    func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>]
+    /// Content seen before is recorded once. Validation and wording are the caller's.
+    func ingest(_ files: [JobFileContent]) throws -> [IngestResult]
     /// Jobs left `running` or `paused` by an earlier process become `queued` again.
     func recoverInterrupted() throws -> Int
     /// Marks up to `limit` runnable jobs `running` (by priority, then age) and returns them.
@@ -110,10 +122,13 @@ public protocol QueueStore: AnyObject, Sendable {
                        accept: (ClaimCandidate) -> Int?) throws -> [JobRecord]
     func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws
     /// Marks many jobs done in one transaction.
-    func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws
+    /// - Returns: the jobs it did not mark: a user cancelled them meanwhile, or (a shared
+    ///   store) another worker holds them now.
+    @discardableResult
+    func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws -> Set<String>
     /// Marks many jobs `finishing` (complete and synced, about to be renamed into place).
-    /// - Returns: the jobs this worker no longer holds (a shared store gave them to another
-    ///   worker): they must not be renamed into place.
+    /// - Returns: the jobs it did not mark, which must not be renamed into place: a shared
+    ///   store gave them to another worker (or a user cancelled them).
     @discardableResult
     func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String>
     func jobs(in state: JobState) throws -> [JobRecord]

@@ -170,7 +170,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: Ingest
 
-    public func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>] {
+    public func ingest(_ files: [JobFileContent]) throws -> [IngestResult] {
         try locked {
             try connection.transaction {
                 try files.map { file in
@@ -178,11 +178,11 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                     do {
                         let outcome = try record(file)
                         try connection.execute("RELEASE SAVEPOINT job_file")
-                        return .success(outcome)
-                    } catch let rejection as JobFileRejection {
+                        return .recorded(outcome)
+                    } catch let conflict as IDConflict {
                         try connection.execute("ROLLBACK TO SAVEPOINT job_file")
                         try connection.execute("RELEASE SAVEPOINT job_file")
-                        return .failure(rejection)
+                        return .idTaken(conflict)
                     }
                 }
             }
@@ -210,8 +210,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             }
             // The id is taken: the same job again is fine, another one is refused.
             if let existing = try connection.query("SELECT spec, source_file FROM transferd_jobs WHERE id = $1", [job.id]).first {
-                if let rejection = JobFileContent.idConflict(job, file: file.fileName, storedSpec: existing[0], storedFile: existing[1]) {
-                    throw rejection
+                guard JobFileContent.isSameJob(job, storedSpec: existing[0]) else {
+                    throw IDConflict(jobID: job.id, storedFile: existing[1])
                 }
                 outcome.alreadyKnown += 1
             }
@@ -337,30 +337,32 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 UPDATE transferd_jobs SET state = $1, last_error = $2, bytes_done = COALESCE($3::bigint, bytes_done),
                     bytes_total = COALESCE($4::bigint, bytes_total), sha256 = $5, finished_at = $6, speed = NULL,
                     next_attempt_at = NULL, checkpoint = NULL, cancel_requested = FALSE, worker = NULL, lease_expires = NULL
-                WHERE id = $7\(clause)
+                WHERE id = $7 AND state IN (\(JobTransition.ending(in: state).sqlStates))\(clause)
                 """, [state.rawValue, error, bytes.map(String.init), state == .done ? bytes.map(String.init) : nil, sha256,
                       String(date.timeIntervalSince1970), id] + fenceParameters)
             release(id, changed: changed)
         }
     }
 
-    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws {
-        guard !jobs.isEmpty else { return }
-        try locked {
+    @discardableResult
+    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws -> Set<String> {
+        guard !jobs.isEmpty else { return [] }
+        return try locked {
             // One statement for the batch; each row still names this worker and the epoch it claimed.
             let mine = jobs.filter { held[$0.id] != nil }
-            guard !mine.isEmpty else { return }
+            guard !mine.isEmpty else { return Set(jobs.map(\.id)) }
             let updated = try connection.query("""
                 UPDATE transferd_jobs AS j SET state = 'done', last_error = NULL, bytes_done = b.bytes, bytes_total = b.bytes,
                     sha256 = b.sha256, finished_at = $1, speed = NULL, next_attempt_at = NULL, checkpoint = NULL,
                     cancel_requested = FALSE, worker = NULL, lease_expires = NULL
                 FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS b(id, bytes, sha256, epoch)
-                WHERE j.id = b.id AND j.state != 'cancelled' AND j.worker = $6 AND j.epoch = b.epoch
+                WHERE j.id = b.id AND j.state IN (\(JobTransition.complete.sqlStates)) AND j.worker = $6 AND j.epoch = b.epoch
                 RETURNING j.id
                 """, [String(date.timeIntervalSince1970), Self.array(mine.map(\.id)), Self.array(mine.map { String($0.bytes) }),
                       Self.array(mine.map(\.sha256)), Self.array(mine.map { String(held[$0.id] ?? -1) }), worker])
             let done = Set(updated.compactMap { $0[0] })
             for job in mine { release(job.id, changed: done.contains(job.id) ? 1 : 0) }
+            return Set(jobs.map(\.id)).subtracting(done)
         }
     }
 
@@ -374,7 +376,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             let updated = try connection.query("""
                 UPDATE transferd_jobs AS j SET state = 'finishing', bytes_done = b.bytes, bytes_total = b.bytes, sha256 = b.sha256
                 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS b(id, bytes, sha256, epoch)
-                WHERE j.id = b.id AND j.state = 'running' AND j.worker = $5 AND j.epoch = b.epoch
+                WHERE j.id = b.id AND j.state IN (\(JobTransition.markFinishing.sqlStates)) AND j.worker = $5 AND j.epoch = b.epoch
                 RETURNING j.id
                 """, [Self.array(mine.map(\.id)), Self.array(mine.map { String($0.bytes) }), Self.array(mine.map(\.sha256)),
                       Self.array(mine.map { String(held[$0.id] ?? -1) }), worker])
@@ -417,7 +419,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             let changed = try connection.execute("""
                 UPDATE transferd_jobs SET state = 'waiting', next_attempt_at = $1, last_error = $2, attempts = $3, speed = NULL,
                     worker = NULL, lease_expires = NULL
-                WHERE id = $4\(clause)
+                WHERE id = $4 AND state IN (\(JobTransition.scheduleRetry.sqlStates))\(clause)
                 """, [String(date.timeIntervalSince1970), error, String(attempts), id] + fenceParameters)
             release(id, changed: changed)
         }
@@ -432,7 +434,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                     guard let (clause, fenceParameters) = fence(id, next: 2) else { continue }
                     let changed = try connection.execute("""
                         UPDATE transferd_jobs SET state = 'queued', speed = NULL, worker = NULL, lease_expires = NULL
-                        WHERE id = $1 AND state = 'running'\(clause)
+                        WHERE id = $1 AND state IN (\(JobTransition.release.sqlStates))\(clause)
                         """, [id] + fenceParameters)
                     release(id, changed: changed)
                 }
@@ -616,7 +618,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                     finished_at = NULL, cancel_requested = FALSE, worker = NULL, lease_expires = NULL
                 """
             if let id {
-                return try connection.execute(reset + " WHERE id = $1 AND state IN ('failed', 'cancelled', 'waiting')", [id])
+                return try connection.execute(reset + " WHERE id = $1 AND state IN (\(JobTransition.requeue.sqlStates))", [id])
             }
             return try connection.execute(reset + " WHERE state = 'failed'")
         }
@@ -628,16 +630,16 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
                     .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
                 let now = String(Date().timeIntervalSince1970)
-                switch state {
-                case .queued, .waiting, .paused, .finishing:
+                switch state.cancelEffect {
+                case .endsNow:
                     // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
                     try connection.execute("""
                         UPDATE transferd_jobs SET state = 'cancelled', finished_at = $2, worker = NULL, lease_expires = NULL
                         WHERE id = $1
                         """, [id, now])
-                case .running:
+                case .stopRequested:
                     try connection.execute("UPDATE transferd_jobs SET cancel_requested = TRUE WHERE id = $1", [id])
-                case .done, .failed, .cancelled:
+                case .none:
                     break
                 }
                 return state

@@ -103,7 +103,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: Ingest
 
-    public func ingest(_ files: [JobFileContent]) throws -> [Result<IngestOutcome, JobFileRejection>] {
+    public func ingest(_ files: [JobFileContent]) throws -> [IngestResult] {
         try locked {
             // One transaction (one WAL commit) for the batch; each file in a savepoint
             // of its own, so a file the store refuses leaves no trace.
@@ -113,10 +113,10 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     do {
                         let outcome = try record(file)
                         try database.execute("RELEASE job_file")
-                        return .success(outcome)
-                    } catch let rejection as JobFileRejection {
+                        return .recorded(outcome)
+                    } catch let conflict as IDConflict {
                         try database.execute("ROLLBACK TO job_file; RELEASE job_file")
-                        return .failure(rejection)
+                        return .idTaken(conflict)
                     }
                 }
             }
@@ -144,9 +144,8 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
             }
             // The id is taken: the same job again is fine, another one is refused.
             if let existing = try database.query("SELECT spec, source_file FROM jobs WHERE id = ?", [.text(job.id)]).first {
-                if let rejection = JobFileContent.idConflict(job, file: fileName, storedSpec: existing[0].string,
-                                                             storedFile: existing[1].string) {
-                    throw rejection
+                guard JobFileContent.isSameJob(job, storedSpec: existing[0].string) else {
+                    throw IDConflict(jobID: job.id, storedFile: existing[1].string)
                 }
                 outcome.alreadyKnown += 1
             }
@@ -161,7 +160,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     public func recoverInterrupted() throws -> Int {
         try locked {
-            try database.query("UPDATE jobs SET state = 'queued' WHERE state IN ('running', 'paused')")
+            try database.query("UPDATE jobs SET state = 'queued' WHERE state IN (\(JobTransition.recover.sqlStates))")
             return database.changes
         }
     }
@@ -241,24 +240,28 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                 UPDATE jobs SET state = ?, last_error = ?, bytes_done = COALESCE(?, bytes_done),
                     bytes_total = COALESCE(?, bytes_total), sha256 = ?, finished_at = ?, speed = NULL,
                     next_attempt_at = NULL, checkpoint = NULL, cancel_requested = 0
-                WHERE id = ?
+                WHERE id = ? AND state IN (\(JobTransition.ending(in: state).sqlStates))
                 """, [.text(state.rawValue), SQLValue(error), SQLValue(bytes), SQLValue(state == .done ? bytes : nil),
                       SQLValue(sha256), .real(date.timeIntervalSince1970), .text(id)])
         }
     }
 
-    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws {
-        guard !jobs.isEmpty else { return }
-        try locked {
+    @discardableResult
+    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws -> Set<String> {
+        guard !jobs.isEmpty else { return [] }
+        return try locked {
             try database.transaction {
+                var missed: Set<String> = []
                 for job in jobs {
                     try database.query("""
                         UPDATE jobs SET state = 'done', last_error = NULL, bytes_done = ?, bytes_total = ?, sha256 = ?,
                             finished_at = ?, speed = NULL, next_attempt_at = NULL, checkpoint = NULL, cancel_requested = 0
-                        WHERE id = ? AND state != 'cancelled'
+                        WHERE id = ? AND state IN (\(JobTransition.complete.sqlStates))
                         """, [.integer(job.bytes), .integer(job.bytes), SQLValue(job.sha256),
                               .real(date.timeIntervalSince1970), .text(job.id)])
+                    if database.changes == 0 { missed.insert(job.id) }
                 }
+                return missed
             }
         }
     }
@@ -266,16 +269,19 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     @discardableResult
     public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String> {
         guard !jobs.isEmpty else { return [] }
-        try locked {
+        return try locked {
             try database.transaction {
+                var missed: Set<String> = []
                 for job in jobs {
                     try database.query("""
-                        UPDATE jobs SET state = 'finishing', bytes_done = ?, bytes_total = ?, sha256 = ? WHERE id = ?
+                        UPDATE jobs SET state = 'finishing', bytes_done = ?, bytes_total = ?, sha256 = ?
+                        WHERE id = ? AND state IN (\(JobTransition.markFinishing.sqlStates))
                         """, [.integer(job.bytes), .integer(job.bytes), SQLValue(job.sha256), .text(job.id)])
+                    if database.changes == 0 { missed.insert(job.id) }
                 }
+                return missed
             }
         }
-        return []
     }
 
     public func jobs(in state: JobState) throws -> [JobRecord] {
@@ -288,7 +294,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         try locked {
             try database.query("""
                 UPDATE jobs SET state = 'waiting', next_attempt_at = ?, last_error = ?, attempts = ?, speed = NULL
-                WHERE id = ?
+                WHERE id = ? AND state IN (\(JobTransition.scheduleRetry.sqlStates))
                 """, [.real(date.timeIntervalSince1970), .text(error), .integer(Int64(attempts)), .text(id)])
         }
     }
@@ -297,7 +303,8 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         try locked {
             try database.transaction {
                 for id in ids {
-                    try database.query("UPDATE jobs SET state = 'paused', speed = NULL WHERE id = ? AND state = 'running'", [.text(id)])
+                    try database.query("UPDATE jobs SET state = 'paused', speed = NULL WHERE id = ? AND state IN (\(JobTransition.pause.sqlStates))",
+                                       [.text(id)])
                 }
             }
         }
@@ -392,7 +399,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     finished_at = NULL, cancel_requested = 0
                 """
             if let id {
-                try database.query(reset + " WHERE id = ? AND state IN ('failed', 'cancelled', 'waiting')", [.text(id)])
+                try database.query(reset + " WHERE id = ? AND state IN (\(JobTransition.requeue.sqlStates))", [.text(id)])
             } else {
                 try database.query(reset + " WHERE state = 'failed'")
             }
@@ -405,17 +412,14 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
             try database.transaction {
                 guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
                     .flatMap(JobState.init(rawValue:)) else { return nil }
-                switch state {
-                case .queued, .waiting, .paused:
+                switch state.cancelEffect {
+                case .endsNow:
+                    // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
                     try database.query("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
                                        [.real(Date().timeIntervalSince1970), .text(id)])
-                case .running:
+                case .stopRequested:
                     try database.query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", [.text(id)])
-                case .finishing:
-                    // Complete but not yet renamed: the partial file stays, the job ends here.
-                    try database.query("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
-                                       [.real(Date().timeIntervalSince1970), .text(id)])
-                case .done, .failed, .cancelled:
+                case .none:
                     break
                 }
                 return state

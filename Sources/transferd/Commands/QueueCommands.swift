@@ -89,8 +89,11 @@ enum QueueCommands {
             if try QueueFlags.storeURL(arguments) != nil {
                 // Straight into the shared store: every worker sees the jobs at its next claim.
                 let store = try QueueFlags.openStore(layout, arguments)
-                let outcome = try store.ingest([JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: parsed)])[0]
-                    .mapError { UsageError($0.description) }.get()
+                let outcome: IngestOutcome
+                switch try store.ingest([JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: parsed)])[0] {
+                case .recorded(let recorded): outcome = recorded
+                case .idTaken(let conflict): throw UsageError(conflict.rejection(file: name).description)
+                }
                 Output.out("\(outcome.added) job\(outcome.added == 1 ? "" : "s") added to the shared store\n")
                 return .success
             }

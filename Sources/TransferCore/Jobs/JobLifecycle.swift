@@ -1,0 +1,104 @@
+import Foundation
+
+/// What can happen to a job, as a store records it. Which states each one
+/// applies to, and where it leads, is `JobState.after(_:)`: one pure function
+/// that both stores' statements take their state conditions from, so a stale
+/// or racing write (a retry recorded for a job a user cancelled a moment ago,
+/// a failure for a job already done) changes nothing.
+public enum JobTransition: CaseIterable, Sendable {
+    /// A worker takes a runnable job.
+    case claim
+    /// An attempt failed and another is due later.
+    case scheduleRetry
+    /// A run stops: its job waits for the next run (a store of one run).
+    case pause
+    /// A worker stops: its job goes back to the queue for any worker (a shared store).
+    case release
+    /// A process that ended without a word left the job: it is queued again.
+    case recover
+    /// The file is complete and synced, about to be renamed into place.
+    case markFinishing
+    /// The job succeeded.
+    case complete
+    /// The job failed for good.
+    case fail
+    /// Its runner stopped it because a user cancelled it.
+    case cancelStopped
+    /// A user cancelled a job no one is transferring: it ends at once.
+    case cancelAtOnce
+    /// A user cancelled a job being transferred: its runner is asked to stop it.
+    case requestCancel
+    /// A user retries a job that ended (or waits): it starts over from the queue.
+    case requeue
+
+    /// The transition that ends a job in `state` (done, failed, or cancelled by its runner).
+    static func ending(in state: JobState) -> JobTransition {
+        switch state {
+        case .done: return .complete
+        case .cancelled: return .cancelStopped
+        default: return .fail
+        }
+    }
+
+    /// The states it applies to, in declaration order.
+    public var sources: [JobState] {
+        JobState.allCases.filter { $0.after(self) != nil }
+    }
+
+    /// `'a', 'b'`: the sources for a statement's `state IN (…)`.
+    var sqlStates: String {
+        sources.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+    }
+}
+
+extension JobState {
+    /// Where `transition` leads from this state; nil where it does not apply.
+    public func after(_ transition: JobTransition) -> JobState? {
+        switch (transition, self) {
+        case (.claim, .queued), (.claim, .waiting):
+            return .running
+        case (.scheduleRetry, .running):
+            return .waiting
+        case (.pause, .running):
+            return .paused
+        case (.release, .running), (.recover, .running), (.recover, .paused):
+            return .queued
+        case (.markFinishing, .running):
+            return .finishing
+        // A finishing job is complete on disk: it ends (done, failed by its rename, or
+        // cancelled), it never runs again.
+        case (.complete, .running), (.complete, .finishing):
+            return .done
+        case (.fail, .running), (.fail, .finishing):
+            return .failed
+        case (.cancelStopped, .running):
+            return .cancelled
+        case (.cancelAtOnce, .queued), (.cancelAtOnce, .waiting), (.cancelAtOnce, .paused), (.cancelAtOnce, .finishing):
+            return .cancelled
+        case (.requestCancel, .running):
+            return .running
+        // `done` is never left: its file is in place and its result recorded.
+        case (.requeue, .failed), (.requeue, .cancelled), (.requeue, .waiting):
+            return .queued
+        default:
+            return nil
+        }
+    }
+
+    /// What a user's `cancel` does to a job in this state.
+    public var cancelEffect: CancelEffect {
+        if after(.cancelAtOnce) != nil { return .endsNow }
+        if after(.requestCancel) != nil { return .stopRequested }
+        return .none
+    }
+}
+
+/// What a user's `cancel` does.
+public enum CancelEffect: Sendable, Equatable {
+    /// No one is transferring it: it is cancelled now.
+    case endsNow
+    /// Its runner is asked to stop it, and records it cancelled.
+    case stopRequested
+    /// It had already ended.
+    case none
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// Runs a `download` job: one file over HTTP(S), FTP or S3, ranges in parallel, its
+/// checkpoint in the job's row; the complete file is left at its partial path for
+/// the run's next durable batch to rename.
+struct DownloadExecutor: JobExecutor {
+    let context: ExecutionContext
+
+    func execute(_ job: QueueRunner.ActiveJob) async -> QueueRunner.JobOutcome {
+        let spec = job.record.spec
+        let options: DownloadOptions
+        do {
+            options = try downloadOptions(for: job)
+        } catch {
+            return .failed(String(describing: error))
+        }
+        let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
+        let engine = DownloadEngine(transport: transport, options: options,
+                                    store: JobCheckpointStore(store: context.store, jobID: spec.id, initial: job.record.checkpoint))
+        job.engine.withLock { $0 = engine }
+        do {
+            return .done(try await engine.run())
+        } catch let deferred as DownloadDeferred {
+            if Task.isCancelled { return job.cancelledByUser.current ? .cancelled : .interrupted }
+            return .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures, throttled: deferred.throttled)
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                return job.cancelledByUser.current ? .cancelled : .interrupted
+            }
+            return .failed(String(describing: error))
+        }
+    }
+
+    private func downloadOptions(for job: QueueRunner.ActiveJob) throws -> DownloadOptions {
+        let spec = job.record.spec
+        let headers = try context.expandedHeaders(spec)
+        guard var url = URL(string: spec.url), let destination = spec.destination else {
+            throw QueueError.unknownJob(spec.id)
+        }
+        var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+        if let location = S3Location(spec.url) {
+            let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region, profile: spec.profile,
+                                                            environment: context.environment)
+            let client = S3Client(configuration: configuration,
+                                  transport: context.transports.transport(named: spec.transport ?? context.options.transport))
+            (url, signer) = client.downloadSource(bucket: location.bucket, key: location.key)
+        }
+        try context.ensureFolder(of: destination)
+        var download = DownloadOptions(
+            url: url, destination: destination, headers: headers, connections: job.connections,
+            sha256: spec.sha256, overwrite: spec.overwrite ?? .refuse,
+            retry: RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay),
+            tls: context.options.tls, connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout,
+            maxRedirects: context.options.maxRedirects, maxRate: spec.limitRate)
+        download.sharedLimiter = context.limiter
+        download.signer = signer
+        download.retryInPlace = false
+        download.syncEachFile = false
+        download.deferRename = true
+        download.ownTicker = false
+        // A checkpoint (a row update, no fsync) after every 256 KiB write: a crash
+        // re-fetches at most about 512 KiB per active segment.
+        download.checkpointBytes = 256 << 10
+        download.writeBufferSize = 256 << 10
+        download.checkpointInterval = 0.25
+        download.priorFailures = job.record.attempts
+        return download
+    }
+}

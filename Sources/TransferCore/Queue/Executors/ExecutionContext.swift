@@ -1,0 +1,82 @@
+import Foundation
+
+/// Runs one job to an outcome. Never throws: every failure becomes an outcome
+/// the run loop records.
+protocol JobExecutor: Sendable {
+    func execute(_ job: QueueRunner.ActiveJob) async -> QueueRunner.JobOutcome
+}
+
+/// What every executor takes from its run.
+struct ExecutionContext: Sendable {
+    let layout: QueueLayout
+    let store: QueueStore
+    let options: RunOptions
+    let transports: TransportPool
+    let limiter: BandwidthLimiter?
+    /// Read once: building the environment dictionary is costly.
+    let environment: [String: String]
+    /// The run loop's mailbox, for events a job reports while it runs.
+    let post: AsyncStream<QueueRunner.Wake>.Continuation
+
+    /// The executor for a job of this kind.
+    func executor(for spec: JobSpec) -> JobExecutor {
+        guard spec.kind == .download else { return UploadExecutor(context: self) }
+        if let prefix = S3Prefix(spec.url) { return S3PrefixExecutor(context: self, prefix: prefix) }
+        return DownloadExecutor(context: self)
+    }
+
+    /// Creates a destination's folders inside the root, through no symbolic link
+    /// (`ConfinedPath`), checked for every job: a folder swapped for a link
+    /// during the run is caught by the next job that uses it.
+    func ensureFolder(of destination: String) throws {
+        try ConfinedPath.check(destination, root: layout.root, create: true)
+    }
+
+    /// An upload job's speed: its own `limit_rate` and the run's bucket. A
+    /// backend that cannot cap what it sends is refused by the transport
+    /// (`TransportError.unsupported`, which fails the job with its reason).
+    func sendRate(_ spec: JobSpec) -> SendRate {
+        SendRate(bytesPerSecond: spec.limitRate, shared: limiter)
+    }
+
+    /// Keeps an upload's latest byte count where the progress tick reads it.
+    /// and passes its retries on as events (it retries inside its slot).
+    func progressRecorder(_ job: QueueRunner.ActiveJob) -> @Sendable (UploadEvent) -> Void {
+        { [post] event in
+            switch event {
+            // A resumed S3 upload starts from its recorded parts (its first
+            // report comes after ListParts); a plain upload starts over.
+            case .started(let total):
+                let resumable = job.record.spec.kind == .s3Upload
+                job.uploadProgress.withLock { $0 = (resumable ? min(job.record.bytesDone, total) : 0, total) }
+            case .progress(let sent, let total): job.uploadProgress.withLock { $0 = (sent, total) }
+            case .retrying(let attempt, let delay, let reason):
+                post.yield(.event(.retrying(JobRetry(id: job.record.id, attempt: attempt, delay: delay, reason: reason))))
+            }
+        }
+    }
+
+    /// The job's headers with `${env:NAME}` references filled in (only now, as it runs).
+    func expandedHeaders(_ spec: JobSpec) throws -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
+            let expanded = try EnvironmentReference.expand(value, environment: environment)
+            // What came from the environment is a secret wherever it shows up in a log.
+            if expanded != value { Redaction.registerSecret(expanded) }
+            headers.add(name, expanded)
+        }
+        return headers
+    }
+}
+
+
+/// An S3 upload's resume state kept in the job's row.
+struct JobUploadStateStore: UploadStateStore {
+    let store: QueueStore
+    let jobID: String
+    let initial: String?
+
+    func load() throws -> String? { try store.checkpoint(for: jobID) ?? initial }
+    func save(_ json: String) throws { try store.saveCheckpoint(json, for: jobID) }
+    func remove() throws { try store.saveCheckpoint(nil, for: jobID) }
+}

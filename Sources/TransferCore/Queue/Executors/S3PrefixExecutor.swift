@@ -1,0 +1,56 @@
+import Foundation
+
+/// Runs a download of a whole S3 prefix into the job's folder: one job, whose
+/// checkpoint (the listing page it is in, what that page has done, what failed)
+/// lives in its row, so a killed run resumes mid-listing.
+struct S3PrefixExecutor: JobExecutor {
+    let context: ExecutionContext
+    let prefix: S3Prefix
+
+    func execute(_ job: QueueRunner.ActiveJob) async -> QueueRunner.JobOutcome {
+        let spec = job.record.spec
+        let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
+        let retry = RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay)
+        do {
+            guard let destination = spec.destination else { throw QueueError.unknownJob(spec.id) }
+            let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
+                                                            profile: spec.profile, environment: context.environment)
+            let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: context.options.tls)
+            var download = S3PrefixDownloadOptions(bucket: prefix.bucket, prefix: prefix.prefix, destination: destination,
+                                                   confinedTo: context.layout.root)
+            download.filter = S3PrefixPlan.Filter(include: spec.include ?? [], exclude: spec.exclude ?? [])
+            // A key must never become a job file or touch the queue's state.
+            download.forbidden = [context.layout.directory]
+            download.connections = job.connections
+            download.overwrite = spec.overwrite ?? .refuse
+            download.retry = retry
+            download.tls = context.options.tls
+            download.connectTimeout = context.options.connectTimeout
+            download.idleTimeout = context.options.idleTimeout
+            download.maxRate = spec.limitRate
+            download.sharedLimiter = context.limiter
+            let result = try await S3PrefixDownload(
+                client: client, transport: transport, options: download,
+                store: JobUploadStateStore(store: context.store, jobID: spec.id, initial: job.record.checkpoint)
+            ) { event in
+                if case .progress(let bytes, _) = event { job.uploadProgress.withLock { $0 = (bytes, nil) } }
+            }.run()
+            return .completed(size: result.bytes)
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                return job.cancelledByUser.current ? .cancelled : .interrupted
+            }
+            // Objects that failed, or a listing that failed after its own retries: the job
+            // waits and goes again with its checkpoint (what failed first, then the listing
+            // where it stopped), until its retries are spent.
+            let failures = job.record.attempts + 1
+            let retriable = error is S3PrefixError || error is TransportError
+                || { if case S3Error.service(let status, _, _, _, _) = error { return status >= 500 || status == 429 } else { return false } }()
+            if retriable && failures < retry.maxAttempts {
+                return .retry(delay: retry.backoff(attempt: failures, random: Double.random(in: 0..<1)),
+                              reason: String(describing: error), failures: failures, throttled: false)
+            }
+            return .failed(String(describing: error))
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// Runs a `put`, `form` or `s3-upload` job (a file, or a folder to a prefix); an S3
+/// upload's id and recorded parts live in the job's row, so a later attempt, run or
+/// worker continues the same multipart upload.
+struct UploadExecutor: JobExecutor {
+    let context: ExecutionContext
+
+    func execute(_ job: QueueRunner.ActiveJob) async -> QueueRunner.JobOutcome {
+        let spec = job.record.spec
+        let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
+        let retry = RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay)
+        var s3: (upload: S3MultipartUpload, client: S3Client, state: JobUploadStateStore)?
+        do {
+            let headers = try context.expandedHeaders(spec)
+            // Sources are read through no symbolic link below the root (`ConfinedPath`).
+            for source in [spec.source].compactMap({ $0 }) + (spec.files ?? []).map(\.path) {
+                try ConfinedPath.check(source, root: context.layout.root, create: false, finalMustNotBeLink: true)
+            }
+            switch spec.kind {
+            case .put, .form:
+                guard let url = URL(string: spec.url) else { throw QueueError.unknownJob(spec.id) }
+                let body: UploadBody
+                if spec.kind == .put {
+                    body = .file(path: spec.source ?? "")
+                } else {
+                    let files = (spec.files ?? []).map {
+                        MultipartForm.File(field: $0.field, path: $0.path, filename: $0.filename, contentType: $0.contentType)
+                    }
+                    body = .form(MultipartForm(fields: (spec.fields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                                               files: files))
+                }
+                var upload = UploadOptions(url: url, method: spec.kind == .form ? "POST" : (spec.method ?? "PUT"), body: body,
+                                           headers: headers, contentType: spec.contentType,
+                                           checksum: spec.sha256 == nil ? nil : .sha256, retry: retry, tls: context.options.tls,
+                                           connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout)
+                upload.expectedSHA256 = spec.sha256
+                upload.rate = context.sendRate(spec)
+                let result = try await UploadEngine(transport: transport, options: upload,
+                                                    onEvent: context.progressRecorder(job)).run()
+                return .completed(size: result.bytesSent)
+            case .s3Upload:
+                guard let location = S3Location(spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
+                let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
+                                                                profile: spec.profile, environment: context.environment)
+                let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: context.options.tls)
+                let state = JobUploadStateStore(store: context.store, jobID: spec.id, initial: job.record.checkpoint)
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+                    let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
+                                                             prefix: location.key, partSize: spec.partSize ?? 8 << 20,
+                                                             partsInFlight: spec.partsInFlight ?? 10, rate: context.sendRate(spec),
+                                                             filter: S3PrefixPlan.Filter(include: spec.include ?? [],
+                                                                                         exclude: spec.exclude ?? []),
+                                                             skipUnchanged: spec.skipUnchanged ?? false, store: state).run()
+                    return .completed(size: result.bytes)
+                }
+                var uploadOptions = S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
+                                                    partSize: spec.partSize ?? 8 << 20, partsInFlight: spec.partsInFlight ?? 10,
+                                                    contentType: spec.contentType)
+                uploadOptions.rate = context.sendRate(spec)
+                uploadOptions.skipUnchanged = spec.skipUnchanged ?? false
+                let upload = S3MultipartUpload(client: client, options: uploadOptions, state: state,
+                                               onEvent: context.progressRecorder(job))
+                s3 = (upload, client, state)
+                let result = try await upload.run()
+                return .completed(size: result.size)
+            case .download:
+                return .failed("not an upload")
+            }
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                guard job.cancelledByUser.current else { return .interrupted }
+                // A cancelled S3 upload is aborted so no parts are left behind.
+                if let s3 { await s3.upload.abandon() }
+                return .cancelled
+            }
+            return .failed(String(describing: error))
+        }
+    }
+}

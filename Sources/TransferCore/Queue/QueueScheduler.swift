@@ -1,0 +1,157 @@
+import Foundation
+
+/// The run loop's decisions, as a value tested without I/O: when to claim and
+/// how many jobs, which candidates fit the per-host limits (adapted to 429s and
+/// 503s), which claimed download must wait for another job writing the same
+/// file, and what each finished attempt becomes in the store. `QueueRunner`
+/// does the I/O (the store, the tasks, the renames) and tells it what happened.
+struct QueueScheduler: Sendable {
+    /// A job being transferred, as the decisions see it.
+    struct Slot: Sendable, Equatable {
+        var host: String
+        var connections: Int
+        /// The file a download writes (nil for uploads).
+        var destination: String?
+    }
+
+    /// What a finished attempt becomes.
+    enum Disposition: Sendable, Equatable {
+        /// A complete download: synced and recorded done with the next durable batch.
+        case awaitBatch
+        /// Recorded done now (an upload, or a prefix that made its files durable itself).
+        case done(size: Int64)
+        /// Runs again after `delay`, with `attempts` failures counted against its budget.
+        case retry(delay: TimeInterval, reason: String, attempts: Int)
+        case fail(String)
+        case cancelled
+        /// Stopped by this run's shutdown: resumed by the next run (or another worker).
+        case pause
+    }
+
+    let maxJobs: Int
+    /// Range connections of a job that does not set its own.
+    let defaultConnections: Int
+    private(set) var hostLimits: HostLimits
+    private(set) var running: [String: Slot] = [:]
+    /// Completed downloads waiting to be renamed into place, by destination: their files are still busy.
+    private var renaming: [String: String] = [:]
+    /// When (system uptime) a claim last found nothing to start; nil once something changed.
+    private var fruitlessClaimAt: TimeInterval?
+
+    init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int) {
+        self.maxJobs = maxJobs
+        self.defaultConnections = defaultConnections
+        self.hostLimits = HostLimits(maximum: maxConnectionsPerHost)
+    }
+
+    // MARK: Claiming
+
+    /// How many jobs to ask the store for now; nil: not now. Claims come in groups (a
+    /// quarter of the slots) rather than one job per transaction; after a claim that found
+    /// nothing, the next waits for a change (a slot, a host, new files) or half a second
+    /// (a retry coming due).
+    func claimSize(now: TimeInterval) -> Int? {
+        let free = maxJobs - running.count
+        guard free > 0, free >= max(1, maxJobs / 4) || running.isEmpty else { return nil }
+        if let fruitless = fruitlessClaimAt, now - fruitless < 0.5 { return nil }
+        return free
+    }
+
+    /// Something changed that a claim that found nothing did not see.
+    mutating func somethingChanged() { fruitlessClaimAt = nil }
+
+    /// A claim came back with `found` jobs.
+    mutating func claimed(found: Int, now: TimeInterval) {
+        fruitlessClaimAt = found == 0 ? now : nil
+    }
+
+    /// Range connections for a job: its own setting or the run's, within the per-host maximum.
+    func connections(jobSetting: Int?) -> Int {
+        min(jobSetting ?? defaultConnections, hostLimits.maximum)
+    }
+
+    /// One claim's weighing of candidates, in the store's order.
+    struct ClaimRound: Sendable {
+        fileprivate var hostUse: [String: Int]
+        fileprivate let limits: HostLimits
+        fileprivate let scheduler: QueueScheduler
+
+        /// Hosts already at their limit: the store need not offer their jobs.
+        var fullHosts: Set<String> { Set(hostUse.filter { $0.value >= limits.limit(for: $0.key) }.keys) }
+
+        /// The connections `candidate` will use if it fits its host's limit (other workers'
+        /// connections included); nil: not now. A job wider than the limit may run alone.
+        mutating func accept(_ candidate: ClaimCandidate) -> Int? {
+            let connections = scheduler.connections(jobSetting: candidate.connections)
+            let used = hostUse[candidate.host, default: 0] + candidate.heldElsewhere
+            guard used == 0 || used + connections <= limits.limit(for: candidate.host) else { return nil }
+            hostUse[candidate.host, default: 0] += connections
+            return connections
+        }
+    }
+
+    func claimRound() -> ClaimRound {
+        var use: [String: Int] = [:]
+        for slot in running.values { use[slot.host, default: 0] += slot.connections }
+        return ClaimRound(hostUse: use, limits: hostLimits, scheduler: self)
+    }
+
+    /// The job already writing `destination` (or its partial file), if any: a claimed
+    /// download for it waits its turn instead of sharing the partial file.
+    func writer(of destination: String) -> String? {
+        var writers = renaming
+        for (id, slot) in running { if let path = slot.destination { writers[path] = id } }
+        // A job's files are DEST and DEST.part: either may be another job's destination.
+        if let holder = writers[destination] ?? writers[destination + ".part"] { return holder }
+        return destination.hasSuffix(".part") ? writers[String(destination.dropLast(5))] : nil
+    }
+
+    mutating func started(_ id: String, _ slot: Slot) { running[id] = slot }
+
+    // MARK: Outcomes
+
+    /// What a finished attempt of job `id` becomes. The host's limit learns from it: a
+    /// success counts towards raising it, a 429 or 503 cuts it. `attempts` is the job's
+    /// failure count before this attempt; `sent` when it started, `serving` the connections
+    /// to its host seen receiving data when it was refused (all by system uptime).
+    mutating func settle(_ id: String, outcome: QueueRunner.JobOutcome, attempts: Int,
+                         sent: TimeInterval, now: TimeInterval, serving: Int) -> Disposition {
+        guard let slot = running.removeValue(forKey: id) else { return .pause }
+        fruitlessClaimAt = nil
+        switch outcome {
+        case .done(let result):
+            hostLimits.succeeded(slot.host, now: now)
+            renaming[result.path] = id
+            return .awaitBatch
+        case .completed(let size):
+            hostLimits.succeeded(slot.host, now: now)
+            return .done(size: size)
+        case .retry(let delay, let reason, let failures, let throttled):
+            var counted = failures
+            if throttled {
+                // The server wants fewer requests at once: the host's limit shrinks. A refusal of a
+                // request sent under a limit already cut is the run's overshoot, not the job's failure.
+                let refusal = hostLimits.throttled(slot.host, retryAfter: delay, sent: sent, now: now, serving: serving)
+                if refusal == .overshoot { counted = attempts }
+            }
+            return .retry(delay: delay, reason: reason, attempts: counted)
+        case .failed(let message):
+            return .fail(message)
+        case .cancelled:
+            return .cancelled
+        case .interrupted:
+            return .pause
+        }
+    }
+
+    /// A job another worker took over: nothing it did is recorded or learnt from.
+    mutating func forget(_ id: String) {
+        running.removeValue(forKey: id)
+        fruitlessClaimAt = nil
+    }
+
+    /// A batch of completed downloads was renamed (or given up): their files are free.
+    mutating func renamed(_ ids: Set<String>) {
+        renaming = renaming.filter { !ids.contains($0.value) }
+    }
+}

@@ -1,0 +1,107 @@
+import XCTest
+@testable import TransferCore
+
+/// The run loop's decisions without a store, a task or a file.
+final class QueueSchedulerTests: XCTestCase {
+    private func candidate(_ id: String, host: String = "a.example", connections: Int? = nil,
+                           heldElsewhere: Int = 0) -> ClaimCandidate {
+        ClaimCandidate(id: id, host: host, connections: connections, heldElsewhere: heldElsewhere)
+    }
+
+    private func download(_ destination: String, host: String = "a.example", connections: Int = 1) -> QueueScheduler.Slot {
+        .init(host: host, connections: connections, destination: destination)
+    }
+
+    private func result(_ path: String) -> DownloadResult {
+        DownloadResult(path: path, size: 1, sha256: nil, bytesFetched: 1, resumedFrom: 0, skipped: false,
+                       completedPartPath: path + ".part", restarts: 0, segments: 1, elapsed: 0)
+    }
+
+    func testClaimsInGroupsOfAQuarterOfTheSlots() {
+        var scheduler = QueueScheduler(maxJobs: 8, defaultConnections: 1, maxConnectionsPerHost: 8)
+        XCTAssertEqual(scheduler.claimSize(now: 0), 8)
+        for i in 0..<7 { scheduler.started("\(i)", download("/d/\(i)")) }
+        XCTAssertNil(scheduler.claimSize(now: 0), "one free slot of eight: wait for a group of two")
+        _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 0, serving: 0)
+        XCTAssertEqual(scheduler.claimSize(now: 0), 2)
+    }
+
+    func testAClaimThatFoundNothingWaitsHalfASecondOrAChange() {
+        var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
+        scheduler.claimed(found: 0, now: 10)
+        XCTAssertNil(scheduler.claimSize(now: 10.2))
+        XCTAssertEqual(scheduler.claimSize(now: 10.5), 4)
+        scheduler.somethingChanged()
+        XCTAssertEqual(scheduler.claimSize(now: 10.1), 4)
+    }
+
+    func testCandidatesFitTheirHostsLimitCountingOtherWorkers() {
+        var scheduler = QueueScheduler(maxJobs: 16, defaultConnections: 2, maxConnectionsPerHost: 4)
+        scheduler.started("busy", download("/d/busy", connections: 2))
+        var round = scheduler.claimRound()
+        XCTAssertEqual(round.fullHosts, [])
+        XCTAssertEqual(round.accept(candidate("1")), 2, "2 + 2 fits a limit of 4")
+        XCTAssertNil(round.accept(candidate("2")), "the host is full")
+        XCTAssertEqual(round.fullHosts, ["a.example"])
+        XCTAssertEqual(round.accept(candidate("3", host: "b.example", heldElsewhere: 2)), 2, "2 elsewhere + 2 fits")
+        XCTAssertNil(round.accept(candidate("4", host: "b.example", heldElsewhere: 2)), "the fleet's 4 are taken")
+        XCTAssertEqual(round.accept(candidate("5", host: "c.example", connections: 16)), 4,
+                       "a job wider than the limit is narrowed to it and may run alone")
+        XCTAssertNil(round.accept(candidate("6", host: "c.example", connections: 1)))
+    }
+
+    func testADownloadWaitsForAnotherJobWritingItsFileOrItsPartialFile() {
+        var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
+        scheduler.started("a", download("/d/x"))
+        XCTAssertEqual(scheduler.writer(of: "/d/x"), "a")
+        XCTAssertEqual(scheduler.writer(of: "/d/x.part"), "a", "a's partial file")
+        XCTAssertNil(scheduler.writer(of: "/d/y"))
+        scheduler.started("b", download("/d/z.part"))
+        XCTAssertEqual(scheduler.writer(of: "/d/z"), "b", "z's partial file is b's destination")
+        // A completed download keeps its file busy until its batch is renamed.
+        XCTAssertEqual(scheduler.settle("a", outcome: .done(result("/d/x")), attempts: 0, sent: 0, now: 1, serving: 0), .awaitBatch)
+        XCTAssertEqual(scheduler.writer(of: "/d/x"), "a")
+        scheduler.renamed(["a"])
+        XCTAssertNil(scheduler.writer(of: "/d/x"))
+    }
+
+    func testOutcomesBecomeStoreDispositions() {
+        var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
+        for id in ["1", "2", "3", "4", "5"] { scheduler.started(id, .init(host: "a.example", connections: 1, destination: nil)) }
+        XCTAssertEqual(scheduler.settle("1", outcome: .completed(size: 9), attempts: 0, sent: 0, now: 1, serving: 0), .done(size: 9))
+        XCTAssertEqual(scheduler.settle("2", outcome: .failed("HTTP 404"), attempts: 0, sent: 0, now: 1, serving: 0), .fail("HTTP 404"))
+        XCTAssertEqual(scheduler.settle("3", outcome: .cancelled, attempts: 0, sent: 0, now: 1, serving: 0), .cancelled)
+        XCTAssertEqual(scheduler.settle("4", outcome: .interrupted, attempts: 0, sent: 0, now: 1, serving: 0), .pause)
+        XCTAssertEqual(scheduler.settle("5", outcome: .retry(delay: 2, reason: "HTTP 500", failures: 3, throttled: false),
+                                        attempts: 2, sent: 0, now: 1, serving: 0),
+                       .retry(delay: 2, reason: "HTTP 500", attempts: 3))
+        XCTAssertEqual(scheduler.running, [:])
+        XCTAssertEqual(scheduler.hostLimits.limit(for: "a.example"), 4, "no refusal: the limit stays")
+    }
+
+    func testARefusalCutsTheHostAndAnOvershootCostsTheJobNothing() {
+        var scheduler = QueueScheduler(maxJobs: 8, defaultConnections: 1, maxConnectionsPerHost: 8)
+        for id in ["1", "2"] { scheduler.started(id, .init(host: "a.example", connections: 1, destination: nil)) }
+        let refused = QueueRunner.JobOutcome.retry(delay: 1, reason: "HTTP 429", failures: 1, throttled: true)
+        XCTAssertEqual(scheduler.settle("1", outcome: refused, attempts: 0, sent: 5, now: 10, serving: 3),
+                       .retry(delay: 1, reason: "HTTP 429", attempts: 1))
+        XCTAssertEqual(scheduler.hostLimits.limit(for: "a.example"), 3, "cut to what it was seen serving")
+        XCTAssertEqual(scheduler.settle("2", outcome: refused, attempts: 0, sent: 6, now: 11, serving: 3),
+                       .retry(delay: 1, reason: "HTTP 429", attempts: 0), "sent before the cut: not the job's failure")
+        var round = scheduler.claimRound()
+        XCTAssertEqual(round.accept(candidate("3")), 1)
+        XCTAssertEqual(round.accept(candidate("4")), 1)
+        XCTAssertEqual(round.accept(candidate("5")), 1)
+        XCTAssertNil(round.accept(candidate("6")), "the cut limit holds new claims to 3")
+    }
+
+    func testAJobTakenOverByAnotherWorkerLeavesNoTrace() {
+        var scheduler = QueueScheduler(maxJobs: 2, defaultConnections: 1, maxConnectionsPerHost: 2)
+        scheduler.started("1", download("/d/x"))
+        scheduler.forget("1")
+        XCTAssertNil(scheduler.writer(of: "/d/x"))
+        XCTAssertEqual(scheduler.claimSize(now: 0), 2)
+        XCTAssertEqual(scheduler.settle("1", outcome: .failed("late"), attempts: 0, sent: 0, now: 0, serving: 0), .pause,
+                       "an unknown job is never recorded ended")
+    }
+}
