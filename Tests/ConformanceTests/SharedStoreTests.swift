@@ -63,7 +63,7 @@ final class SharedStoreTests: XCTestCase {
         let second = try worker(url, "second", lease: 30)
         _ = try first.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
         XCTAssertEqual(try first.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["1", "2"])
-        try first.saveCheckpoint("{\"from\":\"first\"}", for: "1")
+        XCTAssertTrue(try first.saveCheckpoint("{\"from\":\"first\"}", for: "1"))
         try first.saveProgress(["1": ProgressSnapshot(bytesDone: 7, bytesTotal: 10, speed: 1)])
         XCTAssertTrue(try second.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }.isEmpty,
                       "a live lease is not taken")
@@ -78,7 +78,8 @@ final class SharedStoreTests: XCTestCase {
         XCTAssertEqual(try second.job("1")?.worker, "second")
 
         // `first` wakes up: nothing it writes for the jobs changes them.
-        try first.saveCheckpoint("{\"from\":\"stale\"}", for: "1")
+        XCTAssertFalse(try first.saveCheckpoint("{\"from\":\"stale\"}", for: "1"),
+                       "the stale worker learns it lost the job at its next checkpoint, and stops there")
         try first.saveProgress(["1": ProgressSnapshot(bytesDone: 9, bytesTotal: 10, speed: 1)])
         XCTAssertEqual(try first.markFinishing([("1", 10, nil)]), ["1"], "the stale worker learns it lost the job")
         try first.finishDone([("2", 10, nil)], at: Date())

@@ -174,6 +174,37 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
+    /// A run killed between creating an upload and recording its id left the upload open on
+    /// the server; the next run finds the record made before the creation, aborts what is
+    /// open for the key, and completes the object.
+    func testAnUploadCreatedButNeverRecordedIsAbortedByTheNextRun() async throws {
+        let servers = try TestServers.current()
+        for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {
+            let client = S3Client(configuration: configuration, transport: transport, retry: quickRetry)
+            let bucket = bucket("orphan", label)
+            try await client.createBucket(bucket)
+            let source = servers.path("64m.bin")
+            let state = FileUploadStateStore(source: source, bucket: bucket, key: "o.bin",
+                                             environment: ["HOME": try scratchDirectory(label)])
+            try state.save("""
+                {"version":1,"bucket":"\(bucket)","key":"o.bin","fileSize":\(64 << 20),"fileModified":0,"partSize":\(8 << 20),
+                 "uploadID":"","parts":{},"checksumAlgorithm":"CRC32"}
+                """)
+            let orphan = try await client.createMultipartUpload(bucket: bucket, key: "o.bin", contentType: "application/octet-stream")
+            let other = try await client.createMultipartUpload(bucket: bucket, key: "o.bin.other", contentType: "application/octet-stream")
+            let before = try await client.openUploads(bucket: bucket, key: "o.bin")
+            XCTAssertEqual(before, [orphan], "\(label): only the exact key's uploads")
+            let result = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                source: source, bucket: bucket, key: "o.bin", partSize: 8 << 20, partsInFlight: 4), state: state).run()
+            XCTAssertEqual(result.size, 64 << 20, label)
+            let after = try await client.openUploads(bucket: bucket, key: "o.bin")
+            XCTAssertEqual(after, [], "\(label): the orphan was aborted and the new upload completed")
+            let untouched = try await client.openUploads(bucket: bucket, key: "o.bin.other")
+            XCTAssertEqual(untouched, [other], "\(label): another key's upload is left alone")
+            try await client.abortMultipartUpload(bucket: bucket, key: "o.bin.other", uploadID: other)
+        }
+    }
+
     /// `s3://` sources: every request (including each range of a segmented
     /// download) is signed afresh, and the same credentials serve both directions.
     func testS3DownloadWithSignedRanges() async throws {

@@ -129,6 +129,10 @@ func fuzzS3XML(_ data: Data) {
             }
         }
     }
+    // S3Client.openUploads: one ListMultipartUploads page.
+    if let page = try? S3OpenUploadsPage.parse(body) {
+        check(page.uploads.allSatisfy { !$0.uploadID.isEmpty }, "an upload without an id")
+    }
     // completeMultipartUpload: an error document in a 200 answer.
     _ = S3ErrorDocument(body)
     // UploadEngine's one-line summary of an error body.

@@ -56,4 +56,23 @@ final class S3XMLTests: XCTestCase {
         let external = S3XMLElement.parse("<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/hostname\">]><x>&e;</x>")
         XCTAssertTrue(external == nil || external!.text.isEmpty, "an external entity was read: \(String(describing: external))")
     }
+
+    func testOpenUploadsPagesAreReadWithTheirMarkers() throws {
+        let page = try S3OpenUploadsPage.parse("""
+            <?xml version="1.0" encoding="UTF-8"?>
+            <ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+              <Bucket>b</Bucket><IsTruncated>true</IsTruncated>
+              <NextKeyMarker>a&#38;b</NextKeyMarker><NextUploadIdMarker>u2</NextUploadIdMarker>
+              <Upload><Key>a&amp;b</Key><UploadId>u1</UploadId></Upload>
+              <Upload><Key>a&amp;b</Key><UploadId> u2 </UploadId></Upload>
+              <Upload><Key>no-id</Key></Upload>
+            </ListMultipartUploadsResult>
+            """)
+        XCTAssertEqual(page.uploads.map(\.key), ["a&b", "a&b"])
+        XCTAssertEqual(page.uploads.map(\.uploadID), ["u1", "u2"])
+        XCTAssertEqual(page.next?.keyMarker, "a&b")
+        XCTAssertEqual(page.next?.uploadIDMarker, "u2")
+        XCTAssertThrowsError(try S3OpenUploadsPage.parse("<ListMultipartUploadsResult><IsTruncated>true</IsTruncated></ListMultipartUploadsResult>"))
+        XCTAssertThrowsError(try S3OpenUploadsPage.parse("<Error><Code>AccessDenied</Code></Error>"))
+    }
 }

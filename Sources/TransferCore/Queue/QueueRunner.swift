@@ -483,6 +483,8 @@ public final class QueueRunner: @unchecked Sendable {
         let now = Date()
         var reports: [JobProgress] = []
         for (id, job) in active {
+            // A checkpoint the shared store refused: another worker has the job; this one stops now.
+            if job.leaseLost.current { job.task?.cancel() }
             guard let (written, total) = job.engine.current?.progress() ?? job.uploadProgress.current else { continue }
             reports.append(JobProgress(id: id, bytesDone: written, bytesTotal: total))
             job.progress.speed = RunProgress.smooth(job.progress.speed, delta: max(0, written - job.progress.bytesDone),

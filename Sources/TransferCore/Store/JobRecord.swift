@@ -149,7 +149,10 @@ public protocol QueueStore: AnyObject, Sendable {
     func cancel(_ id: String) throws -> JobState?
     func cancelRequested(among ids: [String]) throws -> [String]
     func checkpoint(for id: String) throws -> String?
-    func saveCheckpoint(_ json: String?, for id: String) throws
+    /// - Returns: false when this worker no longer holds the job (a shared store gave it to
+    ///   another): nothing was saved, and the transfer must stop.
+    @discardableResult
+    func saveCheckpoint(_ json: String?, for id: String) throws -> Bool
 
     // A store shared by several workers (a fleet) leases what each one claims.
 

@@ -662,10 +662,16 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         try locked { try connection.query("SELECT checkpoint FROM transferd_jobs WHERE id = $1", [id]).first?[0] }
     }
 
-    public func saveCheckpoint(_ json: String?, for id: String) throws {
+    /// Fenced like every write: a worker that lost the job (its lease ran out while it was
+    /// frozen, say) learns it here, at its next checkpoint, rather than at its next renewal.
+    @discardableResult
+    public func saveCheckpoint(_ json: String?, for id: String) throws -> Bool {
         try locked {
-            guard let (clause, fenceParameters) = fence(id, next: 3) else { return }
-            try connection.execute("UPDATE transferd_jobs SET checkpoint = $1 WHERE id = $2\(clause)", [json, id] + fenceParameters)
+            guard let (clause, fenceParameters) = fence(id, next: 3) else { return false }
+            let changed = try connection.execute("UPDATE transferd_jobs SET checkpoint = $1 WHERE id = $2\(clause)",
+                                                 [json, id] + fenceParameters)
+            if changed == 0 { release(id, changed: 0) }
+            return changed > 0
         }
     }
 

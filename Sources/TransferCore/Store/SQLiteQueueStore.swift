@@ -463,34 +463,10 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         try locked { try database.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string }
     }
 
-    public func saveCheckpoint(_ json: String?, for id: String) throws {
+    /// One run holds what it claimed until it ends: a save always applies.
+    @discardableResult
+    public func saveCheckpoint(_ json: String?, for id: String) throws -> Bool {
         try locked { try database.query("UPDATE jobs SET checkpoint = ? WHERE id = ?", [SQLValue(json), .text(id)]) }
-    }
-}
-
-/// A download's checkpoint kept in the job's row.
-public struct JobCheckpointStore: CheckpointStore {
-    public let store: QueueStore
-    public let jobID: String
-    /// The checkpoint read with the job, saving a query when the job starts.
-    let initial: String?
-
-    public init(store: QueueStore, jobID: String, initial: String?) {
-        self.store = store
-        self.jobID = jobID
-        self.initial = initial
-    }
-
-    public func load() throws -> DownloadCheckpoint? {
-        guard let json = initial else { return nil }
-        return try? JSONDecoder().decode(DownloadCheckpoint.self, from: Data(json.utf8))
-    }
-
-    public func save(_ checkpoint: DownloadCheckpoint) throws {
-        try store.saveCheckpoint(String(decoding: try JSONEncoder().encode(checkpoint), as: UTF8.self), for: jobID)
-    }
-
-    public func remove() throws {
-        // Cleared with the job's final state, in the same statement.
+        return true
     }
 }

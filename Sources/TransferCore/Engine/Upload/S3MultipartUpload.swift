@@ -60,6 +60,8 @@ public struct S3UploadCheckpoint: Codable, Equatable, Sendable {
     public var fileSize: Int64
     public var fileModified: Double
     public var partSize: Int64
+    /// Empty while the upload is being created: a checkpoint like that, found later, means a
+    /// run died between creating an upload and recording its id.
     public var uploadID: String
     /// Completed parts by number.
     public var parts: [Int: Part]
@@ -227,7 +229,11 @@ public final class S3MultipartUpload: @unchecked Sendable {
     /// the server still has it; otherwise starts a new one.
     private func resumeOrCreate(size: Int64, modified: Double, partSize: Int64, contentType: String) async throws -> S3UploadCheckpoint {
         if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
-            if saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
+            if saved.uploadID.isEmpty {
+                // A run died between creating an upload and recording its id: that upload is open on
+                // the server with no one to finish it. This key's open uploads are aborted.
+                await abortOpenUploads(bucket: saved.bucket, key: saved.key)
+            } else if saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
                saved.fileModified == modified, saved.partSize == partSize,
                let listed = try? await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID) {
                 var reconciled = saved
@@ -235,15 +241,31 @@ public final class S3MultipartUpload: @unchecked Sendable {
                     listed.contains { $0.number == number && Self.unquote($0.etag) == Self.unquote(part.etag) && $0.size == part.size }
                 }
                 return reconciled
+            } else {
+                // The file changed or the upload is gone: do not leave it behind.
+                try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
             }
-            // The file changed or the upload is gone: do not leave it behind.
-            try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
         }
-        let id = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, contentType: contentType)
-        let fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
-                                       partSize: partSize, uploadID: id, parts: [:], checksumAlgorithm: "CRC32")
+        // Recorded before the upload is created, so a kill between the two is recognised (above).
+        var fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
+                                       partSize: partSize, uploadID: "", parts: [:], checksumAlgorithm: "CRC32")
         try save(fresh)
+        fresh.uploadID = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, contentType: contentType)
+        do {
+            try save(fresh)
+        } catch {
+            // Not recorded (a shared store gave the job to another worker, say): not left open either.
+            try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: fresh.uploadID)
+            throw error
+        }
         return fresh
+    }
+
+    /// Aborts every multipart upload open for `key` (after a kill between creating one and recording it).
+    private func abortOpenUploads(bucket: String, key: String) async {
+        for id in (try? await client.openUploads(bucket: bucket, key: key)) ?? [] {
+            try? await client.abortMultipartUpload(bucket: bucket, key: key, uploadID: id)
+        }
     }
 
     private func sendPart(_ number: Int, of count: Int, partSize: Int64, size: Int64, uploadID: String,
@@ -281,7 +303,11 @@ public final class S3MultipartUpload: @unchecked Sendable {
     /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).
     public func abandon() async {
         if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
-            try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+            if saved.uploadID.isEmpty {
+                await abortOpenUploads(bucket: saved.bucket, key: saved.key)
+            } else {
+                try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+            }
         }
         try? state.remove()
     }

@@ -91,3 +91,59 @@ extension S3Client {
         return try S3ListPage.parse(response.body)
     }
 }
+
+/// One page of ListMultipartUploads: the uploads still open, and where the next page starts.
+struct S3OpenUploadsPage: Sendable, Equatable {
+    var uploads: [(key: String, uploadID: String)]
+    /// `key-marker` and `upload-id-marker` of the next page (nil: the last page).
+    var next: (keyMarker: String, uploadIDMarker: String)?
+
+    static func == (a: Self, b: Self) -> Bool {
+        a.uploads.elementsEqual(b.uploads) { $0 == $1 } && a.next?.keyMarker == b.next?.keyMarker
+            && a.next?.uploadIDMarker == b.next?.uploadIDMarker
+    }
+
+    static func parse(_ body: String) throws -> S3OpenUploadsPage {
+        guard let root = S3XMLElement.parse(body), root.name == "ListMultipartUploadsResult" else {
+            throw S3Error.verification("ListMultipartUploads answered with something that is not a ListMultipartUploadsResult: "
+                                       + HTTPHeaders.visible(String(body.prefix(300))))
+        }
+        let uploads = root.children("Upload").compactMap { upload -> (key: String, uploadID: String)? in
+            guard let key = upload.child("Key")?.text, let id = upload.value("UploadId"), !id.isEmpty else { return nil }
+            return (key, id)
+        }
+        var next: (keyMarker: String, uploadIDMarker: String)?
+        if root.value("IsTruncated") == "true" {
+            guard let keyMarker = root.child("NextKeyMarker")?.text, let idMarker = root.value("NextUploadIdMarker"),
+                  !(keyMarker.isEmpty && idMarker.isEmpty) else {
+                throw S3Error.verification("ListMultipartUploads said the listing goes on but gave no marker")
+            }
+            next = (keyMarker, idMarker)
+        }
+        return S3OpenUploadsPage(uploads: uploads, next: next)
+    }
+}
+
+extension S3Client {
+    /// The ids of the multipart uploads open for exactly `key` (follows pagination, at most 100 pages).
+    public func openUploads(bucket: String, key: String) async throws -> [String] {
+        var ids: [String] = []
+        var marker: (keyMarker: String, uploadIDMarker: String)?
+        for _ in 0..<100 {
+            var items: [(String, String)] = [("prefix", key), ("uploads", "")]
+            if let marker {
+                items += [("key-marker", marker.keyMarker), ("upload-id-marker", marker.uploadIDMarker)]
+            }
+            let query = items.sorted { $0.0 < $1.0 }.map { "\($0.0)=\(AWSEncoding.encode($0.1))" }.joined(separator: "&")
+            let response = try await send("ListMultipartUploads", method: "GET", bucket: bucket, key: "", query: query,
+                                          responseLimit: 8 << 20)
+            let page = try S3OpenUploadsPage.parse(response.body)
+            ids += page.uploads.filter { $0.key == key }.map(\.uploadID)
+            guard let next = page.next, next.keyMarker != marker?.keyMarker || next.uploadIDMarker != marker?.uploadIDMarker else {
+                break
+            }
+            marker = next
+        }
+        return ids
+    }
+}

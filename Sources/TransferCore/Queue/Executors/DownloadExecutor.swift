@@ -16,7 +16,7 @@ struct DownloadExecutor: JobExecutor {
         }
         let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
         let engine = DownloadEngine(transport: transport, options: options,
-                                    store: JobCheckpointStore(store: context.store, jobID: spec.id, initial: job.record.checkpoint))
+                                    store: JobCheckpointStore(store: context.store, job: job))
         job.engine.withLock { $0 = engine }
         do {
             return .done(try await engine.run())

@@ -70,13 +70,51 @@ struct ExecutionContext: Sendable {
 }
 
 
-/// An S3 upload's resume state kept in the job's row.
-struct JobUploadStateStore: UploadStateStore {
+/// A job's resume state kept in its row. A save the store refuses (another worker
+/// holds the job now) marks the job lost and stops the transfer there: a worker
+/// that was frozen past its lease writes at most one checkpoint's worth more.
+struct JobRowState: Sendable {
     let store: QueueStore
-    let jobID: String
-    let initial: String?
+    let job: QueueRunner.ActiveJob
 
-    func load() throws -> String? { try store.checkpoint(for: jobID) ?? initial }
-    func save(_ json: String) throws { try store.saveCheckpoint(json, for: jobID) }
-    func remove() throws { try store.saveCheckpoint(nil, for: jobID) }
+    func load() throws -> String? { try store.checkpoint(for: job.record.id) ?? job.record.checkpoint }
+
+    func save(_ json: String?) throws {
+        guard try store.saveCheckpoint(json, for: job.record.id) else {
+            job.leaseLost.withLock { $0 = true }
+            throw CancellationError()
+        }
+    }
+}
+
+/// An S3 upload's (or prefix download's) resume state kept in the job's row.
+struct JobUploadStateStore: UploadStateStore {
+    let row: JobRowState
+
+    init(store: QueueStore, job: QueueRunner.ActiveJob) { row = JobRowState(store: store, job: job) }
+
+    func load() throws -> String? { try row.load() }
+    func save(_ json: String) throws { try row.save(json) }
+    func remove() throws { try row.save(nil) }
+}
+
+/// A download's checkpoint kept in the job's row.
+struct JobCheckpointStore: CheckpointStore {
+    let row: JobRowState
+
+    init(store: QueueStore, job: QueueRunner.ActiveJob) { row = JobRowState(store: store, job: job) }
+
+    /// The checkpoint read with the job, saving a query when the job starts.
+    func load() throws -> DownloadCheckpoint? {
+        guard let json = row.job.record.checkpoint else { return nil }
+        return try? JSONDecoder().decode(DownloadCheckpoint.self, from: Data(json.utf8))
+    }
+
+    func save(_ checkpoint: DownloadCheckpoint) throws {
+        try row.save(String(decoding: try JSONEncoder().encode(checkpoint), as: UTF8.self))
+    }
+
+    func remove() throws {
+        // Cleared with the job's final state, in the same statement.
+    }
 }

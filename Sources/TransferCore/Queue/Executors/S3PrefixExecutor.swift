@@ -31,7 +31,7 @@ struct S3PrefixExecutor: JobExecutor {
             download.sharedLimiter = context.limiter
             let result = try await S3PrefixDownload(
                 client: client, transport: transport, options: download,
-                store: JobUploadStateStore(store: context.store, jobID: spec.id, initial: job.record.checkpoint)
+                store: JobUploadStateStore(store: context.store, job: job)
             ) { event in
                 if case .progress(let bytes, _) = event { job.uploadProgress.withLock { $0 = (bytes, nil) } }
             }.run()

@@ -44,7 +44,7 @@ struct UploadExecutor: JobExecutor {
                 let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region,
                                                                 profile: spec.profile, environment: context.environment)
                 let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: context.options.tls)
-                let state = JobUploadStateStore(store: context.store, jobID: spec.id, initial: job.record.checkpoint)
+                let state = JobUploadStateStore(store: context.store, job: job)
                 var isDirectory: ObjCBool = false
                 if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
                     let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
