@@ -292,7 +292,7 @@ public final class QueueRunner: @unchecked Sendable {
             if missed.isEmpty {
                 summary.done += 1
                 onEvent(finished(.done, bytes: size))
-            } else if try store.job(record.id)?.state == .cancelled {
+            } else if try !cancelledMeanwhile(missed).isEmpty {
                 summary.cancelled += 1
                 onEvent(finished(.cancelled, error: "cancelled by the user"))
             } else {
@@ -365,9 +365,14 @@ public final class QueueRunner: @unchecked Sendable {
         }
         let missed = try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
         // Not recorded done: a user cancelled it while it was renamed, or another worker took it.
-        var cancelled: Set<String> = []
-        for id in missed where try store.job(id)?.state == .cancelled { cancelled.insert(id) }
+        let cancelled = try cancelledMeanwhile(missed)
         return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)
+    }
+
+    /// Which of the jobs a store did not record done were cancelled by a user meanwhile (the rest
+    /// moved to another worker).
+    private func cancelledMeanwhile(_ ids: Set<String>) throws -> Set<String> {
+        try Set(ids.filter { try store.job($0)?.state == .cancelled })
     }
 
     /// Whether `destination` is a regular file of `size` bytes.

@@ -93,15 +93,10 @@ extension S3Client {
 }
 
 /// One page of ListMultipartUploads: the uploads still open, and where the next page starts.
-struct S3OpenUploadsPage: Sendable, Equatable {
+struct S3OpenUploadsPage: Sendable {
     var uploads: [(key: String, uploadID: String)]
     /// `key-marker` and `upload-id-marker` of the next page (nil: the last page).
     var next: (keyMarker: String, uploadIDMarker: String)?
-
-    static func == (a: Self, b: Self) -> Bool {
-        a.uploads.elementsEqual(b.uploads) { $0 == $1 } && a.next?.keyMarker == b.next?.keyMarker
-            && a.next?.uploadIDMarker == b.next?.uploadIDMarker
-    }
 
     static func parse(_ body: String) throws -> S3OpenUploadsPage {
         guard let root = S3XMLElement.parse(body), root.name == "ListMultipartUploadsResult" else {

@@ -69,7 +69,6 @@ struct ExecutionContext: Sendable {
     }
 }
 
-
 /// A job's resume state kept in its row. A save the store refuses (another worker
 /// holds the job now) marks the job lost and stops the transfer there: a worker
 /// that was frozen past its lease writes at most one checkpoint's worth more.
