@@ -34,11 +34,23 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]
+        ),
         // Extended attributes (sys/xattr.h): the C library's, no package needed.
         .systemLibrary(name: "CSystem"),
         .target(
             name: "TransferCore",
-            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib", "CSystem", "CPostgres"]
+            dependencies: ["CCurl", "CCrypto", "CSQLite", "CZlib", "CSystem", "CPostgres", "CMicroHTTPD"],
+            exclude: ["Control/Dashboard/README.md"],
+            resources: [
+                // The dashboard's page, script and style, built into the binary.
+                .embedInCode("Control/Dashboard/index.html"),
+                .embedInCode("Control/Dashboard/dashboard.js"),
+                .embedInCode("Control/Dashboard/dashboard.css"),
+            ]
         ),
         .executableTarget(
             name: "transferd",

@@ -196,4 +196,28 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertNil(try store.cancel("nope"))
         }
     }
+
+    func testPagesFollowTheOrderJobsWereAddedAndFilterByState() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: (1...7).map {
+                job("j\($0)", priority: $0 % 3, host: $0 == 4 ? "b.example" : "a.example")
+            })
+            XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "j4" }.map(\.id), ["j4"])
+            try store.finish("j4", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
+            var seen: [String] = []
+            var after: Int64 = 0
+            while true {
+                let page = try store.jobs(in: nil, after: after, limit: 3)
+                XCTAssertLessThanOrEqual(page.count, 3)
+                guard let last = page.last else { break }
+                seen += page.map(\.id)
+                after = last.seq
+            }
+            XCTAssertEqual(seen, (1...7).map { "j\($0)" }, "each job once, in the order added, whatever its priority")
+            XCTAssertEqual(try store.jobs(in: .failed, after: 0, limit: 10).map(\.id), ["j4"])
+            XCTAssertEqual(try store.jobs(in: .queued, after: 0, limit: 2).map(\.id), ["j1", "j2"])
+            let queuedAfter = try XCTUnwrap(store.job("j4")?.seq)
+            XCTAssertEqual(try store.jobs(in: .queued, after: queuedAfter, limit: 10).map(\.id), ["j5", "j6", "j7"])
+        }
+    }
 }

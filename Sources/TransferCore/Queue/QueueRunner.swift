@@ -13,6 +13,8 @@ public final class QueueRunner: @unchecked Sendable {
     enum Wake: Sendable {
         case tick
         case files
+        /// Jobs were added or re-queued in the store directly (the control API).
+        case storeChanged
         case stop
         case finished(String, JobOutcome)
         /// An event from a job's task (an upload's own retry), passed on in order.
@@ -136,6 +138,13 @@ public final class QueueRunner: @unchecked Sendable {
     /// Asks the run to stop: no new jobs; running ones checkpoint and pause.
     public func stop() { post.yield(.stop) }
 
+    /// Tells the run that jobs were added to the store or re-queued, so it claims now.
+    public func storeChanged() { post.yield(.storeChanged) }
+
+    /// Each host's connections in use and its limit now (refreshed four times a second).
+    public var hostUse: [HostUse] { publishedHostUse.current }
+    private let publishedHostUse = Locked<[HostUse]>([])
+
     public func run() async throws -> RunSummary {
         var summary = RunSummary()
         try store.enlist()
@@ -164,6 +173,10 @@ public final class QueueRunner: @unchecked Sendable {
                     try renewLeasesIfDue()
                     try saveProgressAndHonourCancels()
                     if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
+                    let use = scheduler.hostUse
+                    publishedHostUse.withLock { $0 = use }
+                case .storeChanged:
+                    scheduler.somethingChanged()
                 case .files:
                     scheduler.somethingChanged()
                     if !stopping { try ingest() }

@@ -90,6 +90,14 @@ struct QueueScheduler: Sendable {
         }
     }
 
+    /// Each host in use or with a lowered limit: connections now and the limit.
+    var hostUse: [HostUse] {
+        var use: [String: Int] = [:]
+        for slot in running.values { use[slot.host, default: 0] += slot.connections }
+        for host in hostLimits.reduced.keys where use[host] == nil { use[host] = 0 }
+        return use.map { HostUse(host: $0.key, connections: $0.value, limit: hostLimits.limit(for: $0.key)) }
+    }
+
     func claimRound() -> ClaimRound {
         var use: [String: Int] = [:]
         for slot in running.values { use[slot.host, default: 0] += slot.connections }

@@ -137,6 +137,9 @@ public protocol QueueStore: AnyObject, Sendable {
     func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws
     func job(_ id: String) throws -> JobRecord?
     func jobs() throws -> [JobRecord]
+    /// A page of jobs (all, or those in `state`) in the order they were added, after the one
+    /// numbered `seq` (0: from the first): the control API's cursor pagination.
+    func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord]
     func jobs(fromFile name: String) throws -> [JobRecord]
     /// The finished (done, failed, cancelled) jobs of one job file, in order: what its result files list.
     func results(fromFile name: String) throws -> [JobResult]

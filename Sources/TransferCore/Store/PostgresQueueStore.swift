@@ -578,6 +578,14 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         try locked { try connection.query("SELECT \(Self.columns) FROM transferd_jobs ORDER BY seq").map(Self.record) }
     }
 
+    public func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {
+        try locked {
+            try connection.query("""
+                SELECT \(Self.columns) FROM transferd_jobs WHERE seq > $1 AND ($2::text IS NULL OR state = $2) ORDER BY seq LIMIT $3
+                """, [String(seq), state?.rawValue, String(limit)]).map(Self.record)
+        }
+    }
+
     public func jobs(fromFile name: String) throws -> [JobRecord] {
         try locked {
             try connection.query("SELECT \(Self.columns) FROM transferd_jobs WHERE source_file = $1 ORDER BY seq", [name])

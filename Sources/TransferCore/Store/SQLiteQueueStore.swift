@@ -358,6 +358,14 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         try locked { try database.query("SELECT \(Self.columns) FROM jobs ORDER BY seq").map(Self.record) }
     }
 
+    public func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {
+        try locked {
+            try database.query("SELECT \(Self.columns) FROM jobs WHERE seq > ? AND (? IS NULL OR state = ?) ORDER BY seq LIMIT ?",
+                               [.integer(seq), state.map { .text($0.rawValue) } ?? .null, state.map { .text($0.rawValue) } ?? .null,
+                                .integer(Int64(limit))]).map(Self.record)
+        }
+    }
+
     public func jobs(fromFile name: String) throws -> [JobRecord] {
         try locked {
             try database.query("SELECT \(Self.columns) FROM jobs WHERE source_file = ? ORDER BY seq", [.text(name)]).map(Self.record)

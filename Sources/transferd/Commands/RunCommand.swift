@@ -12,6 +12,8 @@ enum RunCommand {
         QueueFlags.storeSpec,
         OptionSpec("--worker", value: "NAME", help: "this worker's name in a shared store (default: HOST:PID)"),
         OptionSpec("--lease", value: "SECONDS", help: "how long a shared store's claim holds without renewal (default: 30)"),
+        OptionSpec("--listen", value: "ADDR:PORT", help: "serve the control API and dashboard while the run works (127.0.0.1:0: any free port)"),
+        OptionSpec("--api-token-file", value: "FILE", help: "the API's bearer token (default: made once in QUEUE_DIR/.transferd/api.token)"),
     ] + OutputFlags.specs + [
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.queueSpecs
@@ -58,7 +60,18 @@ enum RunCommand {
         let layout = QueueFlags.layout(arguments)
         let lock: RunLock?
         let store: QueueStore
+        var listen: ListenAddress?
         do {
+            if let text = arguments.value("--listen") {
+                let address = try ListenAddress(parsing: text)
+                guard address.isLoopback || arguments.has("--api-token-file") else {
+                    throw UsageError("--listen \(text) would serve other machines: give --api-token-file FILE with a token"
+                                     + " you keep secret (openssl rand -hex 32 > FILE; chmod 600 FILE), or listen on 127.0.0.1")
+                }
+                listen = address
+            } else if arguments.has("--api-token-file") {
+                throw UsageError("--api-token-file goes with --listen")
+            }
             try layout.prepare()
             let lease = try arguments.seconds("--lease") ?? 30
             guard lease >= 1 else { throw UsageError("--lease must be at least 1 second") }
@@ -74,12 +87,31 @@ enum RunCommand {
         }
         let renderer = output.renderer(failedFolder: layout.failed)
         options.requestLog = output.requestLog(renderer)
-        let runner = QueueRunner(layout: layout, store: store, options: options) { renderer.handle($0) }
+        let monitor = listen.map { _ in RunMonitor() }
+        let runner = QueueRunner(layout: layout, store: store, options: options) { event in
+            renderer.handle(event)
+            monitor?.handle(event)
+        }
+        var server: ControlServer?
+        if let listen, let monitor {
+            do {
+                let token = try arguments.value("--api-token-file").map(APIToken.read(from:)) ?? APIToken.queueToken(in: layout)
+                let api = ControlAPI(store: store, layout: layout, token: token, monitor: monitor,
+                                     hosts: { runner.hostUse }, changed: { runner.storeChanged() })
+                server = try ControlServer(address: listen, api: api)
+                Output.err("transferd: control API and dashboard at \(server!.url)/ (token in \(token.path))\n")
+            } catch {
+                Output.err("transferd run: \(error)\n")
+                return .usage
+            }
+        }
+        defer { server?.stop() }
         let signals = SignalHandler { runner.stop() }
         defer { signals.restore() }
         do {
             let summary = try await runner.run()
             withExtendedLifetime(lock) {}
+            monitor?.finish(summary)
             renderer.finish(summary)
             TerminalRestore.deactivate()
             if summary.interrupted { return .interrupted }

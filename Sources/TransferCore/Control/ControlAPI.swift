@@ -1,0 +1,275 @@
+import Foundation
+
+/// The control API's answers: each request, matched to a route, checked for the
+/// token, and answered from the store and the run's monitor. No sockets here
+/// (`ControlServer` listens), so every endpoint is tested with plain values.
+public final class ControlAPI: Sendable {
+    let store: QueueStore
+    let layout: QueueLayout
+    let token: APIToken
+    let monitor: RunMonitor
+    /// The per-host connections and limits of the run now.
+    let hosts: @Sendable () -> [HostUse]
+    /// Tells the run that jobs were added or re-queued, so it claims without waiting.
+    let changed: @Sendable () -> Void
+    /// Seconds between an idle event stream's heartbeats.
+    let heartbeat: TimeInterval
+
+    public static let bodyLimit = JobFileParser.maxFileSize
+    static let pageLimit = 1000
+
+    public init(store: QueueStore, layout: QueueLayout, token: APIToken, monitor: RunMonitor, heartbeat: TimeInterval = 15,
+                hosts: @escaping @Sendable () -> [HostUse] = { [] }, changed: @escaping @Sendable () -> Void = {}) {
+        self.store = store
+        self.layout = layout
+        self.token = token
+        self.monitor = monitor
+        self.heartbeat = heartbeat
+        self.hosts = hosts
+        self.changed = changed
+    }
+
+    public func respond(to request: HTTPRequest) -> HTTPResponse {
+        let route: APIRoute
+        switch APIRoute.match(method: request.method, path: request.path) {
+        case .success(let matched): route = matched
+        case .failure(.notFound):
+            return .error(404, "no endpoint \(request.path)", fix: "the endpoints are listed in the README, \"Control API\"")
+        case .failure(.methodNotAllowed(let allowed)):
+            return .error(405, "\(request.path) does not take \(request.method)", fix: "use \(allowed.joined(separator: " or "))",
+                          headers: [("Allow", allowed.joined(separator: ", "))])
+        }
+        if route.needsToken, let refusal = checkToken(request, route: route) { return refusal }
+        do {
+            switch route {
+            case .asset(let asset): return Dashboard.response(asset)
+            case .metrics: return try metrics()
+            case .listJobs: return try listJobs(request)
+            case .job(let id): return try job(id)
+            case .addJobs: return try addJobs(request)
+            case .cancel(let id): return try cancel(id)
+            case .retry(let id): return try retry(id)
+            case .summary: return try summary()
+            case .events:
+                let stream = EventStream(journal: monitor.journal,
+                                         lastEventID: request.headers["last-event-id"] ?? request.query["last_event_id"],
+                                         heartbeat: heartbeat)
+                return HTTPResponse(status: 200, contentType: "text/event-stream", stream: stream,
+                                    headers: [("X-Accel-Buffering", "no")])
+            }
+        } catch {
+            // The store failed (the database went away, say): the client learns it, the run goes on.
+            return .error(503, "the queue's store could not answer: \(Redaction.scrub("\(error)"))", fix: "try again shortly")
+        }
+    }
+
+    // MARK: Authorization
+
+    private func checkToken(_ request: HTTPRequest, route: APIRoute) -> HTTPResponse? {
+        var given: String?
+        if let header = request.headers["authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { given = String(parts[1]).trimmingCharacters(in: .whitespaces) }
+        } else if route == .events {
+            // A browser's EventSource cannot send headers: the stream alone takes the token in the query.
+            given = request.query["token"]
+        }
+        guard let given else {
+            return .error(401, "this endpoint needs the API token",
+                          fix: "send the header Authorization: Bearer TOKEN, the token being the content of \(token.path)",
+                          headers: [("WWW-Authenticate", "Bearer")])
+        }
+        guard token.matches(given) else {
+            return .error(401, "the API token is not this run's",
+                          fix: "use the content of \(token.path)", headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
+        }
+        return nil
+    }
+
+    // MARK: Jobs
+
+    private func listJobs(_ request: HTTPRequest) throws -> HTTPResponse {
+        var state: JobState?
+        if let name = request.query["state"], !name.isEmpty {
+            guard let parsed = JobState(rawValue: name) else {
+                return .error(400, "state '\(name)' is not a job state",
+                              fix: "use one of \(JobState.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            state = parsed
+        }
+        var limit = 100
+        if let text = request.query["limit"] {
+            guard let value = Int(text), (1...Self.pageLimit).contains(value) else {
+                return .error(400, "limit '\(text)' is not a number from 1 to \(Self.pageLimit)")
+            }
+            limit = value
+        }
+        var after: Int64 = 0
+        if let text = request.query["cursor"], !text.isEmpty {
+            guard let cursor = JobCursor(token: text) else {
+                return .error(400, "cursor '\(text.prefix(80))' is not one this API gave out",
+                              fix: "pass the \"next\" value of the previous page unchanged, or leave cursor out to start over")
+            }
+            after = cursor.seq
+        }
+        // One more than the page says whether there is a next one.
+        let jobs = try store.jobs(in: state, after: after, limit: limit + 1)
+        let page = jobs.prefix(limit)
+        var object = JSONObject()
+        object.add("jobs", .array(page.map { .object($0.apiJSON) }))
+        object.add("next", jobs.count > limit ? .string(JobCursor(seq: page.last!.seq).token) : .null)
+        return .json(200, object)
+    }
+
+    private func job(_ id: String) throws -> HTTPResponse {
+        guard let record = try store.job(id) else { return Self.unknown(id) }
+        return .json(200, record.apiJSON)
+    }
+
+    /// A job file in the body, checked exactly as one dropped in the queue folder and
+    /// recorded all or nothing; a copy is kept in `accepted/` like a dropped file.
+    private func addJobs(_ request: HTTPRequest) throws -> HTTPResponse {
+        let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        let isList = type == "text/plain" || type == "text/uri-list"
+        let stamp = Int(Date().timeIntervalSince1970 * 1000)
+        let name = "api-\(stamp)-\(UUID().uuidString.prefix(8).lowercased())" + (isList ? ".urls" : ".json")
+        let jobs: [JobSpec]
+        switch JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: request.body) {
+        case .failure(let rejection): return Self.rejected(rejection, status: 422)
+        case .success(let parsed): jobs = parsed
+        }
+        let outcome: IngestOutcome
+        switch try store.ingest([JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: request.body), jobs: jobs)])[0] {
+        case .idTaken(let conflict): return Self.rejected(conflict.rejection(file: name), status: 409)
+        case .recorded(let recorded): outcome = recorded
+        }
+        keepCopy(name: name, body: request.body)
+        changed()
+        var object = JSONObject()
+        object.add("file", name)
+        object.add("added", outcome.added)
+        object.add("already_known", outcome.alreadyKnown)
+        object.add("duplicate_file", .bool(outcome.duplicateFile))
+        object.add("ids", .array(jobs.map { .string($0.id) }))
+        return .json(201, object)
+    }
+
+    private func keepCopy(name: String, body: Data) {
+        // Owner only: a job file may hold header references and URLs the user keeps to themself.
+        let path = (layout.accepted as NSString).appendingPathComponent(name)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        _ = body.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    private func cancel(_ id: String) throws -> HTTPResponse {
+        guard let previous = try store.cancel(id) else { return Self.unknown(id) }
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("previous_state", previous.rawValue)
+        if previous.isFinal {
+            object.add("error", "the job is already \(previous.rawValue)")
+            return .json(409, object)
+        }
+        object.add("state", "cancelled")
+        return .json(200, object)
+    }
+
+    private func retry(_ id: String) throws -> HTTPResponse {
+        guard let record = try store.job(id) else { return Self.unknown(id) }
+        guard try store.requeue(id: id) > 0 else {
+            return .error(409, "job \(id) is \(record.state.rawValue); only failed or cancelled jobs are retried")
+        }
+        try ResultFiles(layout: layout, store: store).update(sourceFiles: [record.sourceFile])
+        changed()
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("previous_state", record.state.rawValue)
+        object.add("state", "queued")
+        return .json(200, object)
+    }
+
+    // MARK: The run
+
+    private func summary() throws -> HTTPResponse {
+        let counts = try store.counts()
+        var object = JSONObject()
+        var jobs = JSONObject()
+        for state in JobState.allCases { jobs.add(state.rawValue, counts[state] ?? 0) }
+        object.add("jobs", .object(jobs))
+        object.add("run", .object(monitor.totals))
+        object.add("hosts", .array(hosts().sorted { $0.host < $1.host }.map { use in
+            var item = JSONObject()
+            item.add("host", use.host)
+            item.add("connections", use.connections)
+            item.add("limit", use.limit)
+            return .object(item)
+        }))
+        object.add("workers", .array(try store.workers().map { worker in
+            var item = JSONObject()
+            item.add("name", worker.name)
+            item.add("host", worker.host)
+            item.add("pid", Int64(worker.pid))
+            item.add("last_heartbeat", JSONObject.timestamp(worker.lastHeartbeat))
+            item.add("jobs", worker.jobsHeld)
+            return .object(item)
+        }))
+        return .json(200, object)
+    }
+
+    private func metrics() throws -> HTTPResponse {
+        let text = MetricsText.render(tally: monitor.counters, jobs: try store.counts(), hosts: hosts())
+        return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Data(text.utf8))
+    }
+
+    // MARK: Wording
+
+    static func unknown(_ id: String) -> HTTPResponse {
+        .error(404, "no job \(id)", fix: "GET /v1/jobs lists the jobs and their ids")
+    }
+
+    static func rejected(_ rejection: JobFileRejection, status: Int) -> HTTPResponse {
+        var object = JSONObject()
+        object.add("error", status == 409 ? "the job file was refused: an id belongs to another job" : "the job file is not valid")
+        object.add("errors", .array(rejection.errors.map { error in
+            var item = JSONObject()
+            item.add("job", error.job.map { .int(Int64($0)) } ?? .null)
+            item.add("id", error.id.map(JSONObject.Value.string) ?? .null)
+            item.add("field", error.field.map(JSONObject.Value.string) ?? .null)
+            item.add("message", error.message)
+            item.add("fix", error.fix.map(JSONObject.Value.string) ?? .null)
+            return .object(item)
+        }))
+        object.add("text", rejection.description)
+        return .json(status, object)
+    }
+}
+
+extension JobRecord {
+    /// A job as the control API shows it: secrets redacted as in every other view.
+    var apiJSON: JSONObject {
+        func date(_ value: Date?) -> JSONObject.Value { value.map { .string(JSONObject.timestamp($0)) } ?? .null }
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("kind", spec.kind.rawValue)
+        object.add("state", state.rawValue)
+        object.add("url", Redaction.url(string: spec.url))
+        object.add("destination", spec.destination.map(JSONObject.Value.string) ?? .null)
+        object.add("source", spec.source.map(JSONObject.Value.string) ?? .null)
+        object.add("bytes_done", bytesDone)
+        object.add("bytes_total", bytesTotal.map(JSONObject.Value.int) ?? .null)
+        object.add("speed", speed.map { .int(Int64($0)) } ?? .null)
+        object.add("attempts", attempts)
+        object.add("priority", spec.priority)
+        object.add("last_error", lastError.map { .string(Redaction.scrub($0)) } ?? .null)
+        object.add("sha256", sha256.map(JSONObject.Value.string) ?? .null)
+        object.add("created_at", date(createdAt))
+        object.add("started_at", date(startedAt))
+        object.add("finished_at", date(finishedAt))
+        object.add("next_attempt_at", date(nextAttemptAt))
+        object.add("worker", worker.map(JSONObject.Value.string) ?? .null)
+        object.add("job_file", sourceFile)
+        return object
+    }
+}

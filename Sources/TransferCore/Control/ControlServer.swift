@@ -1,0 +1,24 @@
+import Foundation
+
+/// `transferd run --listen`: the control API served while the run works. Each
+/// connection has its own thread, so neither a slow client nor a long event
+/// stream holds up the run loop; the run only appends to the journal.
+public final class ControlServer: Sendable {
+    /// The base URL, with the port actually bound.
+    public let url: String
+    private let server: HTTPServer
+    private let journal: EventJournal
+
+    public init(address: ListenAddress, api: ControlAPI) throws {
+        server = try HTTPServer(address: address, bodyLimit: ControlAPI.bodyLimit) { api.respond(to: $0) }
+        url = address.url(port: server.port)
+        journal = api.monitor.journal
+    }
+
+    /// Ends the event streams (each sends what it holds, the run's summary last,
+    /// for up to two seconds) and closes every connection.
+    public func stop() {
+        journal.close()
+        server.stop(drain: 2)
+    }
+}

@@ -1,0 +1,208 @@
+// The dashboard: a snapshot from GET /v1/summary and /v1/jobs, then live from
+// the event stream (EventSource). The token is asked for once and kept in this
+// tab only (sessionStorage), never in a cookie or on disk.
+"use strict";
+
+const state = { token: sessionStorage.getItem("transferd-token"), running: new Map(), failed: new Map(), source: null };
+const $ = (id) => document.getElementById(id);
+
+function formatBytes(n) {
+  if (n == null) return "?";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? n : n.toFixed(1)) + " " + units[i];
+}
+const formatRate = (n) => (n ? formatBytes(n) + "/s" : "–");
+function formatSeconds(s) {
+  if (s == null) return "–";
+  s = Math.round(s);
+  if (s < 60) return s + " s";
+  if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+  return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+}
+
+async function api(method, path) {
+  const response = await fetch(path, { method, headers: { Authorization: "Bearer " + state.token } });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401) { logout(body.error || "the token was refused"); throw new Error("unauthorized"); }
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function logout(reason) {
+  sessionStorage.removeItem("transferd-token");
+  state.token = null;
+  if (state.source) state.source.close();
+  $("board").hidden = true;
+  $("login").hidden = false;
+  $("login-error").textContent = reason || "";
+}
+
+function cell(row, text, className) {
+  const td = row.insertCell();
+  td.textContent = text;
+  if (className) td.className = className;
+  return td;
+}
+
+function button(label, action) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.addEventListener("click", async () => {
+    b.disabled = true;
+    try { await action(); $("message").textContent = ""; }
+    catch (error) { $("message").textContent = error.message; b.disabled = false; }
+  });
+  return b;
+}
+
+function renderRunning() {
+  const body = $("running").tBodies[0];
+  body.replaceChildren();
+  for (const job of state.running.values()) {
+    const row = body.insertRow();
+    row.dataset.id = job.id;
+    cell(row, job.name || job.id, "name").title = job.url || "";
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    const fill = document.createElement("div");
+    const label = document.createElement("span");
+    const fraction = job.bytes_total ? Math.min(1, job.bytes_done / job.bytes_total) : null;
+    fill.style.width = fraction == null ? "0" : (fraction * 100).toFixed(1) + "%";
+    label.textContent = formatBytes(job.bytes_done) + (job.bytes_total ? " of " + formatBytes(job.bytes_total) : "");
+    bar.append(fill, label);
+    row.insertCell().append(bar);
+    cell(row, formatRate(job.speed));
+    cell(row, formatSeconds(job.eta));
+    row.insertCell().append(button("Cancel", () => api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/cancel")));
+  }
+  $("running-empty").hidden = state.running.size > 0;
+}
+
+function renderFailed() {
+  const body = $("failed").tBodies[0];
+  body.replaceChildren();
+  for (const job of state.failed.values()) {
+    const row = body.insertRow();
+    row.dataset.id = job.id;
+    cell(row, job.id, "name").title = job.url || "";
+    cell(row, job.error || "", "reason");
+    row.insertCell().append(button("Retry", async () => {
+      await api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/retry");
+      state.failed.delete(job.id);
+      renderFailed();
+    }));
+  }
+  $("failed-empty").hidden = state.failed.size > 0;
+}
+
+function renderTotals(jobs, run) {
+  if (jobs) for (const name of ["done", "running", "queued", "waiting", "failed"]) $("t-" + name).textContent = jobs[name];
+  if (run) {
+    $("t-speed").textContent = formatRate(run.speed);
+    $("t-eta").textContent = formatSeconds(run.eta);
+  }
+}
+
+async function allJobs(stateName) {
+  const jobs = [];
+  let cursor = "";
+  do {
+    const page = await api("GET", "/v1/jobs?state=" + stateName + "&limit=1000" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+    jobs.push(...page.jobs);
+    cursor = page.next;
+  } while (cursor && jobs.length < 5000);
+  return jobs;
+}
+
+async function loadSnapshot() {
+  const [summary, running, failed] = await Promise.all([api("GET", "/v1/summary"), allJobs("running"), allJobs("failed")]);
+  state.running = new Map(running.map((job) => [job.id, { id: job.id, name: (job.destination || job.url).split("/").pop(), url: job.url,
+    bytes_done: job.bytes_done, bytes_total: job.bytes_total, speed: job.speed, eta: null }]));
+  state.failed = new Map(failed.map((job) => [job.id, { id: job.id, url: job.url, error: job.last_error }]));
+  renderTotals(summary.jobs, summary.run);
+  renderRunning();
+  renderFailed();
+}
+
+async function refreshCounts() {
+  try { const summary = await api("GET", "/v1/summary"); renderTotals(summary.jobs, null); } catch (_) { /* the next event tries again */ }
+}
+
+let countsPending = false;
+function countsSoon() {
+  if (countsPending) return;
+  countsPending = true;
+  setTimeout(() => { countsPending = false; refreshCounts(); }, 500);
+}
+
+function handle(event) {
+  switch (event.event) {
+    case "started":
+      state.running.set(event.id, { id: event.id, name: event.name, url: event.url, bytes_done: event.bytes_done,
+        bytes_total: event.bytes_total, speed: 0, eta: null });
+      state.failed.delete(event.id);
+      renderRunning();
+      renderFailed();
+      countsSoon();
+      break;
+    case "progress":
+      for (const update of event.jobs) {
+        const job = state.running.get(update.id);
+        if (job) Object.assign(job, update);
+      }
+      renderRunning();
+      renderTotals(null, event.totals);
+      break;
+    case "finished":
+      state.running.delete(event.id);
+      if (event.state === "failed") state.failed.set(event.id, { id: event.id, url: event.url, error: event.error });
+      renderRunning();
+      renderFailed();
+      countsSoon();
+      break;
+    case "retrying":
+    case "paused":
+      for (const id of event.ids || [event.id]) state.running.delete(id);
+      renderRunning();
+      countsSoon();
+      break;
+    case "ingested":
+      countsSoon();
+      break;
+  }
+}
+
+function connect() {
+  if (state.source) state.source.close();
+  const source = new EventSource("/v1/events?token=" + encodeURIComponent(state.token));
+  state.source = source;
+  source.onopen = () => { $("connection").textContent = "live"; $("connection").className = "badge live"; };
+  source.onerror = () => { $("connection").textContent = "reconnecting"; $("connection").className = "badge down"; };
+  source.onmessage = (message) => handle(JSON.parse(message.data));
+  // Events were missed: start again from a fresh snapshot.
+  source.addEventListener("reset", () => loadSnapshot().catch((error) => { $("message").textContent = error.message; }));
+}
+
+async function start() {
+  $("login").hidden = true;
+  $("board").hidden = false;
+  try {
+    await loadSnapshot();
+    connect();
+  } catch (error) {
+    if (error.message !== "unauthorized") $("message").textContent = error.message;
+  }
+}
+
+$("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  state.token = $("token").value.trim();
+  sessionStorage.setItem("transferd-token", state.token);
+  $("token").value = "";
+  start();
+});
+
+if (state.token) start(); else logout();

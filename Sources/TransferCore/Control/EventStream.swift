@@ -1,0 +1,75 @@
+import Foundation
+
+/// One client's Server-Sent Events stream (`GET /v1/events`): the run's events
+/// after the one the client last saw (`Last-Event-ID`), each with its `id:`; a
+/// comment as a heartbeat when nothing happens, so proxies keep the connection;
+/// an explicit `reset` event when the events it asked for are no longer kept
+/// (it fell behind the bound, or the id is from another run).
+// @unchecked: `cursor` and `pending` are used by the one connection thread that pulls the stream.
+final class EventStream: ResponseStream, @unchecked Sendable {
+    private let journal: EventJournal
+    private let heartbeat: TimeInterval
+    private var cursor: Int
+    private var pending = Data()
+
+    /// - Parameter lastEventID: the client's `Last-Event-ID`; nil: only events from now on.
+    init(journal: EventJournal, lastEventID: String?, heartbeat: TimeInterval) {
+        self.journal = journal
+        self.heartbeat = heartbeat
+        // The client's reconnection delay, in milliseconds.
+        pending.append(contentsOf: "retry: 2000\n\n".utf8)
+        let newest = journal.newest
+        if let lastEventID {
+            if let id = EventID(parsing: lastEventID), id.run == journal.run, id.number <= newest {
+                cursor = id.number
+            } else {
+                cursor = newest
+                pending.append(Self.reset(run: journal.run, newest: newest,
+                                          reason: "the event id \(lastEventID) is not from this run"))
+            }
+        } else {
+            cursor = newest
+        }
+    }
+
+    func next(limit: Int) -> Data? {
+        while pending.isEmpty {
+            switch journal.wait(after: cursor, limit: 256, timeout: heartbeat) {
+            case .closed:
+                return nil
+            case .timedOut:
+                pending.append(contentsOf: ": heartbeat\n\n".utf8)
+            case .read(.behind(let newest)):
+                pending.append(Self.reset(run: journal.run, newest: newest,
+                                          reason: "events after \(EventID(run: journal.run, number: cursor)) are no longer kept"))
+                cursor = newest
+            case .read(.entries(let entries)):
+                for entry in entries {
+                    pending.append(Self.frame(id: EventID(run: journal.run, number: entry.number), data: entry.data))
+                }
+                cursor = entries.last?.number ?? cursor
+            }
+        }
+        let count = min(limit, pending.count)
+        let chunk = pending.prefix(count)
+        pending.removeFirst(count)
+        return Data(chunk)
+    }
+
+    static func frame(id: EventID, event: String? = nil, data: String) -> Data {
+        var text = "id: \(id)\n"
+        if let event { text += "event: \(event)\n" }
+        // One JSON line has no newline, but a `data:` field per line keeps the frame right regardless.
+        for line in data.split(separator: "\n", omittingEmptySubsequences: false) { text += "data: \(line)\n" }
+        return Data((text + "\n").utf8)
+    }
+
+    /// Tells the client that events were missed: reload the jobs and the summary, then follow on.
+    static func reset(run: String, newest: Int, reason: String) -> Data {
+        var object = JSONObject()
+        object.add("event", "reset")
+        object.add("reason", reason)
+        object.add("fix", "read GET /v1/summary and GET /v1/jobs again; the stream goes on from here")
+        return frame(id: EventID(run: run, number: newest), event: "reset", data: object.serialized())
+    }
+}

@@ -1,0 +1,183 @@
+import CMicroHTTPD
+import Foundation
+
+/// The control API's listener: libmicrohttpd with a thread per connection, so
+/// an event stream that waits for events holds up neither other requests nor the
+/// run loop. Requests become `HTTPRequest` values and `handler` answers them;
+/// bodies longer than `bodyLimit` are refused (413) without being kept.
+// @unchecked: `daemon` is set in init and cleared by `stop()`, which the owner calls once; the
+// callbacks reach the server only through the context pointer libmicrohttpd hands back.
+final class HTTPServer: @unchecked Sendable {
+    typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+
+    private var daemon: OpaquePointer?
+    let handler: Handler
+    let bodyLimit: Int
+    /// The port bound (the system's choice when 0 was asked for).
+    private(set) var port = 0
+
+    /// One request's state between libmicrohttpd's calls of the access handler.
+    final class Exchange {
+        var body = Data()
+    }
+
+    init(address: ListenAddress, bodyLimit: Int, handler: @escaping Handler) throws {
+        self.handler = handler
+        self.bodyLimit = bodyLimit
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        daemon = try Self.withSocketAddress(address) { socketAddress in
+            transferd_mhd_start(socketAddress, address.isIPv6 ? 1 : 0, Self.accessHandler, context,
+                                Self.requestCompleted, nil,
+                                64,       // connections at once (each a thread)
+                                120,      // seconds a connection may stay silent (event streams send a heartbeat)
+                                64 << 10) // bytes of request line and headers per connection
+        }
+        guard let daemon else {
+            throw ListenAddressError(description: "could not listen on \(address): \(String(cString: strerror(errno)))"
+                                     + " (is the port in use? --listen 127.0.0.1:0 lets the system choose one)")
+        }
+        port = Int(transferd_mhd_port(daemon))
+    }
+
+    /// Streamed responses still being sent.
+    let streams = StreamCount()
+
+    /// Stops listening and closes every connection. Streams that have ended (their
+    /// source returned nil) get up to `drain` seconds to send what they hold first,
+    /// so a client sees the last event before the connection closes.
+    func stop(drain: TimeInterval = 0) {
+        guard let daemon else { return }
+        let deadline = Date().addingTimeInterval(drain)
+        while streams.value > 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        self.daemon = nil
+        MHD_stop_daemon(daemon)
+    }
+
+    final class StreamCount: @unchecked Sendable {
+        private let lock = NSLock()
+        private var count = 0
+        var value: Int { lock.withLock { count } }
+        func add(_ delta: Int) { lock.withLock { count += delta } }
+    }
+
+    deinit { stop() }
+
+    private static func withSocketAddress<R>(_ address: ListenAddress, _ body: (UnsafePointer<sockaddr>) -> R) throws -> R {
+        if address.isIPv6 {
+            var socketAddress = sockaddr_in6()
+            socketAddress.sin6_family = sa_family_t(AF_INET6)
+            socketAddress.sin6_port = in_port_t(UInt16(address.port).bigEndian)
+            _ = inet_pton(AF_INET6, address.host, &socketAddress.sin6_addr)
+            return withUnsafePointer(to: &socketAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+        }
+        var socketAddress = sockaddr_in()
+        socketAddress.sin_family = sa_family_t(AF_INET)
+        socketAddress.sin_port = in_port_t(UInt16(address.port).bigEndian)
+        _ = inet_pton(AF_INET, address.host, &socketAddress.sin_addr)
+        return withUnsafePointer(to: &socketAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+    }
+
+    // MARK: libmicrohttpd's callbacks
+
+    /// Called once when the headers are in, then once per piece of body, then once more with
+    /// none left: the request is answered on that last call.
+    private static let accessHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, uploadData, uploadSize, exchangeSlot in
+        guard let context, let connection, let uploadSize, let exchangeSlot else { return .NO }
+        let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+        guard let exchangePointer = exchangeSlot.pointee else {
+            // The headers: a declared body over the limit is refused before it is read.
+            if let length = lookup(connection, .HEADER_KIND, "content-length").flatMap(Int.init), length > server.bodyLimit {
+                return queue(tooLarge(server.bodyLimit), on: connection, streams: server.streams)
+            }
+            exchangeSlot.pointee = Unmanaged.passRetained(Exchange()).toOpaque()
+            return .YES
+        }
+        let exchange = Unmanaged<Exchange>.fromOpaque(exchangePointer).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            guard exchange.body.count + uploadSize.pointee <= server.bodyLimit, let uploadData else {
+                // A chunked body that outgrew the limit: the connection is closed.
+                return .NO
+            }
+            exchange.body.append(UnsafeRawPointer(uploadData).assumingMemoryBound(to: UInt8.self), count: uploadSize.pointee)
+            uploadSize.pointee = 0
+            return .YES
+        }
+        let fullURL = url.map { String(cString: $0) } ?? "/"
+        let request = HTTPRequest(method: method.map { String(cString: $0) } ?? "GET",
+                                  path: fullURL.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/",
+                                  query: values(connection, .GET_ARGUMENT_KIND),
+                                  headers: values(connection, .HEADER_KIND),
+                                  body: exchange.body)
+        exchange.body = Data()
+        return queue(server.handler(request), on: connection, streams: server.streams)
+    }
+
+    private static let requestCompleted: MHD_RequestCompletedCallback = { _, _, exchangeSlot, _ in
+        guard let exchangeSlot, let pointer = exchangeSlot.pointee else { return }
+        Unmanaged<Exchange>.fromOpaque(pointer).release()
+        exchangeSlot.pointee = nil
+    }
+
+    private static func tooLarge(_ limit: Int) -> HTTPResponse {
+        .error(413, "the request body is larger than \(limit) bytes", fix: "split the job file into several requests")
+    }
+
+    private static func lookup(_ connection: OpaquePointer, _ kind: MHD_ValueKind, _ key: String) -> String? {
+        MHD_lookup_connection_value(connection, kind, key).map { String(cString: $0) }
+    }
+
+    private final class Collected { var values: [String: String] = [:] }
+
+    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [String: String] {
+        let collected = Collected()
+        let pointer = Unmanaged.passUnretained(collected).toOpaque()
+        _ = MHD_get_connection_values(connection, kind, { context, _, key, value in
+            guard let context, let key else { return .YES }
+            let collected = Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue()
+            collected.values[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+            return .YES
+        }, pointer)
+        return withExtendedLifetime(collected) { collected.values }
+    }
+
+    private static func queue(_ response: HTTPResponse, on connection: OpaquePointer, streams: StreamCount) -> MHD_Result {
+        let native: OpaquePointer?
+        if let stream = response.stream {
+            let box = Unmanaged.passRetained(StreamBox(stream, streams)).toOpaque()
+            native = MHD_create_response_from_callback(UInt64.max, 16 << 10, { context, _, buffer, limit in
+                guard let context, let buffer else { return -2 }
+                let box = Unmanaged<StreamBox>.fromOpaque(context).takeUnretainedValue()
+                // nil: the stream ended (MHD_CONTENT_READER_END_OF_STREAM).
+                guard let data = box.stream.next(limit: limit), !data.isEmpty else { return -1 }
+                let count = min(data.count, limit)
+                data.copyBytes(to: UnsafeMutableRawPointer(buffer).assumingMemoryBound(to: UInt8.self), count: count)
+                return count
+            }, box, { context in
+                guard let context else { return }
+                Unmanaged<StreamBox>.fromOpaque(context).release()
+            })
+        } else {
+            native = response.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                                .RESPMEM_MUST_COPY)
+            }
+        }
+        guard let native else { return .NO }
+        defer { MHD_destroy_response(native) }
+        for header in response.headers {
+            _ = MHD_add_response_header(native, header.name, header.value)
+        }
+        return MHD_queue_response(connection, UInt32(response.status), native)
+    }
+
+    private final class StreamBox {
+        let stream: ResponseStream
+        let streams: StreamCount
+        init(_ stream: ResponseStream, _ streams: StreamCount) {
+            self.stream = stream
+            self.streams = streams
+            streams.add(1)
+        }
+        deinit { streams.add(-1) }
+    }
+}
