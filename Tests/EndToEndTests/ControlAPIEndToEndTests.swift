@@ -7,78 +7,22 @@ import XCTest
 /// its refusals, and an event stream that a client leaves and rejoins with
 /// `Last-Event-ID` without losing or repeating an event.
 final class ControlAPIEndToEndTests: XCTestCase {
-    /// A port nothing listens on now (the kernel's choice, released at once).
-    private func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw POSIXFailure(operation: "bind", path: "127.0.0.1:0") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    private func freePort() throws -> Int { try ControlAPIClient.freePort() }
 
-    struct Reply {
-        let status: Int
-        let body: String
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:] }
-    }
-
-    /// One request with the curl command line tool.
     private func curl(_ method: String, _ url: String, token: String?, body: String? = nil, bodyFile: String? = nil,
-                      headers: [String] = []) throws -> Reply {
-        var arguments = ["-s", "-S", "--max-time", "20", "-X", method, "-w", "\n%{http_code}"]
-        if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
-        for header in headers { arguments += ["-H", header] }
-        if let body { arguments += ["--data-binary", body] }
-        if let bodyFile { arguments += ["--data-binary", "@" + bodyFile] }
-        let result = try run("/usr/bin/curl", arguments + [url])
-        let text = result.stdout
-        guard let split = text.lastIndex(of: "\n"), let status = Int(text[text.index(after: split)...]) else {
-            throw POSIXFailure(operation: "curl \(method) \(url): \(result.stderr)", path: url, code: EIO)
-        }
-        return Reply(status: status, body: String(text[..<split]))
+                      headers: [String] = []) throws -> ControlAPIClient.Reply {
+        try ControlAPIClient(base: "").request(method, url, token: .some(token), body: body, bodyFile: bodyFile, headers: headers)
     }
 
-    private func run(_ tool: String, _ arguments: [String]) throws -> (stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (String(decoding: data, as: UTF8.self), String(decoding: errors, as: UTF8.self))
+    private func waitForAPI(_ base: String) throws { try ControlAPIClient(base: base).waitUntilServing() }
+
+    private func waitForState(_ base: String, token: String, id: String, _ states: Set<String>,
+                              file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+        try ControlAPIClient(base: base, token: token).waitForState(id, states, file: file, line: line)
     }
 
-    private func waitForAPI(_ base: String, timeout: TimeInterval = 20) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let reply = try? curl("GET", base + "/metrics", token: nil), reply.status == 200 { return }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
-        XCTFail("the API at \(base) did not answer within \(timeout) s")
-        throw XCTSkip("no API")
-    }
-
-    private func waitForState(_ base: String, token: String, id: String, _ states: Set<String>, timeout: TimeInterval = 30) throws -> [String: Any] {
-        let deadline = Date().addingTimeInterval(timeout)
-        var last: [String: Any] = [:]
-        while Date() < deadline {
-            last = try curl("GET", base + "/v1/jobs/" + id, token: token).json
-            if let state = last["state"] as? String, states.contains(state) { return last }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
-        XCTFail("job \(id) did not reach \(states) within \(timeout) s: \(last)")
-        return last
+    private func run(_ tool: String, _ arguments: [String]) throws -> (stdout: String, stderr: String, status: Int32) {
+        try ControlAPIClient.runTool(tool, arguments)
     }
 
     func testEveryEndpointOverHTTPWithItsRefusals() throws {

@@ -193,8 +193,12 @@ public final class ControlAPI: Sendable {
     // MARK: The run
 
     private func summary() throws -> HTTPResponse {
+        // Read before the store: a client that follows the stream from this id misses nothing
+        // that happened after the counts (it may see an event the counts already hold).
+        let eventID = EventID(run: monitor.journal.run, number: monitor.journal.newest)
         let counts = try store.counts()
         var object = JSONObject()
+        object.add("event_id", eventID.description)
         var jobs = JSONObject()
         for state in JobState.allCases { jobs.add(state.rawValue, counts[state] ?? 0) }
         object.add("jobs", .object(jobs))

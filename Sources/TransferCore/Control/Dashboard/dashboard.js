@@ -125,6 +125,7 @@ async function loadSnapshot() {
   renderTotals(summary.jobs, summary.run);
   renderRunning();
   renderFailed();
+  return summary.event_id;
 }
 
 async function refreshCounts() {
@@ -175,9 +176,11 @@ function handle(event) {
   }
 }
 
-function connect() {
+// Follows the stream from the snapshot's event (nothing between the two is missed).
+function connect(after) {
   if (state.source) state.source.close();
-  const source = new EventSource("/v1/events?token=" + encodeURIComponent(state.token));
+  const source = new EventSource("/v1/events?token=" + encodeURIComponent(state.token) +
+    (after ? "&last_event_id=" + encodeURIComponent(after) : ""));
   state.source = source;
   source.onopen = () => { $("connection").textContent = "live"; $("connection").className = "badge live"; };
   source.onerror = () => { $("connection").textContent = "reconnecting"; $("connection").className = "badge down"; };
@@ -188,10 +191,10 @@ function connect() {
 
 async function start() {
   $("login").hidden = true;
+  $("login-error").textContent = "";
   $("board").hidden = false;
   try {
-    await loadSnapshot();
-    connect();
+    connect(await loadSnapshot());
   } catch (error) {
     if (error.message !== "unauthorized") $("message").textContent = error.message;
   }

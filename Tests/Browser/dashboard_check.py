@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Drives the dashboard of a running `transferd run --listen` in headless Chromium.
+
+Called by Tests/EndToEndTests/DashboardBrowserTests.swift, which starts the run
+with three jobs: CANCEL (a slow download to cancel from the page), WATCH (a
+slow download whose bar must move) and RETRY (a download that fails with 404
+until RETRY_FILE exists). The script logs in with the token, waits for what a
+person would see, presses Cancel and Retry, takes a screenshot, and prints one
+JSON object of what it saw. Any expectation not met exits 1 with the reason.
+
+Chromium and its driver are Debian's (/usr/bin/chromium, /usr/bin/chromedriver),
+given explicitly so selenium never looks for a driver on the network.
+"""
+import argparse
+import json
+import sys
+import time
+
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+class Failure(Exception):
+    pass
+
+
+def wait_for(what, check, timeout=30.0, interval=0.1):
+    """Calls check() until it returns something truthy; fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except (StaleElementReferenceException, WebDriverException) as error:
+            last_error = error
+        time.sleep(interval)
+    raise Failure(f"timed out after {timeout:.0f} s waiting for {what}" + (f" ({last_error.msg})" if last_error else ""))
+
+
+def row(driver, table, job_id):
+    rows = driver.find_elements(By.CSS_SELECTOR, f'#{table} tbody tr[data-id="{job_id}"]')
+    return rows[0] if rows else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--cancel", required=True)
+    parser.add_argument("--watch", required=True)
+    parser.add_argument("--retry", required=True)
+    parser.add_argument("--retry-file", required=True, help="written before Retry is pressed, so the retry succeeds")
+    parser.add_argument("--screenshot", required=True)
+    args = parser.parse_args()
+    with open(args.token_file) as handle:
+        token = handle.read().strip()
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1280,900", "--no-first-run", "--disable-extensions"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+    seen = {}
+    try:
+        driver.get(args.base + "/")
+        # First visit: the page asks for the token and shows nothing else.
+        login = wait_for("the token form", lambda: driver.find_element(By.ID, "login").is_displayed() and driver.find_element(By.ID, "login"))
+        if driver.find_element(By.ID, "board").is_displayed():
+            raise Failure("the board is shown before a token was given")
+        wrong = driver.find_element(By.ID, "token")
+        wrong.send_keys("not-the-token-at-all")
+        login.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        seen["wrong_token_message"] = wait_for("a refusal of a wrong token",
+                                               lambda: driver.find_element(By.ID, "login-error").text)
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+        wait_for("the board", lambda: driver.find_element(By.ID, "board").is_displayed())
+        wait_for("the live badge", lambda: driver.find_element(By.ID, "connection").text == "live")
+        if driver.find_element(By.ID, "login").is_displayed():
+            raise Failure("the token form is still shown after a good token")
+        if driver.execute_script("return document.cookie") or driver.execute_script("return localStorage.length"):
+            raise Failure("the token was kept beyond the tab (cookie or localStorage)")
+
+        # Rows appear, and the watched job's bar moves.
+        wait_for("a row for the job to cancel", lambda: row(driver, "running", args.cancel))
+        first = wait_for("a row with progress for the watched job",
+                         lambda: (r := row(driver, "running", args.watch)) and r.find_element(By.CSS_SELECTOR, ".bar span").text)
+        later = wait_for("the watched job's progress to move",
+                         lambda: (r := row(driver, "running", args.watch)) and
+                         (text := r.find_element(By.CSS_SELECTOR, ".bar span").text) != first and text)
+        seen["progress"] = [first, later]
+        seen["bar_width"] = row(driver, "running", args.watch).find_element(By.CSS_SELECTOR, ".bar div").get_attribute("style")
+
+        # The failed job is listed with its reason.
+        reason = wait_for("the failed job's reason",
+                          lambda: (r := row(driver, "failed", args.retry)) and r.find_element(By.CSS_SELECTOR, ".reason").text)
+        if "404" not in reason:
+            raise Failure(f"the failed job's reason does not say 404: {reason!r}")
+        seen["failed_reason"] = reason
+        seen["totals"] = {name: driver.find_element(By.ID, "t-" + name).text for name in ("done", "running", "queued", "failed")}
+        driver.save_screenshot(args.screenshot)
+
+        # Cancel from the page: the row goes.
+        row(driver, "running", args.cancel).find_element(By.TAG_NAME, "button").click()
+        wait_for("the cancelled job's row to go", lambda: row(driver, "running", args.cancel) is None)
+
+        # Retry from the page, once the file exists: the failed row goes and the job runs to done.
+        with open(args.retry_file, "wb") as handle:
+            handle.write(b"\x07" * 1000)
+        row(driver, "failed", args.retry).find_element(By.TAG_NAME, "button").click()
+        wait_for("the retried job's failed row to go", lambda: row(driver, "failed", args.retry) is None)
+        wait_for("the failed count to reach 0", lambda: driver.find_element(By.ID, "t-failed").text == "0", timeout=15)
+        message = driver.find_element(By.ID, "message").text
+        if message:
+            raise Failure(f"the page shows an error: {message!r}")
+        seen["totals_after"] = {name: driver.find_element(By.ID, "t-" + name).text for name in ("done", "running", "queued", "failed")}
+        console = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
+        # The wrong token's 401 is the one error the console may show.
+        seen["console_errors"] = [entry["message"] for entry in console if "401" not in entry["message"]]
+        print(json.dumps(seen))
+        return 0
+    except Failure as failure:
+        try:
+            driver.save_screenshot(args.screenshot)
+        except WebDriverException:
+            pass
+        print(f"dashboard_check: {failure}; seen so far: {json.dumps(seen)}", file=sys.stderr)
+        return 1
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
