@@ -217,6 +217,9 @@ class KeyState:
     # (seconds since the first request, responses under way) at each start and end.
     active_history: list[tuple[float, int]] = field(default_factory=list)
     first_request: Optional[float] = None
+    # Bodies sent to /_echo with this key (the last 50), with the request's
+    # method and headers: what a webhook receiver saw.
+    bodies: list[dict] = field(default_factory=list)
 
     def stats(self) -> dict:
         return {
@@ -226,6 +229,7 @@ class KeyState:
             "max_active": self.max_active_seen,
             "refused": self.refused,
             "active_history": [list(point) for point in self.active_history],
+            "bodies": list(self.bodies),
         }
 
 
@@ -252,6 +256,12 @@ class StateRegistry:
             state = self._state(key)
             state.requests += 1
             state.ranges.append(range_header)
+
+    def record_body(self, key: str, method: str, headers: dict[str, str], body: bytes) -> None:
+        with self._lock:
+            bodies = self._state(key).bodies
+            bodies.append({"method": method, "headers": headers, "body": body.decode("utf-8", "replace")})
+            del bodies[:-50]
 
     def add_bytes(self, key: str, count: int) -> None:
         with self._lock:
@@ -494,6 +504,10 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
         if target.path == "/_echo":
             query = dict(parse_qsl(target.query, keep_blank_values=True))
             if not self.answer_echo_faults(target.path, query, None):
+                if "key" in query:
+                    # Only bodies that were answered 2xx: what the receiver accepted.
+                    self.server.registry.record_body(query["key"], self.command,
+                                                     {name.lower(): value for name, value in self.headers.items()}, body)
                 self.send_echo(body)
             return
         self.send_simple(

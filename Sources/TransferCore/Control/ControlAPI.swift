@@ -274,6 +274,8 @@ extension JobRecord {
         object.add("next_attempt_at", date(nextAttemptAt))
         object.add("worker", worker.map(JSONObject.Value.string) ?? .null)
         object.add("job_file", sourceFile)
+        // What the job's hook did (written by this process, so it parses).
+        object.add("hook", hook.flatMap { try? JSONParser.parse($0) }.map(JSONObject.Value.init(parsed:)) ?? .null)
         return object
     }
 }

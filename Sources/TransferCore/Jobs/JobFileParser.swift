@@ -167,7 +167,8 @@ struct Context {
         }
     }
 
-    private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate"]
+    private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate",
+                                                  "on_done", "on_failed", "notify"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
         .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile", "include", "exclude"],
         .put: ["source", "method", "content_type", "sha256"],
@@ -239,6 +240,21 @@ struct Context {
         if let rate = reader.string("limit_rate") {
             if let bytes = ByteSize.parse(rate), bytes > 0 { spec.limitRate = bytes } else {
                 fail("limit_rate", "\"\(rate)\" is not a rate", fix: "write e.g. \"500K\" or \"10M\" (bytes per second)")
+            }
+        }
+
+        for key in ["on_done", "on_failed"] {
+            guard let argv = reader.stringList(key) else { continue }
+            if let problem = HookCommand.problem(argv) {
+                fail(key, problem, fix: "write the command as a list: [\"/usr/local/bin/index\", \"--fast\"]; "
+                     + "for a shell, ask for one: [\"sh\", \"-c\", \"...\"]")
+            } else if key == "on_done" { spec.onDone = argv } else { spec.onFailed = argv }
+        }
+        if let notify = reader.string("notify") {
+            if let problem = HookCommand.notifyProblem(notify) {
+                fail("notify", problem, fix: "give an http:// or https:// URL")
+            } else {
+                spec.notify = notify
             }
         }
 

@@ -30,6 +30,9 @@ extension JobSpec {
         object.add("kind", kind.rawValue)
         if let limitRate { object.add("limitRate", limitRate) }
         if let method { object.add("method", method) }
+        if let notify { object.add("notify", notify) }
+        if let onDone { object.add("onDone", .array(onDone.map { .string($0) })) }
+        if let onFailed { object.add("onFailed", .array(onFailed.map { .string($0) })) }
         if let overwrite { object.add("overwrite", overwrite.rawValue) }
         if let partSize { object.add("partSize", partSize) }
         if let partsInFlight { object.add("partsInFlight", partsInFlight) }
@@ -108,6 +111,9 @@ extension JobSpec {
         include = try list("include")
         if case .bool(let flag)? = members["skipUnchanged"] { skipUnchanged = flag }
         exclude = try list("exclude")
+        onDone = try list("onDone")
+        onFailed = try list("onFailed")
+        notify = try string("notify")
         method = try string("method")
         contentType = try string("contentType")
         self.fields = try map("fields")

@@ -42,6 +42,11 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var exclude: [String]?
     /// An S3 upload: send nothing the bucket already holds.
     public var skipUnchanged: Bool?
+    /// Commands (argv, no shell) run when the job ends done or failed, and a URL told
+    /// of its outcome: the job's own, else the run's (`--on-done`, `--on-failed`, `--notify`).
+    public var onDone: [String]?
+    public var onFailed: [String]?
+    public var notify: String?
     // Uploads (executed from the upload engine onward).
     public var method: String?
     public var contentType: String?

@@ -118,6 +118,8 @@ public final class QueueRunner: @unchecked Sendable {
     private var lastFinishingSweep = Date()
     /// The limits last written to the store (for `status`).
     private var savedHostLimits: [String: Int] = [:]
+    /// Runs the hooks of jobs that ended (`on_done`, `on_failed`, `notify`).
+    private let hooks: HookRunner
 
     public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
                 onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
@@ -130,6 +132,7 @@ public final class QueueRunner: @unchecked Sendable {
         self.results = ResultFiles(layout: layout, store: store)
         self.scheduler = QueueScheduler(maxJobs: options.maxJobs, defaultConnections: options.connections,
                                         maxConnectionsPerHost: options.maxConnectionsPerHost)
+        self.hooks = HookRunner(store: store, layout: layout, hooks: options.hooks, notifyBaseDelay: options.notifyBaseDelay)
         (mailbox, post) = AsyncStream<Wake>.makeStream()
         self.context = ExecutionContext(layout: layout, store: store, options: options, transports: transports, limiter: limiter,
                                         environment: ProcessInfo.processInfo.environment, post: post)
@@ -151,6 +154,8 @@ public final class QueueRunner: @unchecked Sendable {
         if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
         try completeFinishing()
         _ = try store.recoverInterrupted()
+        // Hooks an earlier process owed and did not run (it was killed): at least once.
+        try hooks.startLeftovers()
         let counts = try store.counts()
         onEvent(.runStarted(pending: [JobState.queued, .waiting, .paused].reduce(0) { $0 + (counts[$1] ?? 0) }))
         try ingest()
@@ -222,6 +227,8 @@ public final class QueueRunner: @unchecked Sendable {
         // A limit is this run's lesson; the next run starts from the configured maximum.
         try store.saveHostLimits([:], maximum: scheduler.hostLimits.maximum)
         try store.retire()
+        // Hooks under way finish (each within its timeout); a second Ctrl-C leaves them owed to the next run.
+        hooks.wait(timeout: options.hooks.timeout + 5 + Double(HookRunner.notifyAttempts) * 30)
         return summary
     }
 
@@ -300,12 +307,18 @@ public final class QueueRunner: @unchecked Sendable {
             guard case .done(let result) = outcome else { return }
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
         case .done(let size):
+            let due = hooks.due(record, .done, bytes: size).map { [$0] } ?? []
+            try hooks.owe(due)
             let missed = try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
             if missed.isEmpty {
+                hooks.start(due)
                 summary.done += 1
                 onEvent(finished(.done, bytes: size))
-            } else if try !cancelledMeanwhile(missed).isEmpty {
+                return
+            }
+            hooks.forget(due.map(\.jobID))
+            if try !cancelledMeanwhile(missed).isEmpty {
                 summary.cancelled += 1
                 onEvent(finished(.cancelled, error: "cancelled by the user"))
             } else {
@@ -320,7 +333,10 @@ public final class QueueRunner: @unchecked Sendable {
             }
         case .fail(let message):
             let message = Redaction.scrub(message)
+            let due = hooks.due(record, .failed, error: message).map { [$0] } ?? []
+            try hooks.owe(due)
             try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
+            hooks.start(due)
             changedSources.insert(record.sourceFile)
             summary.failed += 1
             onEvent(finished(.failed, error: message))
@@ -364,6 +380,9 @@ public final class QueueRunner: @unchecked Sendable {
             close(fd)
         }
         let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
+        // Owed before anything is recorded: a run that dies from here on runs them next time.
+        var owed = batch.compactMap { hooks.due($0.job.record, .done, bytes: $0.result.size, sha256: $0.result.sha256) }
+        try hooks.owe(owed)
         // Recorded as finishing before the renames, so a run that dies among them completes them next time.
         // A job a shared store gave to another worker is that worker's to finish: not renamed here.
         let lost = try store.markFinishing(finished)
@@ -373,10 +392,15 @@ public final class QueueRunner: @unchecked Sendable {
                 failures[item.job.record.id] = reason
             }
         }
+        let owedFailed = batch.compactMap { item in failures[item.job.record.id].flatMap { hooks.due(item.job.record, .failed, error: $0) } }
+        try hooks.owe(owedFailed)
         for (id, reason) in failures {
             try store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
         }
         let missed = try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
+        owed.removeAll { failures[$0.jobID] != nil }
+        hooks.forget(owed.filter { lost.contains($0.jobID) || missed.contains($0.jobID) }.map(\.jobID))
+        hooks.start(owed.filter { !lost.contains($0.jobID) && !missed.contains($0.jobID) } + owedFailed)
         // Not recorded done: a user cancelled it while it was renamed, or another worker took it.
         let cancelled = try cancelledMeanwhile(missed)
         return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)

@@ -32,6 +32,8 @@ public struct JobRecord: Sendable, Equatable {
     public var checkpoint: String?
     /// The worker holding the job (a shared store's fleet); nil in a store of one run.
     public var worker: String? = nil
+    /// What the job's hook (`on_done`, `on_failed`, `notify`) did, as JSON; nil before it ran.
+    public var hook: String? = nil
 
     public var id: String { spec.id }
 }
@@ -156,6 +158,8 @@ public protocol QueueStore: AnyObject, Sendable {
     ///   another): nothing was saved, and the transfer must stop.
     @discardableResult
     func saveCheckpoint(_ json: String?, for id: String) throws -> Bool
+    /// Records what a finished job's hook did (JSON), whichever state the job is in now.
+    func recordHook(_ json: String, for id: String) throws
 
     // A store shared by several workers (a fleet) leases what each one claims.
 

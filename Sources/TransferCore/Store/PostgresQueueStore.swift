@@ -146,6 +146,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             PRIMARY KEY (worker, host)
         )
         """,
+        // 3: what a finished job's hook did.
+        """
+        ALTER TABLE transferd_jobs ADD COLUMN hook TEXT
+        """,
     ]
 
     public static var schemaVersion: Int { migrations.count }
@@ -551,9 +555,9 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     private static let columns = """
         seq, spec, state, attempts, next_attempt_at, last_error, bytes_done, bytes_total, speed, sha256,
-        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, worker
+        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, worker, hook
         """
-    private static let columnCount = 17
+    private static let columnCount = 18
     /// `columns` where another table's names could clash (an UPDATE … FROM).
     private static let qualifiedColumns = columns.split(separator: ",")
         .map { "transferd_jobs." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
@@ -565,7 +569,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                          bytesDone: row.int(6) ?? 0, bytesTotal: row.int(7), speed: row.double(8), sha256: row[9],
                          sourceFile: row[10] ?? "", createdAt: row.date(11) ?? Date(timeIntervalSince1970: 0),
                          startedAt: row.date(12), finishedAt: row.date(13), cancelRequested: row.bool(14),
-                         checkpoint: row[15], worker: row[16])
+                         checkpoint: row[15], worker: row[16], hook: row[17])
     }
 
     public func job(_ id: String) throws -> JobRecord? {
@@ -668,6 +672,11 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     public func checkpoint(for id: String) throws -> String? {
         try locked { try connection.query("SELECT checkpoint FROM transferd_jobs WHERE id = $1", [id]).first?[0] }
+    }
+
+    /// Not fenced: a hook runs after the job ended, when no lease is held.
+    public func recordHook(_ json: String, for id: String) throws {
+        try locked { _ = try connection.execute("UPDATE transferd_jobs SET hook = $1 WHERE id = $2", [json, id]) }
     }
 
     /// Fenced like every write: a worker that lost the job (its lease ran out while it was

@@ -84,6 +84,10 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
             maximum INTEGER NOT NULL
         );
         """,
+        // 4: what a finished job's hook did.
+        """
+        ALTER TABLE jobs ADD COLUMN hook TEXT;
+        """,
     ]
 
     /// One step per write transaction, the version read inside it: two processes opening a new
@@ -333,7 +337,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     private static let columns = """
         seq, spec, state, attempts, next_attempt_at, last_error, bytes_done, bytes_total, speed, sha256,
-        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint
+        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, hook
         """
 
     private static func record(_ row: [SQLValue]) throws -> JobRecord {
@@ -345,7 +349,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                          createdAt: Date(timeIntervalSince1970: row[11].double ?? 0),
                          startedAt: row[12].double.map(Date.init(timeIntervalSince1970:)),
                          finishedAt: row[13].double.map(Date.init(timeIntervalSince1970:)),
-                         cancelRequested: (row[14].int ?? 0) != 0, checkpoint: row[15].string)
+                         cancelRequested: (row[14].int ?? 0) != 0, checkpoint: row[15].string, hook: row[16].string)
     }
 
     public func job(_ id: String) throws -> JobRecord? {
@@ -469,6 +473,10 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     public func checkpoint(for id: String) throws -> String? {
         try locked { try database.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string }
+    }
+
+    public func recordHook(_ json: String, for id: String) throws {
+        try locked { _ = try database.query("UPDATE jobs SET hook = ? WHERE id = ?", [.text(json), .text(id)]) }
     }
 
     /// One run holds what it claimed until it ends: a save always applies.

@@ -111,3 +111,21 @@ public struct JSONObject: Sendable {
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 }
+
+extension JSONObject.Value {
+    /// A parsed value written out again (key order is not kept: keys are sorted).
+    init(parsed value: JSONValue) {
+        switch value {
+        case .null: self = .null
+        case .bool(let flag): self = .bool(flag)
+        case .integer(let number): self = .int(number)
+        case .number(let number): self = .number(number)
+        case .string(let text): self = .string(text)
+        case .array(let items): self = .array(items.map(JSONObject.Value.init(parsed:)))
+        case .object(let members):
+            var object = JSONObject()
+            for key in members.keys.sorted() { object.add(key, JSONObject.Value(parsed: members[key]!)) }
+            self = .object(object)
+        }
+    }
+}

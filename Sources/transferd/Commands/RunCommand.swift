@@ -14,6 +14,10 @@ enum RunCommand {
         OptionSpec("--lease", value: "SECONDS", help: "how long a shared store's claim holds without renewal (default: 30)"),
         OptionSpec("--listen", value: "ADDR:PORT", help: "serve the control API and dashboard while the run works (127.0.0.1:0: any free port)"),
         OptionSpec("--api-token-file", value: "FILE", help: "the API's bearer token (default: made once in QUEUE_DIR/.transferd/api.token)"),
+        OptionSpec("--on-done", value: "COMMAND", help: "run COMMAND (words, or a JSON list; no shell) when a job without its own on_done is done"),
+        OptionSpec("--on-failed", value: "COMMAND", help: "run COMMAND when a job without its own on_failed fails"),
+        OptionSpec("--notify", value: "URL", help: "POST each finished job's outcome as JSON to URL (signed when TRANSFERD_NOTIFY_SECRET is set)"),
+        OptionSpec("--hook-timeout", value: "SECONDS", help: "stop a hook command after this long (default: 60)"),
     ] + OutputFlags.specs + [
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.queueSpecs
@@ -46,6 +50,7 @@ enum RunCommand {
             options.idleTimeout = try arguments.seconds("--idle-timeout") ?? options.idleTimeout
             options.maxRedirects = try arguments.integer("--max-redirects", range: 0...100) ?? options.maxRedirects
             output = try OutputFlags(arguments)
+            options.hooks = try hookFlags(arguments)
             if let transport = arguments.value("--transport") {
                 guard ["curl", "urlsession"].contains(transport) else {
                     throw UsageError("--transport must be curl or urlsession, not '\(transport)'")
@@ -123,5 +128,24 @@ enum RunCommand {
             Output.err("transferd run: \(error)\n")
             return .localError
         }
+    }
+
+    /// `--on-done`, `--on-failed`, `--notify`, `--hook-timeout`.
+    static func hookFlags(_ arguments: ParsedArguments) throws -> RunHooks {
+        var hooks = RunHooks()
+        for flag in ["--on-done", "--on-failed"] {
+            guard let text = arguments.value(flag) else { continue }
+            switch RunHooks.command(flag: text) {
+            case .success(let argv): if flag == "--on-done" { hooks.onDone = argv } else { hooks.onFailed = argv }
+            case .failure(let problem): throw UsageError("\(flag): \(problem) (write it as words, or as a JSON list: '[\"/bin/x\", \"a b\"]')")
+            }
+        }
+        if let url = arguments.value("--notify") {
+            if let problem = RunHooks.notifyProblem(url) { throw UsageError("--notify: \(problem)") }
+            hooks.notify = url
+        }
+        hooks.timeout = try arguments.seconds("--hook-timeout") ?? hooks.timeout
+        guard hooks.timeout > 0 else { throw UsageError("--hook-timeout must be more than 0 seconds") }
+        return hooks
     }
 }

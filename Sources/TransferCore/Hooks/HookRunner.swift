@@ -1,0 +1,245 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Runs the hooks jobs owe, off the run loop: at most four at once, each
+/// command with its timeout, each notify POST retried with backoff. What a hook
+/// did is recorded on its job (`hook` in the store); the outbox entry goes
+/// only after that, so a hook cut off by a killed process runs on the next start.
+// @unchecked: `running` is the dispatch group's business; the rest is immutable after init.
+final class HookRunner: @unchecked Sendable {
+    private let store: QueueStore
+    private let outbox: HookOutbox
+    let hooks: RunHooks
+    private let workingDirectory: String
+    /// The notify signing secret, from `TRANSFERD_NOTIFY_SECRET`.
+    private let secret: String?
+    private let queue = DispatchQueue(label: "transferd.hooks", attributes: .concurrent)
+    private let slots = DispatchSemaphore(value: 4)
+    private let running = DispatchGroup()
+    private let session: URLSession
+    /// The first wait between notify attempts (doubled each time; tests shorten it).
+    let notifyBaseDelay: TimeInterval
+    static let notifyAttempts = 5
+    /// Lines of a command's output kept on the job.
+    static let outputLines = 20
+
+    init(store: QueueStore, layout: QueueLayout, hooks: RunHooks, notifyBaseDelay: TimeInterval = 1) {
+        self.store = store
+        self.outbox = HookOutbox(directory: layout.stateDirectory + "/hooks")
+        self.hooks = hooks
+        self.workingDirectory = layout.root
+        self.notifyBaseDelay = notifyBaseDelay
+        let secret = ProcessInfo.processInfo.environment["TRANSFERD_NOTIFY_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        if let secret { Redaction.registerSecret(secret) }
+        self.secret = secret
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 15
+        session = URLSession(configuration: configuration)
+    }
+
+    /// What a job's end owes, if anything.
+    func due(_ record: JobRecord, _ state: JobState, bytes: Int64? = nil, sha256: String? = nil, error: String? = nil) -> DueHook? {
+        DueHook.due(for: record.spec, state: state, run: hooks, bytes: bytes, sha256: sha256, error: error)
+    }
+
+    /// Before the jobs' ends are recorded: their hooks are owed from now on.
+    func owe(_ due: [DueHook]) throws {
+        try outbox.record(due)
+    }
+
+    /// The ends were not recorded (another worker took the job, a user cancelled it): nothing is owed.
+    func forget(_ ids: [String]) {
+        for id in ids { outbox.remove(id) }
+    }
+
+    /// After the ends were recorded.
+    func start(_ due: [DueHook]) {
+        for hook in due {
+            running.enter()
+            queue.async { [self] in
+                slots.wait()
+                defer {
+                    slots.signal()
+                    running.leave()
+                }
+                execute(hook)
+            }
+        }
+    }
+
+    /// At the start of a run: hooks an earlier process owed and did not finish, for jobs that
+    /// did end that way (an entry whose job is in another state now is dropped: the job's end
+    /// was never recorded, and it will owe its hook again when it does end).
+    func startLeftovers() throws {
+        var owed: [DueHook] = []
+        for hook in outbox.entries() {
+            if try store.job(hook.jobID)?.state == hook.state { owed.append(hook) } else { outbox.remove(hook.jobID) }
+        }
+        start(owed)
+    }
+
+    /// Waits for the hooks under way (each ends within its timeout).
+    func wait(timeout: TimeInterval) {
+        _ = running.wait(timeout: .now() + timeout)
+    }
+
+    // MARK: Running one
+
+    private func execute(_ hook: DueHook) {
+        var hook = hook
+        if hook.state == .done, hook.sha256 == nil, hook.kind == JobSpec.Kind.download.rawValue, let destination = hook.destination {
+            // Downloads without an expected digest are not hashed as they arrive; a hook gets one anyway.
+            hook.sha256 = try? SHA256Hasher.hex(ofFileAt: destination)
+        }
+        var result = JSONObject()
+        result.add("state", hook.state.rawValue)
+        if let command = hook.command { result.add("command", .object(run(command, environment: hook.environment))) }
+        if let url = hook.notify { result.add("notify", .object(notify(url, body: hook.notifyBody(at: Date())))) }
+        result.add("at", JSONObject.timestamp(Date()))
+        // A store that cannot record it now leaves the entry: the next start runs the hook again.
+        guard (try? store.recordHook(result.serialized(), for: hook.jobID)) != nil else { return }
+        outbox.remove(hook.jobID)
+    }
+
+    private func run(_ command: [String], environment: [String: String]) -> JSONObject {
+        var result = JSONObject()
+        let started = Date()
+        let process = Process()
+        // No shell: the first item is the program, found on PATH like execvp does.
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["--"] + command
+        var inherited = ProcessInfo.processInfo.environment
+        inherited["TRANSFERD_NOTIFY_SECRET"] = nil  // the run's signing key is not the hook's business
+        process.environment = inherited.merging(environment) { _, hook in hook }
+        process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory)
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        let ended = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in ended.signal() }
+        do {
+            try process.run()
+        } catch {
+            result.add("status", "not started")
+            result.add("error", "\(command[0]): \(error)")
+            return result
+        }
+        let tail = OutputTail(lines: Self.outputLines)
+        let drained = DispatchSemaphore(value: 0)
+        Thread {
+            let handle = output.fileHandleForReading
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                tail.append(chunk)
+            }
+            drained.signal()
+        }.start()
+        var timedOut = false
+        if ended.wait(timeout: .now() + hooks.timeout) == .timedOut {
+            timedOut = true
+            process.terminate()
+            if ended.wait(timeout: .now() + 2) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                ended.wait()
+            }
+        }
+        // A child the command left behind may hold the pipe open: its output is not waited for.
+        _ = drained.wait(timeout: .now() + 1)
+        let status = process.terminationStatus
+        if timedOut {
+            result.add("status", "timed out")
+        } else if process.terminationReason == .uncaughtSignal {
+            result.add("status", "killed")
+            result.add("signal", Int(status))
+        } else {
+            result.add("status", status == 0 ? "ok" : (status == 127 ? "not found" : "failed"))
+            result.add("exit", Int(status))
+        }
+        result.add("seconds", .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000))
+        result.add("output", .array(tail.lines.map { .string(Redaction.scrub($0)) }))
+        return result
+    }
+
+    private func notify(_ address: String, body: String) -> JSONObject {
+        var result = JSONObject()
+        guard let url = URL(string: address) else {
+            result.add("status", "failed")
+            result.add("error", "not a URL")
+            return result
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("transferd", forHTTPHeaderField: "User-Agent")
+        if let secret { request.setValue(DueHook.signature(body: body, secret: secret), forHTTPHeaderField: "X-Transferd-Signature") }
+        var lastError = ""
+        for attempt in 1...Self.notifyAttempts {
+            let (status, error) = send(request)
+            if let status, (200..<300).contains(status) {
+                result.add("status", "sent")
+                result.add("http", status)
+                result.add("attempts", attempt)
+                return result
+            }
+            lastError = status.map { "HTTP \($0)" } ?? error ?? "no answer"
+            // A refusal other than 408 and 429 will not change by asking again.
+            if let status, (400..<500).contains(status), status != 408, status != 429 {
+                result.add("status", "failed")
+                result.add("error", lastError)
+                result.add("attempts", attempt)
+                return result
+            }
+            if attempt < Self.notifyAttempts { Thread.sleep(forTimeInterval: notifyBaseDelay * pow(2, Double(attempt - 1))) }
+        }
+        result.add("status", "failed")
+        result.add("error", Redaction.scrub(lastError))
+        result.add("attempts", Self.notifyAttempts)
+        return result
+    }
+
+    private func send(_ request: URLRequest) -> (Int?, String?) {
+        let done = DispatchSemaphore(value: 0)
+        let answer = Locked<(Int?, String?)>((nil, nil))
+        session.dataTask(with: request) { _, response, error in
+            let status = (response as? HTTPURLResponse)?.statusCode
+            answer.withLock { $0 = (status, error.map { Redaction.scrub($0.localizedDescription) }) }
+            done.signal()
+        }.resume()
+        done.wait()
+        return answer.current
+    }
+}
+
+/// The last lines of a command's output, in bounded memory.
+final class OutputTail: @unchecked Sendable {
+    private let limit: Int
+    private var kept = Data()
+    private let lock = NSLock()
+    /// Bytes kept at most: a command that writes gigabytes costs nothing.
+    static let byteLimit = 16 << 10
+
+    init(lines: Int) {
+        limit = lines
+    }
+
+    func append(_ data: Data) {
+        lock.withLock {
+            kept.append(data)
+            if kept.count > Self.byteLimit * 2 { kept = kept.suffix(Self.byteLimit) }
+        }
+    }
+
+    var lines: [String] {
+        lock.withLock {
+            let text = String(decoding: kept.suffix(Self.byteLimit), as: UTF8.self)
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            if lines.last == "" { lines.removeLast() }
+            return Array(lines.suffix(limit))
+        }
+    }
+}
