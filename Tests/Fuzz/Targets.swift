@@ -22,6 +22,10 @@ enum FuzzTarget: String, CaseIterable {
     case headerValue = "header-value"
     /// A size such as `10M` (limit_rate, part_size, --limit-rate).
     case byteSize = "bytesize"
+    /// A control API's event stream as `status --watch --remote` reads it: the SSE parser
+    /// (fed whole and in pieces: the same events either way), each event's JSON, the view;
+    /// and the ids and cursors the API takes from clients.
+    case eventStream = "event-stream"
 
     func run(_ data: Data) {
         switch self {
@@ -31,6 +35,7 @@ enum FuzzTarget: String, CaseIterable {
         case .headers: fuzzHeaders(data)
         case .headerValue: fuzzHeaderValue(data)
         case .byteSize: fuzzByteSize(data)
+        case .eventStream: fuzzEventStream(data)
         }
     }
 }
@@ -210,3 +215,33 @@ func fuzzByteSize(_ data: Data) {
         check(bytes >= 0, "\(text.debugDescription) is \(bytes) bytes")
     }
 }
+
+func fuzzEventStream(_ data: Data) {
+    var whole = ServerSentEventParser()
+    let events = whole.feed(data)
+    // The same bytes in pieces whose sizes come from the input: the same events.
+    var pieces = ServerSentEventParser()
+    var split: [ServerSentEvent] = []
+    var index = data.startIndex
+    var step = 1
+    while index < data.endIndex {
+        let end = data.index(index, offsetBy: min(step, data.endIndex - index))
+        split += pieces.feed(data[index..<end])
+        step = Int(data[index] % 7) + 1
+        index = end
+    }
+    check(split == events || whole.overflowed, "chunking changed the events: \(events.count) whole, \(split.count) in pieces")
+    check(whole.lastEventID == pieces.lastEventID || whole.overflowed, "chunking changed the last event id")
+    let summary = Data(#"{"event_id":"r-0","jobs":{"running":1,"done":0}}"#.utf8)
+    let jobs = Data(#"{"jobs":[{"id":"a","state":"running","kind":"download","url":"u","bytes_done":1}],"next":null}"#.utf8)
+    guard var remote = try? RemoteRun(summary: summary, jobs: [jobs], at: Date(timeIntervalSince1970: 0)) else {
+        return check(false, "the fixed snapshot does not read")
+    }
+    for (offset, event) in events.enumerated() {
+        _ = remote.apply(event, at: Date(timeIntervalSince1970: Double(offset)))
+        _ = EventID(parsing: event.lastEventID)
+        _ = JobCursor(token: event.data)
+    }
+    check(remote.progress.running.allSatisfy { $0.bytesDone >= 0 }, "negative progress")
+}
+

@@ -11,9 +11,14 @@ enum QueueCommands {
         let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job"),
                      OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
                      OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
-                     OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"), help]
-        return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json | --watch]",
+                     OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"),
+                     OptionSpec("--remote", value: "URL", help: "watch the run serving its control API at URL (transferd run --listen) instead"),
+                     OptionSpec("--api-token-file", value: "FILE", help: "the remote run's API token (also: TRANSFERD_API_TOKEN)"), help]
+        return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json | --watch] | --watch --remote URL",
                        summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
+            if let remote = arguments.value("--remote") {
+                return try remoteWatch(remote, arguments)
+            }
             let layout = QueueFlags.layout(arguments)
             let store = try QueueFlags.openStore(layout, arguments, forReading: true)
             if arguments.has("--watch") {
@@ -33,6 +38,33 @@ enum QueueCommands {
             let limits = try store.hostLimits()
             if !limits.isEmpty { Output.out(StatusTable.renderHostLimits(limits, width: width)) }
             return .success
+        }
+    }
+
+    private static func remoteWatch(_ address: String, _ arguments: ParsedArguments) throws -> ExitCode {
+        guard let base = URL(string: address), ["http", "https"].contains(base.scheme?.lowercased() ?? ""), base.host != nil else {
+            throw UsageError("--remote takes the address `transferd run --listen` printed, e.g. http://10.0.0.5:8080, not '\(address)'")
+        }
+        guard arguments.has("--watch") else { throw UsageError("--remote goes with --watch") }
+        guard !arguments.has("--json"), arguments.positionals.isEmpty else {
+            throw UsageError("--remote watches another machine's run: no QUEUE_DIR and no --json")
+        }
+        let token: String
+        if let file = arguments.value("--api-token-file") {
+            token = try APIToken.read(from: file).value
+        } else if let value = ProcessInfo.processInfo.environment["TRANSFERD_API_TOKEN"], !value.isEmpty {
+            token = value
+        } else {
+            throw UsageError("--remote needs the run's API token: --api-token-file FILE (a copy of QUEUE_DIR/.transferd/api.token"
+                             + " from that machine, mode 600) or TRANSFERD_API_TOKEN")
+        }
+        let interval = try arguments.seconds("--interval") ?? 0.5
+        do {
+            return try RemoteWatch(base: base, token: token, interval: interval,
+                                   color: !arguments.has("--no-color") && Output.colorAllowed()).run()
+        } catch let failure as RemoteWatch.Failure {
+            Output.err("transferd status: \(failure)\n")
+            return .transferFailed
         }
     }
 
