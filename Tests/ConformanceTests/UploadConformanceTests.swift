@@ -174,6 +174,35 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
+    /// A worker that lost its job (its store refuses to forget the upload: a shared store fenced it
+    /// off) and then fails leaves the upload alone: it belongs to the worker holding the job now.
+    func testAFencedOffWorkerThatFailsAbortsNothing() async throws {
+        let servers = try TestServers.current()
+        for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {
+            let recorder = RecordingTransport(wrapping: transport)
+            let faulty = FaultInjectingTransport(wrapping: recorder, rules: [
+                ({ $0.method == "PUT" && ($0.url.query ?? "").contains("partNumber=3&") }, .status(403, code: "AccessDenied"), 1),
+            ])
+            let client = S3Client(configuration: configuration, transport: faulty, retry: quickRetry)
+            let bucket = bucket("fenced", label)
+            try await client.createBucket(bucket)
+            let state = FencedStateStore()
+            let mark = recorder.mark
+            do {
+                _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                    source: servers.path("64m.bin"), bucket: bucket, key: "held.bin", partSize: 8 << 20, partsInFlight: 2),
+                    state: state).run()
+                XCTFail("\(label): the upload must not succeed")
+            } catch is CancellationError {
+                // The refusal: the job is another worker's now.
+            }
+            XCTAssertFalse(recorder.operations(since: mark).contains("AbortMultipartUpload"), label)
+            let open = try await client.openUploads(bucket: bucket, key: "held.bin")
+            XCTAssertEqual(open.count, 1, "\(label): the upload stays open for the worker holding the job")
+            for id in open { try await client.abortMultipartUpload(bucket: bucket, key: "held.bin", uploadID: id) }
+        }
+    }
+
     /// A run killed between creating an upload and recording its id left the upload open on
     /// the server; the next run finds the record made before the creation, aborts what is
     /// open for the key, and completes the object.
@@ -272,3 +301,13 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 }
+
+/// An upload state kept in memory whose `remove` is refused, as a shared store refuses a
+/// worker that lost the job.
+final class FencedStateStore: UploadStateStore, @unchecked Sendable {
+    private let saved = Locked<String?>(nil)
+    func load() throws -> String? { saved.current }
+    func save(_ json: String) throws { saved.withLock { $0 = json } }
+    func remove() throws { throw CancellationError() }
+}
+

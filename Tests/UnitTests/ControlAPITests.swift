@@ -205,7 +205,14 @@ final class ControlAPITests: XCTestCase {
     }
 
     func testTheStreamSendsNewEventsWithIDsAndHeartbeats() throws {
-        let stream = try XCTUnwrap(call("GET", "/v1/events").response.stream)
+        var stream: ResponseStream? = try XCTUnwrap(call("GET", "/v1/events").response.stream)
+        XCTAssertTrue(String(decoding: call("GET", "/metrics").response.body, as: UTF8.self).contains("transferd_event_streams 1\n"))
+        try checkStream(XCTUnwrap(stream))
+        stream = nil
+        XCTAssertTrue(String(decoding: call("GET", "/metrics").response.body, as: UTF8.self).contains("transferd_event_streams 0\n"), "a stream let go is not counted")
+    }
+
+    private func checkStream(_ stream: ResponseStream) throws {
         monitor.handle(event("e1"))
         let first = read(stream, until: "\"id\":\"e1\"")
         XCTAssertTrue(first.hasPrefix("retry: 2000\n\n"), first)

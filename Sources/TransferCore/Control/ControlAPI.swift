@@ -223,7 +223,8 @@ public final class ControlAPI: Sendable {
     }
 
     private func metrics() throws -> HTTPResponse {
-        let text = MetricsText.render(tally: monitor.counters, jobs: try store.counts(), hosts: hosts())
+        let text = MetricsText.render(tally: monitor.counters, jobs: try store.counts(), hosts: hosts(),
+                                      eventStreams: monitor.journal.streams)
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Data(text.utf8))
     }
 

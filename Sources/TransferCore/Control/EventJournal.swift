@@ -110,6 +110,10 @@ public final class EventJournal: @unchecked Sendable {
         String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
     }
 
+    /// Streams following the journal now.
+    var streams: Int { readers.current }
+    let readers = Locked(0)
+
     /// Adds an event (one line of JSON) and wakes the streams waiting for it.
     public func append(_ json: String) {
         condition.lock()

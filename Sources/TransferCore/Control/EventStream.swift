@@ -16,6 +16,7 @@ final class EventStream: ResponseStream, @unchecked Sendable {
     init(journal: EventJournal, lastEventID: String?, heartbeat: TimeInterval) {
         self.journal = journal
         self.heartbeat = heartbeat
+        journal.readers.withLock { $0 += 1 }
         // The client's reconnection delay, in milliseconds.
         pending.append(contentsOf: "retry: 2000\n\n".utf8)
         let newest = journal.newest
@@ -31,6 +32,8 @@ final class EventStream: ResponseStream, @unchecked Sendable {
             cursor = newest
         }
     }
+
+    deinit { journal.readers.withLock { $0 -= 1 } }
 
     func next(limit: Int) -> Data? {
         while pending.isEmpty {

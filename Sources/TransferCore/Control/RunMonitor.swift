@@ -103,7 +103,7 @@ public final class RunMonitor: @unchecked Sendable {
 
 /// `/metrics` in Prometheus's text format (version 0.0.4).
 enum MetricsText {
-    static func render(tally: TransferTally, jobs: [JobState: Int], hosts: [HostUse]) -> String {
+    static func render(tally: TransferTally, jobs: [JobState: Int], hosts: [HostUse], eventStreams: Int = 0) -> String {
         var text = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -121,6 +121,7 @@ enum MetricsText {
                sorted.map { ("{host=\"\(label($0.host))\"}", "\($0.connections)") })
         family("transferd_host_connection_limit", "gauge", "Each host's connection limit now (lowered after 429 or 503).",
                sorted.map { ("{host=\"\(label($0.host))\"}", "\($0.limit)") })
+        family("transferd_event_streams", "gauge", "Clients following GET /v1/events now.", [("", "\(eventStreams)")])
         return text
     }
 

@@ -100,8 +100,10 @@ public final class DownloadEngine: @unchecked Sendable {
             checkpoint = nil
         }
         if checkpoint == nil {
-            // A partial file without a record cannot be trusted: start it over.
-            try? store.remove()
+            // A partial file without a record cannot be trusted: start it over. Forgotten before the
+            // file is truncated, and a store that refuses (a shared store gave the job to another
+            // worker meanwhile) stops it here: the other worker's partial file is not truncated.
+            try store.remove()
         }
         // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
         let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (checkpoint == nil ? O_TRUNC : 0)

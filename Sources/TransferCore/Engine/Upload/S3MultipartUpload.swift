@@ -216,9 +216,11 @@ public final class S3MultipartUpload: @unchecked Sendable {
                                   elapsed: Date().timeIntervalSince(started))
         } catch {
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
-            // A permanent failure: leave no orphaned parts behind.
+            // A permanent failure: leave no orphaned parts behind. The upload is forgotten first:
+            // a shared store refuses that to a worker that lost the job (frozen past its lease, say),
+            // and then the upload belongs to the worker holding the job now, and is not aborted here.
+            try state.remove()
             try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: checkpoint.uploadID)
-            try? state.remove()
             // A file changed mid-upload makes parts fail their digests: say why.
             try fingerprint.check(options.source)
             throw error
@@ -228,28 +230,39 @@ public final class S3MultipartUpload: @unchecked Sendable {
     /// Continues the checkpointed upload when it still matches the file and
     /// the server still has it; otherwise starts a new one.
     private func resumeOrCreate(size: Int64, modified: Double, partSize: Int64, contentType: String) async throws -> S3UploadCheckpoint {
+        // Recorded before the upload is created, so a kill between the two is recognised (below).
+        var fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
+                                       partSize: partSize, uploadID: "", parts: [:], checksumAlgorithm: "CRC32")
         if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
+            if !saved.uploadID.isEmpty, saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
+               saved.fileModified == modified, saved.partSize == partSize {
+                do {
+                    let listed = try await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID)
+                    var reconciled = saved
+                    reconciled.parts = saved.parts.filter { number, part in
+                        listed.contains { $0.number == number && Self.unquote($0.etag) == Self.unquote(part.etag) && $0.size == part.size }
+                    }
+                    return reconciled
+                } catch let error as S3Error where Self.uploadIsGone(error) {
+                    // Aborted or completed meanwhile: a new upload below.
+                } catch {
+                    // Not known to be gone (the network, a 5xx): kept, and the attempt retried; its parts are not lost.
+                    throw error
+                }
+            }
+            // The file changed, the upload is gone, or it was never recorded. A write the store fences
+            // comes before any abort: a worker that lost the job aborts nothing another worker uses.
+            try save(fresh)
             if saved.uploadID.isEmpty {
                 // A run died between creating an upload and recording its id: that upload is open on
                 // the server with no one to finish it. This key's open uploads are aborted.
                 await abortOpenUploads(bucket: saved.bucket, key: saved.key)
-            } else if saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
-               saved.fileModified == modified, saved.partSize == partSize,
-               let listed = try? await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID) {
-                var reconciled = saved
-                reconciled.parts = saved.parts.filter { number, part in
-                    listed.contains { $0.number == number && Self.unquote($0.etag) == Self.unquote(part.etag) && $0.size == part.size }
-                }
-                return reconciled
             } else {
-                // The file changed or the upload is gone: do not leave it behind.
                 try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
             }
+        } else {
+            try save(fresh)
         }
-        // Recorded before the upload is created, so a kill between the two is recognised (above).
-        var fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
-                                       partSize: partSize, uploadID: "", parts: [:], checksumAlgorithm: "CRC32")
-        try save(fresh)
         fresh.uploadID = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, contentType: contentType)
         do {
             try save(fresh)
@@ -259,6 +272,12 @@ public final class S3MultipartUpload: @unchecked Sendable {
             throw error
         }
         return fresh
+    }
+
+    /// Whether the server says the multipart upload no longer exists (aborted or completed).
+    static func uploadIsGone(_ error: S3Error) -> Bool {
+        if case .service(let status, let code, _, _, _) = error { return code == "NoSuchUpload" || (status == 404 && code.isEmpty) }
+        return false
     }
 
     /// Aborts every multipart upload open for `key` (after a kill between creating one and recording it).

@@ -114,6 +114,9 @@ struct JobCheckpointStore: CheckpointStore {
     }
 
     func remove() throws {
-        // Cleared with the job's final state, in the same statement.
+        // Cleared with the job's final state, in the same statement. Asked before a partial file
+        // is started over: in a shared store, a fenced write first, so a worker that lost the job
+        // (frozen past its lease) does not truncate the file the worker holding it now writes.
+        if row.store.leaseSeconds != nil { try row.save(nil) }
     }
 }
