@@ -37,6 +37,8 @@ final class RemoteWatchTests: XCTestCase {
         let deadline = Date().addingTimeInterval(20)
         while watch.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
         XCTAssertFalse(watch.process.isRunning, "the view ends with the run")
+        // Stopped if it did not (else reading its output to the end would wait for ever).
+        if watch.process.isRunning { watch.process.terminate() }
         let view = watch.wait()
         XCTAssertEqual(view.status, 0, view.stderr)
         let lines = view.stdout.split(separator: "\n").map(String.init)

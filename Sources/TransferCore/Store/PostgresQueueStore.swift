@@ -30,8 +30,11 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     private let lock = NSLock()
     /// The jobs this worker holds, with the epoch of its claim.
     private var held: [String: Int64] = [:]
-    /// Jobs this worker held and lost to another: nothing more is written for them.
-    private var lost: Set<String> = []
+    /// Jobs this worker held and lost to another, with when: nothing more is written for them,
+    /// and they are not claimed again while this worker's stale transfer may still be stopping
+    /// (a lease's length; it stops within a quarter second of learning). After that a lost job
+    /// is like any other: one that comes back to the queue may be claimed here again.
+    private var lost: [String: Date] = [:]
     /// When (system uptime) a claim last queued the jobs of expired leases again.
     private var lastExpirySweep = -Double.infinity
 
@@ -272,6 +275,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 var chosen: [String] = []
                 var connections: [String] = []
                 let page = limit * 4 + 64
+                let forgotten = Date().addingTimeInterval(-lease)
+                lost = lost.filter { $0.value > forgotten }
                 for _ in 0..<Self.claimPages {
                     let rows = try connection.query("""
                         SELECT id, host, connections FROM transferd_jobs
@@ -281,7 +286,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                         LIMIT $4
                         FOR UPDATE SKIP LOCKED
                         """, [String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page),
-                              Self.array(Array(held.keys) + Array(lost))])
+                              Self.array(Array(held.keys) + Array(lost.keys))])
                     for row in rows where chosen.count < limit {
                         var candidate = ClaimCandidate(id: row[0] ?? "", host: row[1] ?? "", connections: row.int(2).map(Int.init))
                         candidate.heldElsewhere = elsewhere[candidate.host, default: 0]
@@ -325,13 +330,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     /// After a write that ends this worker's hold: a held job the write missed was lost.
     private func release(_ id: String, changed: Int) {
-        if held.removeValue(forKey: id) != nil && changed == 0 { lost.insert(id) }
+        if held.removeValue(forKey: id) != nil && changed == 0 { lost[id] = Date() }
     }
 
     /// Records a claim (or a take-over) of a job.
     private func hold(_ id: String, epoch: Int64) {
         held[id] = epoch
-        lost.remove(id)
+        lost[id] = nil
     }
 
     public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws {

@@ -187,16 +187,22 @@ public enum UploadError: Error, CustomStringConvertible, Sendable {
 /// Keeps the start of a response body (for messages and small XML answers).
 // @unchecked: a transport calls a sink from one thread at a time (the ResponseSink contract), and the
 // caller reads `head` and `body` only after `execute` returned.
-final class CapturingSink: ResponseSink, @unchecked Sendable {
+// Locked: a transport's threads write, the caller reads once the exchange is answered; the lock
+// also keeps a write that comes late (after the answer) from racing the read.
+final class CapturingSink: ResponseSink, Sendable {
     let limit: Int
-    private(set) var head: ResponseHead?
-    private(set) var body = Data()
+    private let captured = Locked<(head: ResponseHead?, body: Data)>((nil, Data()))
 
     init(limit: Int) { self.limit = limit }
 
-    func receive(head: ResponseHead) throws { self.head = head }
+    var head: ResponseHead? { captured.withLock { $0.head } }
+    var body: Data { captured.withLock { $0.body } }
+
+    func receive(head: ResponseHead) throws { captured.withLock { $0.head = head } }
     func receive(body chunk: UnsafeRawBufferPointer) throws {
-        if body.count < limit { body.append(contentsOf: chunk.prefix(limit - body.count)) }
+        captured.withLock { captured in
+            if captured.body.count < limit { captured.body.append(contentsOf: chunk.prefix(limit - captured.body.count)) }
+        }
     }
 }
 

@@ -29,8 +29,11 @@ public final class S3Client: Sendable {
     public func createMultipartUpload(bucket: String, key: String, contentType: String, crc32: Bool = true) async throws -> String {
         var headers: HTTPHeaders = ["Content-Type": contentType]
         if crc32 { headers.add("x-amz-checksum-algorithm", "CRC32") }
+        // Not repeated after a connection failure: the first request may have created an upload whose
+        // id never arrived, and a second would leave it open. The caller's attempt fails instead; its
+        // record of the intent (made before this call) has the next attempt abort what is open for the key.
         let response = try await send("CreateMultipartUpload", method: "POST", bucket: bucket, key: key, query: "uploads=",
-                                      headers: headers)
+                                      headers: headers, repeatAfterConnectionFailure: false)
         guard let id = S3XMLElement.parse(response.body)?.value("UploadId"), !id.isEmpty else {
             throw S3Error.verification("CreateMultipartUpload answered without an UploadId")
         }
@@ -163,6 +166,7 @@ public final class S3Client: Sendable {
     public func send(_ operation: String, method: String, bucket: String, key: String, query: String = "",
               headers: HTTPHeaders = [:], body: RequestBody = .none, accept: Set<Int> = [200, 204],
               rate: SendRate = SendRate(), inFlight: Int = 1, responseLimit: Int = 1 << 20,
+              repeatAfterConnectionFailure: Bool = true,
               onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> Response {
         let url = configuration.url(bucket: bucket, key: key, query: query)
         let payloadHash: String
@@ -201,6 +205,7 @@ public final class S3Client: Sendable {
                                 retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
             } catch let error as TransportError {
                 if error.kind == .cancelled { throw CancellationError() }
+                if !repeatAfterConnectionFailure { throw error }
                 lastError = error
                 failure = .transport(error.kind)
             }
