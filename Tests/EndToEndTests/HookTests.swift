@@ -43,7 +43,8 @@ final class HookTests: XCTestCase {
         ])
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSFERD_NOTIFY_SECRET"] = "hook-signing-secret"
-        let result = try TransferdProcess.run(["run", fixture.queue, "--on-done", "sleep 30", "--hook-timeout", "1", "--quiet"],
+        let result = try TransferdProcess.run(["run", fixture.queue, "--on-done", "sleep 30", "--hook-timeout", "1", "--quiet",
+                                               "--allow-job-hooks"],
                                               directory: fixture.root, environment: environment)
         XCTAssertEqual(result.status, 1, "one job failed: " + result.stderr)
         let store = try fixture.store()
@@ -108,7 +109,7 @@ final class HookTests: XCTestCase {
             ["id": "k", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/k.bin",
              "on_done": ["/bin/sh", "-c", "echo run >> \"$0\"; [ \"$(wc -l < \"$0\")\" -gt 1 ] || sleep 60", marker]],
         ])
-        let first = try fixture.start(["--quiet"])
+        let first = try fixture.start(["--quiet", "--allow-job-hooks"])
         defer { if first.process.isRunning { kill(first.process.processIdentifier, SIGKILL) } }
         let deadline = Date().addingTimeInterval(30)
         while (try? String(contentsOfFile: marker, encoding: .utf8)) == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
@@ -118,14 +119,14 @@ final class HookTests: XCTestCase {
         XCTAssertEqual(try fixture.store().job("k")?.state, .done, "the job's end was recorded before its hook ran")
         XCTAssertNil(try fixture.store().job("k")?.hook)
 
-        let second = try fixture.run(["--quiet"])
+        let second = try fixture.run(["--quiet", "--allow-job-hooks"])
         XCTAssertEqual(second.status, 0, second.stderr)
         XCTAssertEqual(try String(contentsOfFile: marker, encoding: .utf8), "run\nrun\n", "run again, at least once")
         let recorded = try XCTUnwrap(try fixture.store().job("k")?.hook)
         XCTAssertTrue(recorded.contains("\"status\":\"ok\""), recorded)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/out/k.bin"), try servers.sha256(of: names[0]))
 
-        let third = try fixture.run(["--quiet"])
+        let third = try fixture.run(["--quiet", "--allow-job-hooks"])
         XCTAssertEqual(third.status, 0)
         XCTAssertEqual(try String(contentsOfFile: marker, encoding: .utf8), "run\nrun\n", "and not again once it ran")
     }
@@ -142,6 +143,14 @@ final class HookTests: XCTestCase {
         XCTAssertEqual(badURL.status, 2)
         XCTAssertFalse(badURL.stderr.contains("hunter2"), badURL.stderr)
         XCTAssertEqual(try fixture.run(["--hook-timeout", "0"]).status, 2)
+
+        // Without --allow-job-hooks a job file's command is refused with the way to allow it; the
+        // run's own --on-done needs no flag.
+        try fixture.drop("cmd.json", jobs: [["url": "http://127.0.0.1:9/x", "dest": "x", "on_done": ["/bin/true"]]])
+        let refused = try fixture.run(["--on-done", "/bin/true"])
+        XCTAssertEqual(refused.status, 2)
+        let reason = try String(contentsOfFile: fixture.queue + "/rejected/cmd.json.error", encoding: .utf8)
+        XCTAssertTrue(reason.contains("on_done") && reason.contains("--allow-job-hooks"), reason)
     }
 }
 

@@ -62,6 +62,20 @@ final class ControlAPITests: XCTestCase {
         XCTAssertEqual(call("GET", "/v1/events", query: ["token": token.value], headers: [:]).status, 200)
     }
 
+    func testRequestsAreRefusedOnTheirHeadersBeforeAnyBodyIsRead() {
+        let auth = "Bearer \(token.value)"
+        XCTAssertEqual(api.preflight(HTTPRequest(method: "POST", path: "/v1/jobs", headers: ["Content-Length": "8000000"]))?.status, 401,
+                       "no token: refused before the body is taken in")
+        XCTAssertNil(api.preflight(HTTPRequest(method: "POST", path: "/v1/jobs", headers: ["Content-Length": "800", "Authorization": auth])))
+        XCTAssertEqual(api.preflight(HTTPRequest(method: "POST", path: "/metrics", headers: ["Content-Length": "8000000"]))?.status, 405)
+        XCTAssertEqual(api.preflight(HTTPRequest(method: "GET", path: "/v1/summary",
+                                                 headers: ["Content-Length": "10", "Authorization": auth]))?.status, 400)
+        XCTAssertEqual(api.preflight(HTTPRequest(method: "POST", path: "/v1/jobs/a/cancel",
+                                                 headers: ["Transfer-Encoding": "chunked", "Authorization": auth]))?.status, 400)
+        XCTAssertEqual(api.preflight(HTTPRequest(method: "GET", path: "/nowhere"))?.status, 404)
+        XCTAssertNil(api.preflight(HTTPRequest(method: "GET", path: "/metrics")), "metrics need no token")
+    }
+
     func testUnknownRoutesAndMethodsGetJSONErrors() {
         let missing = call("GET", "/v1/nothing")
         XCTAssertEqual(missing.status, 404)

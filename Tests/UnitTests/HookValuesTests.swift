@@ -73,15 +73,20 @@ final class HookValuesTests: XCTestCase {
             spec.id = id
             return DueHook.due(for: spec, state: .done, run: RunHooks(), bytes: 1, sha256: nil, error: nil)!
         }
-        try outbox.record(hooks)
+        let owed = try outbox.record(hooks)
         XCTAssertEqual(Set(outbox.entries().map(\.jobID)), ["a", "b/../c", "d:e"])
+        // The same job ending again (retried, say) owes a second entry, beside the first.
+        let again = try outbox.record([hooks[1]])
+        XCTAssertNotEqual(again[0].entry, owed[1].entry)
         let names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        XCTAssertEqual(names.count, 3)
+        XCTAssertEqual(names.count, 4)
         for name in names {
             XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.posixPermissions] as? Int, 0o600)
         }
         try Data("torn".utf8).write(to: URL(fileURLWithPath: directory + "/torn.json"))
-        outbox.remove("b/../c")
+        outbox.remove(owed[1])
+        XCTAssertEqual(outbox.entries().map(\.jobID).sorted(), ["a", "b/../c", "d:e"], "only that end's entry went")
+        outbox.remove(again[0])
         XCTAssertEqual(Set(outbox.entries().map(\.jobID)), ["a", "d:e"], "a torn file is dropped, not run")
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/torn.json"))
     }
@@ -97,7 +102,11 @@ final class HookValuesTests: XCTestCase {
         XCTAssertNotNil(HookCommand.notifyProblem("hooks.example/x"))
         XCTAssertFalse(HookCommand.notifyProblem("ftp://u:hunter2@hooks.example/")!.contains("hunter2"), "the refusal shows no password")
 
-        let parser = JobFileParser(root: "/data")
+        let refused = JobFileParser(root: "/data").parse(name: "j.json", data: Data(#"{"url": "https://example.com/a", "on_done": ["x"]}"#.utf8))
+        guard case .failure(let refusal) = refused else { return XCTFail("a job file's command was taken without --allow-job-hooks") }
+        XCTAssertEqual(refusal.errors.first?.field, "on_done")
+        XCTAssertTrue(refusal.errors.first?.fix?.contains("--allow-job-hooks") ?? false)
+        let parser = JobFileParser(root: "/data", allowsCommands: true)
         let good = parser.parse(name: "j.json", data: Data(#"""
             {"url": "https://example.com/a", "on_done": ["/bin/echo", "done"], "on_failed": ["sh", "-c", "echo $TRANSFERD_ERROR"],
              "notify": "https://hooks.example/t"}

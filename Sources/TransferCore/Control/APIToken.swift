@@ -31,21 +31,34 @@ public struct APIToken: Sendable {
     /// The queue's token, made if it is missing.
     public static func queueToken(in layout: QueueLayout) throws -> APIToken {
         let path = (layout.stateDirectory as NSString).appendingPathComponent("api.token")
-        if let existing = try? read(from: path) { return existing }
+        // Only a missing file is made anew: one that cannot be read, or that others can read, is
+        // the user's to mend (replacing it would lock out every client that holds the old token).
+        if access(path, F_OK) == 0 || errno != ENOENT {
+            do {
+                return try read(from: path)
+            } catch {
+                throw APITokenError(description: "\(error)".replacingOccurrences(of: "--api-token-file ", with: "")
+                                    + "; or delete \(path) to have a new token made")
+            }
+        }
         var bytes = [UInt8](repeating: 0, count: 32)
         var generator = SystemRandomNumberGenerator()
         for index in bytes.indices { bytes[index] = generator.next() }
         let token = bytes.map { String(format: "%02x", $0) }.joined()
-        // Written beside, then renamed: a reader never sees half a token.
+        // Written beside, then linked into place: a reader never sees half a token.
         let temporary = path + ".\(getpid()).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFailure(operation: "create", path: temporary) }
         let text = Array((token + "\n").utf8)
         let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
         close(fd)
-        guard written == text.count, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw POSIXFailure(operation: "write", path: path)
+        defer { unlink(temporary) }
+        guard written == text.count, synced else { throw POSIXFailure(operation: "write", path: temporary) }
+        // link() fails if the file appeared meanwhile (another run made one first): that one is the token.
+        if link(temporary, path) != 0 {
+            guard errno == EEXIST else { throw POSIXFailure(operation: "create", path: path) }
+            return try read(from: path)
         }
         return APIToken(value: token, path: path)
     }

@@ -14,12 +14,16 @@ public final class ControlAPI: Sendable {
     let changed: @Sendable () -> Void
     /// Seconds between an idle event stream's heartbeats.
     let heartbeat: TimeInterval
+    /// Whether posted job files may carry hook commands (`--allow-job-hooks`).
+    let allowsCommands: Bool
 
     public static let bodyLimit = JobFileParser.maxFileSize
     static let pageLimit = 1000
 
     public init(store: QueueStore, layout: QueueLayout, token: APIToken, monitor: RunMonitor, heartbeat: TimeInterval = 15,
+                allowsCommands: Bool = false,
                 hosts: @escaping @Sendable () -> [HostUse] = { [] }, changed: @escaping @Sendable () -> Void = {}) {
+        self.allowsCommands = allowsCommands
         self.store = store
         self.layout = layout
         self.token = token
@@ -27,6 +31,20 @@ public final class ControlAPI: Sendable {
         self.heartbeat = heartbeat
         self.hosts = hosts
         self.changed = changed
+    }
+
+    /// The checks that need no body, made when the headers are in: the route, the token, and that
+    /// only `POST /v1/jobs` carries a body. Nil: read the body and answer with `respond`.
+    public func preflight(_ request: HTTPRequest) -> HTTPResponse? {
+        guard case .success(let route) = APIRoute.match(method: request.method, path: request.path) else {
+            return respond(to: request)  // the 404 or 405, which reads nothing
+        }
+        if route.needsToken, let refusal = checkToken(request, route: route) { return refusal }
+        let hasBody = (request.headers["content-length"].flatMap(Int.init) ?? 0) > 0 || request.headers["transfer-encoding"] != nil
+        if hasBody && route != .addJobs {
+            return .error(400, "\(request.method) \(request.path) takes no request body", fix: "send it without one")
+        }
+        return nil
     }
 
     public func respond(to request: HTTPRequest) -> HTTPResponse {
@@ -134,7 +152,8 @@ public final class ControlAPI: Sendable {
         let stamp = Int(Date().timeIntervalSince1970 * 1000)
         let name = "api-\(stamp)-\(UUID().uuidString.prefix(8).lowercased())" + (isList ? ".urls" : ".json")
         let jobs: [JobSpec]
-        switch JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: request.body) {
+        switch JobFileParser(root: layout.root, queueDirectory: layout.directory, allowsCommands: allowsCommands)
+            .parse(name: name, data: request.body) {
         case .failure(let rejection): return Self.rejected(rejection, status: 422)
         case .success(let parsed): jobs = parsed
         }

@@ -12,6 +12,10 @@ final class HTTPServer: @unchecked Sendable {
 
     private var daemon: OpaquePointer?
     let handler: Handler
+    /// Asked when a request's headers are in, before any body is read: a response refuses the
+    /// request there (an unknown route, a missing token, a body where none belongs), so nobody
+    /// without the token makes the server hold a body.
+    let preflight: @Sendable (HTTPRequest) -> HTTPResponse?
     let bodyLimit: Int
     /// The port bound (the system's choice when 0 was asked for).
     private(set) var port = 0
@@ -21,8 +25,10 @@ final class HTTPServer: @unchecked Sendable {
         var body = Data()
     }
 
-    init(address: ListenAddress, bodyLimit: Int, handler: @escaping Handler) throws {
+    init(address: ListenAddress, bodyLimit: Int, preflight: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
+         handler: @escaping Handler) throws {
         self.handler = handler
+        self.preflight = preflight
         self.bodyLimit = bodyLimit
         let context = Unmanaged.passUnretained(self).toOpaque()
         daemon = try Self.withSocketAddress(address) { socketAddress in
@@ -89,6 +95,9 @@ final class HTTPServer: @unchecked Sendable {
             if let length = lookup(connection, .HEADER_KIND, "content-length").flatMap(Int.init), length > server.bodyLimit {
                 return queue(tooLarge(server.bodyLimit), on: connection, streams: server.streams)
             }
+            if let refusal = server.preflight(request(connection, url: url, method: method, body: Data())) {
+                return queue(refusal, on: connection, streams: server.streams)
+            }
             exchangeSlot.pointee = Unmanaged.passRetained(Exchange()).toOpaque()
             return .YES
         }
@@ -102,14 +111,19 @@ final class HTTPServer: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
-        let fullURL = url.map { String(cString: $0) } ?? "/"
-        let request = HTTPRequest(method: method.map { String(cString: $0) } ?? "GET",
-                                  path: fullURL.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/",
-                                  query: values(connection, .GET_ARGUMENT_KIND),
-                                  headers: values(connection, .HEADER_KIND),
-                                  body: exchange.body)
+        let complete = request(connection, url: url, method: method, body: exchange.body)
         exchange.body = Data()
-        return queue(server.handler(request), on: connection, streams: server.streams)
+        return queue(server.handler(complete), on: connection, streams: server.streams)
+    }
+
+    private static func request(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+                                body: Data) -> HTTPRequest {
+        let fullURL = url.map { String(cString: $0) } ?? "/"
+        return HTTPRequest(method: method.map { String(cString: $0) } ?? "GET",
+                           path: fullURL.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/",
+                           query: values(connection, .GET_ARGUMENT_KIND),
+                           headers: values(connection, .HEADER_KIND),
+                           body: body)
     }
 
     private static let requestCompleted: MHD_RequestCompletedCallback = { _, _, exchangeSlot, _ in

@@ -8,6 +8,8 @@ public struct RunHooks: Sendable, Equatable {
     public var notify: String?
     /// How long a hook command may run before it is stopped (SIGTERM, then SIGKILL).
     public var timeout: TimeInterval = 60
+    /// Whether job files (and the API) may give `on_done` / `on_failed` commands (`--allow-job-hooks`).
+    public var allowJobCommands = false
 
     public init(onDone: [String]? = nil, onFailed: [String]? = nil, notify: String? = nil) {
         self.onDone = onDone
@@ -40,6 +42,8 @@ struct DueHook: Equatable, Sendable {
     var bytes: Int64?
     var sha256: String?
     var error: String?
+    /// The outbox file that holds it, once it is owed (not part of the entry's content).
+    var entry: String?
 
     /// What the job's end owes, if anything: the job's own hooks first, then the run's.
     static func due(for spec: JobSpec, state: JobState, run: RunHooks, bytes: Int64?, sha256: String?, error: String?) -> DueHook? {

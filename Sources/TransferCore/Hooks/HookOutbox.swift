@@ -10,18 +10,25 @@ struct HookOutbox: Sendable {
         self.directory = directory
     }
 
-    /// A job id may hold any of `._:-`; the file is named by its hash.
-    private func path(_ jobID: String) -> String {
-        directory + "/" + SHA256Hasher.hex(of: Data(jobID.utf8)).prefix(32) + ".json"
+    /// One file per job end: the job id's hash (an id may hold any of `._:-`), the state and a
+    /// random part, so a job that ends again (retried) never shares a file with its earlier end.
+    private static func entryName(_ hook: DueHook) -> String {
+        SHA256Hasher.hex(of: Data(hook.jobID.utf8)).prefix(32) + "-\(hook.state.rawValue)-"
+            + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".json"
     }
 
     /// Writes the entries and syncs them (one directory sync for all).
-    func record(_ hooks: [DueHook]) throws {
-        guard !hooks.isEmpty else { return }
+    /// - Returns: the hooks with the names of their entries.
+    func record(_ hooks: [DueHook]) throws -> [DueHook] {
+        guard !hooks.isEmpty else { return [] }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        for hook in hooks {
-            let final = path(hook.jobID)
+        var recorded: [DueHook] = []
+        for var hook in hooks {
+            let name = Self.entryName(hook)
+            hook.entry = name
+            recorded.append(hook)
+            let final = directory + "/" + name
             let temporary = final + ".tmp"
             let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else { throw POSIXFailure(operation: "create", path: temporary) }
@@ -37,10 +44,13 @@ struct HookOutbox: Sendable {
             fsync(directoryFD)
             close(directoryFD)
         }
+        return recorded
     }
 
-    func remove(_ jobID: String) {
-        unlink(path(jobID))
+    /// Removes exactly this hook's entry.
+    func remove(_ hook: DueHook) {
+        guard let entry = hook.entry, !entry.contains("/") else { return }
+        unlink(directory + "/" + entry)
     }
 
     /// Every readable entry (a torn or foreign file is removed: it was never a complete entry).
@@ -49,10 +59,11 @@ struct HookOutbox: Sendable {
         var hooks: [DueHook] = []
         for name in names.sorted() where name.hasSuffix(".json") {
             let file = directory + "/" + name
-            guard let data = FileManager.default.contents(atPath: file), let hook = DueHook(stored: String(decoding: data, as: UTF8.self)) else {
+            guard let data = FileManager.default.contents(atPath: file), var hook = DueHook(stored: String(decoding: data, as: UTF8.self)) else {
                 unlink(file)
                 continue
             }
+            hook.entry = name
             hooks.append(hook)
         }
         return hooks

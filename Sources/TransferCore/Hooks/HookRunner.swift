@@ -7,7 +7,8 @@ import FoundationNetworking
 /// command with its timeout, each notify POST retried with backoff. What a hook
 /// did is recorded on its job (`hook` in the store); the outbox entry goes
 /// only after that, so a hook cut off by a killed process runs on the next start.
-// @unchecked: `running` is the dispatch group's business; the rest is immutable after init.
+// @unchecked: `running` is the dispatch group's business, `queue` the operation queue's; the rest
+// is immutable after init.
 final class HookRunner: @unchecked Sendable {
     private let store: QueueStore
     private let outbox: HookOutbox
@@ -15,10 +16,15 @@ final class HookRunner: @unchecked Sendable {
     private let workingDirectory: String
     /// The notify signing secret, from `TRANSFERD_NOTIFY_SECRET`.
     private let secret: String?
-    private let queue = DispatchQueue(label: "transferd.hooks", attributes: .concurrent)
-    private let slots = DispatchSemaphore(value: 4)
+    /// Four at once; the rest wait in the queue, not on parked threads (10,000 owed hooks must
+    /// not take every thread of the process).
+    private let queue: OperationQueue = {
+        let queue = OperationQueue()
+        queue.name = "transferd.hooks"
+        queue.maxConcurrentOperationCount = 4
+        return queue
+    }()
     private let running = DispatchGroup()
-    private let session: URLSession
     /// The first wait between notify attempts (doubled each time; tests shorten it).
     let notifyBaseDelay: TimeInterval
     static let notifyAttempts = 5
@@ -34,9 +40,6 @@ final class HookRunner: @unchecked Sendable {
         let secret = ProcessInfo.processInfo.environment["TRANSFERD_NOTIFY_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         if let secret { Redaction.registerSecret(secret) }
         self.secret = secret
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 15
-        session = URLSession(configuration: configuration)
     }
 
     /// What a job's end owes, if anything.
@@ -45,25 +48,27 @@ final class HookRunner: @unchecked Sendable {
     }
 
     /// Before the jobs' ends are recorded: their hooks are owed from now on.
-    func owe(_ due: [DueHook]) throws {
+    /// - Returns: the hooks as owed (each names its outbox entry): what `start` and `forget` take.
+    func owe(_ due: [DueHook]) throws -> [DueHook] {
         try outbox.record(due)
     }
 
     /// The ends were not recorded (another worker took the job, a user cancelled it): nothing is owed.
-    func forget(_ ids: [String]) {
-        for id in ids { outbox.remove(id) }
+    func forget(_ due: [DueHook]) {
+        for hook in due { outbox.remove(hook) }
+    }
+
+    /// The jobs whose hook for ending in `state` is owed now.
+    func owedJobs(in state: JobState) -> Set<String> {
+        Set(outbox.entries().filter { $0.state == state }.map(\.jobID))
     }
 
     /// After the ends were recorded.
     func start(_ due: [DueHook]) {
         for hook in due {
             running.enter()
-            queue.async { [self] in
-                slots.wait()
-                defer {
-                    slots.signal()
-                    running.leave()
-                }
+            queue.addOperation { [self] in
+                defer { running.leave() }
                 execute(hook)
             }
         }
@@ -75,7 +80,7 @@ final class HookRunner: @unchecked Sendable {
     func startLeftovers() throws {
         var owed: [DueHook] = []
         for hook in outbox.entries() {
-            if try store.job(hook.jobID)?.state == hook.state { owed.append(hook) } else { outbox.remove(hook.jobID) }
+            if try store.job(hook.jobID)?.state == hook.state { owed.append(hook) } else { outbox.remove(hook) }
         }
         start(owed)
     }
@@ -100,8 +105,13 @@ final class HookRunner: @unchecked Sendable {
         result.add("at", JSONObject.timestamp(Date()))
         // A store that cannot record it now leaves the entry: the next start runs the hook again.
         guard (try? store.recordHook(result.serialized(), for: hook.jobID)) != nil else { return }
-        outbox.remove(hook.jobID)
+        outbox.remove(hook)
     }
+
+    /// What a hook command inherits from the run: enough to find programs and write files, not the
+    /// run's secrets (AWS keys, the store's URL, the API token, the notify secret).
+    static let inheritedVariables: Set<String> = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE",
+                                                  "TZ", "TMPDIR", "TERM"]
 
     private func run(_ command: [String], environment: [String: String]) -> JSONObject {
         var result = JSONObject()
@@ -110,8 +120,7 @@ final class HookRunner: @unchecked Sendable {
         // No shell: the first item is the program, found on PATH like execvp does.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["--"] + command
-        var inherited = ProcessInfo.processInfo.environment
-        inherited["TRANSFERD_NOTIFY_SECRET"] = nil  // the run's signing key is not the hook's business
+        let inherited = ProcessInfo.processInfo.environment.filter { Self.inheritedVariables.contains($0.key) }
         process.environment = inherited.merging(environment) { _, hook in hook }
         process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory)
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
@@ -202,16 +211,37 @@ final class HookRunner: @unchecked Sendable {
         return result
     }
 
+    /// One POST: the status once its head arrives (the body is not read: a receiver that sends an
+    /// endless one costs nothing), or why there was none, within 30 s in all.
     private func send(_ request: URLRequest) -> (Int?, String?) {
-        let done = DispatchSemaphore(value: 0)
-        let answer = Locked<(Int?, String?)>((nil, nil))
-        session.dataTask(with: request) { _, response, error in
-            let status = (response as? HTTPURLResponse)?.statusCode
-            answer.withLock { $0 = (status, error.map { Redaction.scrub($0.localizedDescription) }) }
-            done.signal()
-        }.resume()
-        done.wait()
-        return answer.current
+        let reader = StatusOnly()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 15
+        configuration.timeoutIntervalForResource = 30
+        let session = URLSession(configuration: configuration, delegate: reader, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        session.dataTask(with: request).resume()
+        reader.done.wait()
+        return reader.answer.current
+    }
+}
+
+/// A data delegate that keeps a response's status and cancels the rest.
+private final class StatusOnly: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    let done = DispatchSemaphore(value: 0)
+    let answer = Locked<(Int?, String?)>((nil, nil))
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        answer.withLock { $0.0 = (response as? HTTPURLResponse)?.statusCode }
+        completionHandler(.cancel)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        answer.withLock { answer in
+            if answer.0 == nil { answer.1 = error.map { Redaction.scrub($0.localizedDescription) } ?? "no answer" }
+        }
+        done.signal()
     }
 }
 

@@ -17,9 +17,13 @@ public struct JobFileParser: Sendable {
     /// The queue folder, when known: no job may read or write inside it (its
     /// store holds every job's URLs; a file written there would be a job file).
     public let queueDirectory: String?
+    /// Whether `on_done` / `on_failed` commands are taken from job files (`--allow-job-hooks`):
+    /// whoever can write a job file, or holds the API token, can then run commands as this user.
+    public let allowsCommands: Bool
 
     /// - Parameter root: relative paths are taken from the current folder.
-    public init(root: String, queueDirectory: String? = nil) {
+    public init(root: String, queueDirectory: String? = nil, allowsCommands: Bool = false) {
+        self.allowsCommands = allowsCommands
         func absolute(_ path: String) -> String {
             PathNormalization.normalize(path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
         }
@@ -49,6 +53,7 @@ public struct JobFileParser: Sendable {
         let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
         let tag = "\(stem)-\(SHA256Hasher.hex(of: data).prefix(6))"
         var context = Context(file: name, idPrefix: tag, root: root, queueDirectory: queueDirectory)
+        context.allowsCommands = allowsCommands
         if name.hasSuffix(".urls") {
             context.parseList(text)
         } else {
@@ -76,6 +81,7 @@ struct Context {
     let idPrefix: String
     let root: String
     let queueDirectory: String?
+    var allowsCommands = false
     var jobs: [JobSpec] = []
     var errors: [JobFileError] = []
     private var seenIDs: Set<String> = []
@@ -245,7 +251,11 @@ struct Context {
 
         for key in ["on_done", "on_failed"] {
             guard let argv = reader.stringList(key) else { continue }
-            if let problem = HookCommand.problem(argv) {
+            if !allowsCommands {
+                fail(key, "commands from job files run only when the run allows them",
+                     fix: "start the run with --allow-job-hooks (then whoever can write a job file or holds the API token "
+                     + "can run commands as this user), or give the command to the run: --on-done / --on-failed")
+            } else if let problem = HookCommand.problem(argv) {
                 fail(key, problem, fix: "write the command as a list: [\"/usr/local/bin/index\", \"--fast\"]; "
                      + "for a shell, ask for one: [\"sh\", \"-c\", \"...\"]")
             } else if key == "on_done" { spec.onDone = argv } else { spec.onFailed = argv }

@@ -10,10 +10,13 @@ import Foundation
 public struct QueueIngestor {
     public let layout: QueueLayout
     public let store: QueueStore
+    /// Whether job files may carry hook commands (`--allow-job-hooks`).
+    public let allowsCommands: Bool
 
-    public init(layout: QueueLayout, store: QueueStore) {
+    public init(layout: QueueLayout, store: QueueStore, allowsCommands: Bool = false) {
         self.layout = layout
         self.store = store
+        self.allowsCommands = allowsCommands
     }
 
     public struct Report: Sendable {
@@ -98,7 +101,8 @@ public struct QueueIngestor {
             return .failure(JobFileRejection(errors: [JobFileError(
                 file: name, message: "could not be read: \(error)", fix: "make it a readable regular file")]))
         }
-        return JobFileParser(root: layout.root, queueDirectory: layout.directory).parse(name: name, data: data).map {
+        return JobFileParser(root: layout.root, queueDirectory: layout.directory, allowsCommands: allowsCommands)
+            .parse(name: name, data: data).map {
             JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: $0)
         }
     }

@@ -235,7 +235,7 @@ public final class QueueRunner: @unchecked Sendable {
     // MARK: Steps
 
     private func ingest() throws {
-        let report = try QueueIngestor(layout: layout, store: store).ingestAll()
+        let report = try QueueIngestor(layout: layout, store: store, allowsCommands: options.hooks.allowJobCommands).ingestAll()
         rejectedFiles += report.rejected.count
         if report.files > 0 {
             onEvent(.ingested(files: report.files, jobs: report.jobsAdded,
@@ -307,8 +307,7 @@ public final class QueueRunner: @unchecked Sendable {
             guard case .done(let result) = outcome else { return }
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
         case .done(let size):
-            let due = hooks.due(record, .done, bytes: size).map { [$0] } ?? []
-            try hooks.owe(due)
+            let due = try hooks.owe(hooks.due(record, .done, bytes: size).map { [$0] } ?? [])
             let missed = try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
             if missed.isEmpty {
@@ -317,7 +316,7 @@ public final class QueueRunner: @unchecked Sendable {
                 onEvent(finished(.done, bytes: size))
                 return
             }
-            hooks.forget(due.map(\.jobID))
+            hooks.forget(due)
             if try !cancelledMeanwhile(missed).isEmpty {
                 summary.cancelled += 1
                 onEvent(finished(.cancelled, error: "cancelled by the user"))
@@ -333,8 +332,7 @@ public final class QueueRunner: @unchecked Sendable {
             }
         case .fail(let message):
             let message = Redaction.scrub(message)
-            let due = hooks.due(record, .failed, error: message).map { [$0] } ?? []
-            try hooks.owe(due)
+            let due = try hooks.owe(hooks.due(record, .failed, error: message).map { [$0] } ?? [])
             try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             hooks.start(due)
             changedSources.insert(record.sourceFile)
@@ -381,8 +379,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
         let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
         // Owed before anything is recorded: a run that dies from here on runs them next time.
-        var owed = batch.compactMap { hooks.due($0.job.record, .done, bytes: $0.result.size, sha256: $0.result.sha256) }
-        try hooks.owe(owed)
+        let owed = try hooks.owe(batch.compactMap { hooks.due($0.job.record, .done, bytes: $0.result.size, sha256: $0.result.sha256) })
         // Recorded as finishing before the renames, so a run that dies among them completes them next time.
         // A job a shared store gave to another worker is that worker's to finish: not renamed here.
         let lost = try store.markFinishing(finished)
@@ -392,15 +389,17 @@ public final class QueueRunner: @unchecked Sendable {
                 failures[item.job.record.id] = reason
             }
         }
-        let owedFailed = batch.compactMap { item in failures[item.job.record.id].flatMap { hooks.due(item.job.record, .failed, error: $0) } }
-        try hooks.owe(owedFailed)
+        let owedFailed = try hooks.owe(batch.compactMap { item in
+            failures[item.job.record.id].flatMap { hooks.due(item.job.record, .failed, error: $0) }
+        })
         for (id, reason) in failures {
             try store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
         }
         let missed = try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
-        owed.removeAll { failures[$0.jobID] != nil }
-        hooks.forget(owed.filter { lost.contains($0.jobID) || missed.contains($0.jobID) }.map(\.jobID))
-        hooks.start(owed.filter { !lost.contains($0.jobID) && !missed.contains($0.jobID) } + owedFailed)
+        // A done hook is started only for a job recorded done; a failed rename owes its failed hook instead.
+        let recordedDone = { (hook: DueHook) in failures[hook.jobID] == nil && !lost.contains(hook.jobID) && !missed.contains(hook.jobID) }
+        hooks.forget(owed.filter { !recordedDone($0) })
+        hooks.start(owed.filter(recordedDone) + owedFailed)
         // Not recorded done: a user cancelled it while it was renamed, or another worker took it.
         let cancelled = try cancelledMeanwhile(missed)
         return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)
@@ -457,7 +456,15 @@ public final class QueueRunner: @unchecked Sendable {
     /// partial path, then done.
     private func completeFinishing() throws {
         let jobs = try store.abandonedFinishing()
+        guard !jobs.isEmpty else { return }
         var finished: [(id: String, bytes: Int64, sha256: String?)] = []
+        var finishedJobs: [JobRecord] = []
+        // Each end owes its hook here too (a done hook the dead run owed already is not owed twice).
+        func fail(_ job: JobRecord, _ reason: String) throws {
+            let due = try hooks.owe(hooks.due(job, .failed, error: reason).map { [$0] } ?? [])
+            try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
+            hooks.start(due)
+        }
         for job in jobs {
             guard let destination = job.spec.destination else { continue }
             let part = destination + ".part"
@@ -466,7 +473,7 @@ public final class QueueRunner: @unchecked Sendable {
                 // Between runs a folder may have been swapped for a link: checked again before the rename.
                 try ConfinedPath.check(destination, root: layout.root, create: false)
             } catch {
-                try store.finish(job.id, state: .failed, error: String(describing: error), bytes: nil, sha256: nil, at: Date())
+                try fail(job, String(describing: error))
                 continue
             }
             let size = job.bytesTotal ?? job.bytesDone
@@ -474,18 +481,25 @@ public final class QueueRunner: @unchecked Sendable {
                !Self.isInPlace(destination, size: size) {
                 // Fails alone, with the reason: it must not stop this run or the next. (Another worker
                 // may have renamed it a moment ago: then it is in place, and done.)
-                try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
+                try fail(job, reason)
                 continue
             }
             guard Self.isInPlace(destination, size: size) else {
-                try store.finish(job.id, state: .failed, error: "neither \(part) nor \(destination) is there (\(size) bytes) "
-                                 + "to complete the download; with a shared store, every worker must reach the destination "
-                                 + "at the same path. `transferd retry \(job.id)` fetches it again", bytes: nil, sha256: nil, at: Date())
+                try fail(job, "neither \(part) nor \(destination) is there (\(size) bytes) "
+                         + "to complete the download; with a shared store, every worker must reach the destination "
+                         + "at the same path. `transferd retry \(job.id)` fetches it again")
                 continue
             }
             finished.append((job.id, size, job.sha256))
+            finishedJobs.append(job)
         }
-        try store.finishDone(finished, at: Date())
+        let alreadyOwed = hooks.owedJobs(in: .done)
+        let due = try hooks.owe(finishedJobs.filter { !alreadyOwed.contains($0.id) }.compactMap { job in
+            hooks.due(job, .done, bytes: job.bytesTotal ?? job.bytesDone, sha256: job.sha256)
+        })
+        let missed = try store.finishDone(finished, at: Date())
+        hooks.forget(due.filter { missed.contains($0.jobID) })
+        hooks.start(due.filter { !missed.contains($0.jobID) })
     }
 
     private func updateResultFiles() throws {

@@ -70,15 +70,17 @@ enum QueueCommands {
 
     // MARK: ingest
 
+    static let allowJobHooks = OptionSpec("--allow-job-hooks", help: "take on_done / on_failed commands from job files (they run as you)")
+
     static func ingest(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, help]
+        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, allowJobHooks, help]
         return command("ingest", argv, specs: specs, usage: "transferd ingest [QUEUE_DIR] [--root DIR] [--store URL]",
                        summary: "Records the job files waiting in the queue without running them (run does this first).") { arguments in
             let layout = QueueFlags.layout(arguments)
             let store = try QueueFlags.openStore(layout, arguments)
             let lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
             defer { withExtendedLifetime(lock) {} }
-            let report = try QueueIngestor(layout: layout, store: store).ingestAll()
+            let report = try QueueIngestor(layout: layout, store: store, allowsCommands: arguments.has("--allow-job-hooks")).ingestAll()
             for rejected in report.rejected { Output.err("rejected: \(rejected.errors)\n") }
             Output.out("ingested \(report.files) file\(report.files == 1 ? "" : "s"): \(report.jobsAdded) new job\(report.jobsAdded == 1 ? "" : "s")\n")
             return report.rejected.isEmpty ? .success : .usage
@@ -141,8 +143,8 @@ enum QueueCommands {
     // MARK: validate
 
     static func validate(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, help]
-        return command("validate", argv, specs: specs, usage: "transferd validate FILE... [--root DIR]",
+        let specs = [QueueFlags.rootSpec, allowJobHooks, help]
+        return command("validate", argv, specs: specs, usage: "transferd validate FILE... [--root DIR] [--allow-job-hooks]",
                        summary: "Checks job files without running anything. Exit 0 when all are valid, 2 otherwise.") { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one job file") }
             var allValid = true
@@ -151,7 +153,8 @@ enum QueueCommands {
                     ?? (((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
                 let folder = (path as NSString).deletingLastPathComponent
                 let parser = JobFileParser(root: root.isEmpty ? FileManager.default.currentDirectoryPath : root,
-                                           queueDirectory: folder.isEmpty ? FileManager.default.currentDirectoryPath : folder)
+                                           queueDirectory: folder.isEmpty ? FileManager.default.currentDirectoryPath : folder,
+                                           allowsCommands: arguments.has("--allow-job-hooks"))
                 let data: Data
                 do {
                     // Never blocks on a FIFO, never follows a link: as ingest reads it.

@@ -18,6 +18,7 @@ enum RunCommand {
         OptionSpec("--on-failed", value: "COMMAND", help: "run COMMAND when a job without its own on_failed fails"),
         OptionSpec("--notify", value: "URL", help: "POST each finished job's outcome as JSON to URL (signed when TRANSFERD_NOTIFY_SECRET is set)"),
         OptionSpec("--hook-timeout", value: "SECONDS", help: "stop a hook command after this long (default: 60)"),
+        OptionSpec("--allow-job-hooks", help: "take on_done / on_failed commands from job files and the API (they run as you)"),
     ] + OutputFlags.specs + [
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.queueSpecs
@@ -102,6 +103,7 @@ enum RunCommand {
             do {
                 let token = try arguments.value("--api-token-file").map(APIToken.read(from:)) ?? APIToken.queueToken(in: layout)
                 let api = ControlAPI(store: store, layout: layout, token: token, monitor: monitor,
+                                     allowsCommands: options.hooks.allowJobCommands,
                                      hosts: { runner.hostUse }, changed: { runner.storeChanged() })
                 server = try ControlServer(address: listen, api: api)
                 Output.err("transferd: control API and dashboard at \(server!.url)/ (token in \(token.path))\n")
@@ -145,6 +147,7 @@ enum RunCommand {
             hooks.notify = url
         }
         hooks.timeout = try arguments.seconds("--hook-timeout") ?? hooks.timeout
+        hooks.allowJobCommands = arguments.has("--allow-job-hooks")
         guard hooks.timeout > 0 else { throw UsageError("--hook-timeout must be more than 0 seconds") }
         return hooks
     }
