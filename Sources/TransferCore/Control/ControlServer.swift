@@ -18,9 +18,12 @@ public final class ControlServer: Sendable {
     }
 
     /// Ends the event streams (each sends what it holds, the run's summary last,
-    /// for up to two seconds) and closes every connection.
+    /// for up to two seconds: a stream is counted until its connection lets it go)
+    /// and closes every connection.
     public func stop() {
         journal.close()
-        server.stop(drain: 2)
+        let deadline = Date().addingTimeInterval(2)
+        while journal.streams > 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        server.stop()
     }
 }

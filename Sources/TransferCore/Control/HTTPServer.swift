@@ -45,25 +45,12 @@ final class HTTPServer: @unchecked Sendable {
         port = Int(transferd_mhd_port(daemon))
     }
 
-    /// Streamed responses still being sent.
-    let streams = StreamCount()
-
-    /// Stops listening and closes every connection. Streams that have ended (their
-    /// source returned nil) get up to `drain` seconds to send what they hold first,
-    /// so a client sees the last event before the connection closes.
-    func stop(drain: TimeInterval = 0) {
+    /// Stops listening and closes every connection (a streamed response's source is
+    /// released when its connection ends).
+    func stop() {
         guard let daemon else { return }
-        let deadline = Date().addingTimeInterval(drain)
-        while streams.value > 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         self.daemon = nil
         MHD_stop_daemon(daemon)
-    }
-
-    final class StreamCount: @unchecked Sendable {
-        private let lock = NSLock()
-        private var count = 0
-        var value: Int { lock.withLock { count } }
-        func add(_ delta: Int) { lock.withLock { count += delta } }
     }
 
     deinit { stop() }
@@ -93,10 +80,10 @@ final class HTTPServer: @unchecked Sendable {
         guard let exchangePointer = exchangeSlot.pointee else {
             // The headers: a declared body over the limit is refused before it is read.
             if let length = lookup(connection, .HEADER_KIND, "content-length").flatMap(Int.init), length > server.bodyLimit {
-                return queue(tooLarge(server.bodyLimit), on: connection, streams: server.streams)
+                return queue(tooLarge(server.bodyLimit), on: connection)
             }
             if let refusal = server.preflight(request(connection, url: url, method: method, body: Data())) {
-                return queue(refusal, on: connection, streams: server.streams)
+                return queue(refusal, on: connection)
             }
             exchangeSlot.pointee = Unmanaged.passRetained(Exchange()).toOpaque()
             return .YES
@@ -113,7 +100,7 @@ final class HTTPServer: @unchecked Sendable {
         }
         let complete = request(connection, url: url, method: method, body: exchange.body)
         exchange.body = Data()
-        return queue(server.handler(complete), on: connection, streams: server.streams)
+        return queue(server.handler(complete), on: connection)
     }
 
     private static func request(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
@@ -154,10 +141,10 @@ final class HTTPServer: @unchecked Sendable {
         return withExtendedLifetime(collected) { collected.values }
     }
 
-    private static func queue(_ response: HTTPResponse, on connection: OpaquePointer, streams: StreamCount) -> MHD_Result {
+    private static func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
         let native: OpaquePointer?
         if let stream = response.stream {
-            let box = Unmanaged.passRetained(StreamBox(stream, streams)).toOpaque()
+            let box = Unmanaged.passRetained(StreamBox(stream)).toOpaque()
             native = MHD_create_response_from_callback(UInt64.max, 16 << 10, { context, _, buffer, limit in
                 guard let context, let buffer else { return -2 }
                 let box = Unmanaged<StreamBox>.fromOpaque(context).takeUnretainedValue()
@@ -186,12 +173,6 @@ final class HTTPServer: @unchecked Sendable {
 
     private final class StreamBox {
         let stream: ResponseStream
-        let streams: StreamCount
-        init(_ stream: ResponseStream, _ streams: StreamCount) {
-            self.stream = stream
-            self.streams = streams
-            streams.add(1)
-        }
-        deinit { streams.add(-1) }
+        init(_ stream: ResponseStream) { self.stream = stream }
     }
 }
