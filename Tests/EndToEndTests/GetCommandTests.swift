@@ -131,6 +131,56 @@ final class GetCommandTests: XCTestCase {
         }
     }
 
+    /// kill -9 at speed (256 MB/s): the next run re-fetches at most 8 MiB of what the
+    /// killed one had written (checkpoints by bytes, trusted in the same boot), and
+    /// after a "reboot" (another boot id in the checkpoint) only the synced bytes count.
+    func testKillNineAtSpeedLosesAtMostEightMiB() throws {
+        let servers = try TestServers.current()
+        let size = try servers.size(of: "1g.bin")
+        let sha = try servers.sha256(of: "1g.bin")
+        for (backend, rebooted) in [("curl", false), ("urlsession", false), ("curl", true)] {
+            let directory = try scratchDirectory("\(#function)-\(backend)-\(rebooted)")
+            let url = servers.http.appendingPathComponent("brisk/1g.bin").absoluteString
+            let arguments = ["get", url, "-o", "out.bin", "--transport", backend]
+            let first = try TransferdProcess(arguments, directory: directory)
+            let statePath = directory + "/out.bin.part.state"
+            let deadline = Date().addingTimeInterval(30)
+            // Killed after a checkpoint that claims unsynced bytes (all but a few between syncs do).
+            while Date() < deadline {
+                let seen = try? FileCheckpointStore(path: statePath).load()
+                if let seen, seen.plan.bytesWritten >= 300 << 20, seen.durable != nil { break }
+                usleep(5_000)
+            }
+            // ...at a moment of its own, not just after a checkpoint (up to 15 MiB later at full rate).
+            usleep(UInt32.random(in: 0...60_000))
+            kill(first.process.processIdentifier, SIGKILL)
+            _ = first.wait()
+            // One connection writes from 0 on: the partial file's length is what it had written.
+            var info = stat()
+            XCTAssertEqual(stat(directory + "/out.bin.part", &info), 0)
+            var checkpoint = try XCTUnwrap(try FileCheckpointStore(path: statePath).load(), backend)
+            let written = Int64(info.st_size)
+            XCTAssertLessThan(written, size, "\(backend): killed before the end")
+            let kept = checkpoint.trusted(inBoot: BootID.current).plan.bytesWritten
+            XCTAssertLessThanOrEqual(written - kept, 8 << 20, "\(backend): \(written) bytes written, \(kept) kept")
+            print("kill -9 at speed (\(backend)): \(written >> 20) MiB written, \(kept >> 20) MiB kept, "
+                  + "\((written - kept) >> 10) KiB to fetch again")
+            var expectedFetch = size - kept
+            if rebooted {
+                checkpoint.bootID = "another-boot"
+                try FileCheckpointStore(path: statePath).save(checkpoint)
+                expectedFetch = size - (checkpoint.durable ?? checkpoint.plan).bytesWritten
+                XCTAssertGreaterThan(expectedFetch, size - kept, "the test should have unsynced bytes to drop")
+            }
+            let logStart = try nginxLogSize(servers)
+            let second = try TransferdProcess.run(arguments, directory: directory)
+            XCTAssertEqual(second.status, 0, "\(backend): \(second.stderr)")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), sha, backend)
+            XCTAssertEqual(try nginxBytesServed(servers, pathPrefix: "/brisk/1g.bin", since: logStart), expectedFetch, backend)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
     func testCtrlCStopsResumablyAndTheNextRunFinishes() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()

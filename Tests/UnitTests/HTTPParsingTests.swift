@@ -67,4 +67,26 @@ final class HTTPParsingTests: XCTestCase {
         try store.remove()
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
     }
+
+    /// Bytes written but not synced count only in the boot that wrote them.
+    func testUnsyncedBytesAreTrustedOnlyInTheBootThatWroteThem() {
+        var durable = SegmentPlan.single(totalSize: 100)
+        durable.recordWritten(10, segment: 0)
+        var written = durable
+        written.recordWritten(60, segment: 0)
+        var checkpoint = DownloadCheckpoint(url: "http://x/y", validators: ResponseValidators(), plan: written, rangesSupported: true)
+        XCTAssertEqual(checkpoint.trusted(inBoot: "b1").plan.bytesWritten, 70, "no `durable`: every byte was synced")
+
+        checkpoint.durable = durable
+        checkpoint.bootID = "b1"
+        let sameBoot = checkpoint.trusted(inBoot: "b1")
+        XCTAssertEqual(sameBoot.plan.bytesWritten, 70, "same boot: the page cache holds the unsynced bytes")
+        XCTAssertEqual(sameBoot.durable?.bytesWritten, 10, "they are still not synced")
+        let rebooted = checkpoint.trusted(inBoot: "b2")
+        XCTAssertEqual(rebooted.plan.bytesWritten, 10, "after a reboot only the synced bytes count")
+        XCTAssertNil(rebooted.durable)
+        XCTAssertEqual(checkpoint.trusted(inBoot: nil).plan.bytesWritten, 10, "no boot identity: only synced bytes")
+        checkpoint.bootID = nil
+        XCTAssertEqual(checkpoint.trusted(inBoot: nil).plan.bytesWritten, 10, "a claim without its boot is not trusted")
+    }
 }

@@ -1,13 +1,45 @@
 import Foundation
 
 /// Starting the writeback of a file's dirty pages without waiting for it.
+///
+/// A download that only syncs at the end leaves the whole file dirty in the
+/// page cache, and the final fsync then waits for all of it (0.47-0.58 s of a
+/// 1.2-1.4 s download of 1 GiB here). Started as data arrives, the disk writes
+/// while the network delivers and the final fsync finds little left: 1 GiB
+/// from nginx on loopback went from 1.26-1.74 s to 0.86-1.09 s.
 enum Writeback {
+    /// Written byte ranges are handed to the disk in pieces of this size
+    /// (4 MiB and 8 MiB measured alike, 32 MiB slightly slower).
+    static let chunk: Int64 = 8 << 20
+
+    /// Starts writing back the whole file.
     static func start(_ fd: Int32) {
+        start(fd, offset: 0, count: 0)
+    }
+
+    /// Starts writing back `count` bytes from `offset` (0: to the end of the file).
+    static func start(_ fd: Int32, offset: Int64, count: Int64) {
         #if os(Linux)
         // SYNC_FILE_RANGE_WRITE: queue the dirty pages for writing; returns without waiting.
-        _ = linuxSyncFileRange(fd, 0, 0, 2)
+        _ = linuxSyncFileRange(fd, offset, count, 2)
         #endif
     }
+}
+
+/// The identity of the running boot of the machine. Bytes written but not
+/// synced survive a killed process (they are in the page cache) but not a
+/// crash of the machine; a checkpoint that claims such bytes names the boot,
+/// and a later run trusts them only in the same one.
+public enum BootID {
+    public static let current: String? = {
+        #if os(Linux)
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else { return nil }
+        let id = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return id.isEmpty ? nil : id
+        #else
+        return nil // no boot identity read: only synced bytes are trusted
+        #endif
+    }()
 }
 
 #if os(Linux)

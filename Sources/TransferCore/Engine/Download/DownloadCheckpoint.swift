@@ -17,6 +17,25 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// Times the download started over because the remote file changed, over
     /// every run (a server must not reset the retry budget by changing its ETag).
     public var restarts: Int?
+    /// The bytes of `plan` known to be on stable storage, when fewer than
+    /// `plan`'s: the rest were written (to the page cache) but not yet synced.
+    /// Absent: every byte of `plan` is durable.
+    public var durable: SegmentPlan?
+    /// The boot (`BootID`) in which `plan`'s unsynced bytes were written. A
+    /// killed process leaves them in the page cache, so the same boot may read
+    /// them back; after a crash of the machine only `durable` counts.
+    public var bootID: String?
+
+    /// What a new run may resume from in the boot `current`: all of `plan` in
+    /// the boot that wrote it, else only its durable bytes. `durable` stays
+    /// what is known synced.
+    public func trusted(inBoot current: String?) -> DownloadCheckpoint {
+        guard let durable, bootID == nil || bootID != current else { return self }
+        var result = self
+        result.plan = durable
+        result.durable = nil
+        return result
+    }
 
     public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
         self.version = Self.currentVersion
@@ -27,8 +46,8 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     }
 }
 
-/// Where checkpoints live. A checkpoint must only be saved after the bytes it
-/// claims are durable (the engine fsyncs the partial file first).
+/// Where checkpoints live. A checkpoint's `plan` may claim bytes not yet
+/// synced only with `durable` and `bootID` set (see `trusted(inBoot:)`).
 public protocol CheckpointStore: Sendable {
     func load() throws -> DownloadCheckpoint?
     func save(_ checkpoint: DownloadCheckpoint) throws
@@ -37,6 +56,10 @@ public protocol CheckpointStore: Sendable {
 
 /// A checkpoint kept as JSON beside the partial file (`NAME.part.state`),
 /// replaced atomically (write temp, fsync, rename), like aria2's control file.
+/// One that claims unsynced bytes is not fsynced itself: it is trusted only in
+/// the boot that wrote it, whose page cache holds it anyway (after a crash the
+/// file holds it or the one before it; where a filesystem does not order a
+/// rename after the data, an empty file, and the download starts over).
 public struct FileCheckpointStore: CheckpointStore {
     public let path: String
 
@@ -55,7 +78,7 @@ public struct FileCheckpointStore: CheckpointStore {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let data = try encoder.encode(checkpoint)
-        try AtomicFile.write(data, to: path)
+        try AtomicFile.write(data, to: path, sync: checkpoint.durable == nil)
     }
 
     public func remove() throws {
@@ -65,13 +88,13 @@ public struct FileCheckpointStore: CheckpointStore {
 
 /// Writes that either fully happen or not at all.
 enum AtomicFile {
-    static func write(_ data: Data, to path: String) throws {
+    static func write(_ data: Data, to path: String, sync: Bool = true) throws {
         let temporary = path + ".\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         // Owner only: a checkpoint names the URL, which may carry a token.
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFailure(operation: "create", path: temporary) }
         let written = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
-        guard written == data.count, fsync(fd) == 0 else {
+        guard written == data.count, !sync || fsync(fd) == 0 else {
             let failure = POSIXFailure(operation: "write", path: temporary)
             close(fd)
             unlink(temporary)

@@ -94,7 +94,7 @@ public final class DownloadEngine: @unchecked Sendable {
     /// Opens `NAME.part`, resuming from the checkpoint when it describes this URL.
     private func openPartialFile() throws -> DownloadState {
         let part = options.partPath
-        var checkpoint = try? store.load()
+        var checkpoint = (try? store.load())?.trusted(inBoot: BootID.current)
         if let existing = checkpoint,
            existing.url != options.url.absoluteString || !FileManager.default.fileExists(atPath: part) {
             checkpoint = nil
@@ -113,9 +113,10 @@ public final class DownloadEngine: @unchecked Sendable {
                                                      plan: .single(totalSize: nil), rangesSupported: true)
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
         state.writeBufferSize = options.writeBufferSize
-        if let every = options.checkpointBytes {
-            state.checkpointEvery = every
-            state.persistCheckpoint = { [weak self, unowned state] in try? self?.saveCheckpoint(state) }
+        if options.checkpointBytes != nil || options.syncBytes != nil {
+            state.checkpointEvery = options.checkpointBytes
+            state.syncEvery = options.syncBytes
+            state.persistCheckpoint = { [weak self, unowned state] sync in try? self?.saveCheckpoint(state, sync: sync) }
         }
         return state
     }
@@ -378,16 +379,22 @@ public final class DownloadEngine: @unchecked Sendable {
         }
     }
 
-    /// Makes the written bytes durable, then records them: data before the claim.
-    /// With `syncEachFile` off, the caller makes the data durable in batches
-    /// (the queue calls `syncfs` before committing finished jobs).
-    func saveCheckpoint(_ state: DownloadState) throws {
+    /// Records the written bytes. With `sync` the file is synced first (data
+    /// before the claim) and the checkpoint claims only durable bytes; without,
+    /// it also claims bytes still in the page cache, trusted only in this boot
+    /// (see `DownloadCheckpoint.trusted(inBoot:)`). `sync` defaults to
+    /// `syncEachFile`; with it off the caller makes finished files durable in
+    /// batches (the queue calls `syncfs` before committing finished jobs).
+    func saveCheckpoint(_ state: DownloadState, sync: Bool? = nil) throws {
         checkpointLock.lock()
         defer { checkpointLock.unlock() }
-        let checkpoint = state.checkpoint()
+        var checkpoint = state.checkpoint()
         state.checkpointTaken()
-        if options.syncEachFile {
+        if sync ?? options.syncEachFile {
             guard fdatasync(state.fd) == 0 else { throw POSIXFailure(operation: "sync", path: state.partPath) }
+            state.markDurable(checkpoint.plan)
+            checkpoint.durable = nil
+            checkpoint.bootID = nil
         }
         try store.save(checkpoint)
     }

@@ -44,9 +44,14 @@ public struct DownloadOptions: Sendable {
     /// turns this off and syncs the filesystem once per batch of finished jobs.
     public var syncEachFile = true
     /// Also checkpoint whenever this many bytes were written since the last
-    /// one (the queue: 256 KiB, so a crash re-fetches little per segment;
-    /// its checkpoints cost a database row, not an fsync).
-    public var checkpointBytes: Int64?
+    /// one, without syncing the file: a killed process re-fetches at most
+    /// about this much per connection (a crash of the machine: what came after
+    /// the last synced checkpoint). 4 MiB; the queue uses 256 KiB (a database row).
+    public var checkpointBytes: Int64? = 4 << 20
+    /// Also sync the file with a checkpoint whenever this many bytes were
+    /// written since the last sync (nil: only by time, `checkpointInterval`;
+    /// the queue, without a timer: 64 MiB).
+    public var syncBytes: Int64?
     /// Bytes gathered before each write to the file (whole MiB writes beat
     /// small ones; the queue uses less so a crash loses less).
     public var writeBufferSize = 1 << 20

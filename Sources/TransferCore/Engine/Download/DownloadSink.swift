@@ -28,6 +28,8 @@ final class DownloadSink: ResponseSink {
     private var buffered = 0
     /// File offset of the first byte in `buffer`.
     private var bufferOffset: Int64 = 0
+    /// Where the bytes written but not yet handed to the disk start (see `Writeback`).
+    private var writebackFrom: Int64 = 0
 
     init(state: DownloadState, segment index: Int, requestedOffset: Int64, requestedEnd: Int64?, sentRange: Bool) {
         self.requestedEnd = requestedEnd
@@ -143,6 +145,7 @@ final class DownloadSink: ResponseSink {
         try state.reserveSpaceIfKnown()
         mode = .writing
         bufferOffset = offset
+        writebackFrom = offset
         buffered = 0
     }
 
@@ -229,6 +232,10 @@ final class DownloadSink: ResponseSink {
         SlowDisk.throttle(bytes: bytes.count)
         #endif
         bufferOffset += Int64(bytes.count)
+        if bufferOffset - writebackFrom >= Writeback.chunk {
+            Writeback.start(state.fd, offset: writebackFrom, count: bufferOffset - writebackFrom)
+            writebackFrom = bufferOffset
+        }
         state.recordWritten(Int64(bytes.count), segment: index)
     }
 

@@ -13,13 +13,16 @@ final class DownloadState: @unchecked Sendable {
 
     private struct Fields {
         var plan: SegmentPlan
+        /// The bytes of `plan` known synced (see `DownloadCheckpoint.durable`).
+        var durable: SegmentPlan
         var validators: ResponseValidators
         var rangesSupported: Bool
         var bytesReceived: Int64 = 0
         /// The size disk space was reserved for.
         var reserved: Int64 = 0
-        /// Bytes written since the last checkpoint.
+        /// Bytes written since the last checkpoint, and since the last synced one.
         var sinceCheckpoint: Int64 = 0
+        var sinceSync: Int64 = 0
         /// The most bytes the partial file ever held for this remote version: only
         /// bytes beyond it are progress (a server that cannot resume sends the
         /// same first bytes again and again).
@@ -29,9 +32,11 @@ final class DownloadState: @unchecked Sendable {
     }
 
     var writeBufferSize = 1 << 20
-    /// Checkpoint after this many bytes (nil: by time only), and how.
+    /// Checkpoint after this many bytes (nil: by time only), sync the file with
+    /// one after `syncEvery` bytes (nil: never by bytes), and how (the argument: sync).
     var checkpointEvery: Int64?
-    var persistCheckpoint: (() -> Void)?
+    var syncEvery: Int64?
+    var persistCheckpoint: ((Bool) -> Void)?
 
     private let fields: Locked<Fields>
 
@@ -40,7 +45,7 @@ final class DownloadState: @unchecked Sendable {
         self.fd = fd
         self.partPath = partPath
         self.url = url
-        fields = Locked(Fields(plan: checkpoint.plan, validators: checkpoint.validators,
+        fields = Locked(Fields(plan: checkpoint.plan, durable: checkpoint.durable ?? checkpoint.plan, validators: checkpoint.validators,
                                rangesSupported: checkpoint.rangesSupported,
                                furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten),
                                restarts: checkpoint.restarts ?? 0))
@@ -77,21 +82,35 @@ final class DownloadState: @unchecked Sendable {
                                                 rangesSupported: $0.rangesSupported)
             checkpoint.furthest = $0.furthest
             checkpoint.restarts = $0.restarts
+            if $0.durable != $0.plan {
+                checkpoint.durable = $0.durable
+                checkpoint.bootID = BootID.current
+            }
             return checkpoint
         }
     }
 
+    /// The bytes of `plan` (a snapshot taken before a sync) are on stable storage.
+    func markDurable(_ plan: SegmentPlan) {
+        fields.withLock {
+            $0.durable = plan
+            $0.sinceSync = 0
+        }
+    }
+
     func recordWritten(_ count: Int64, segment index: Int) {
-        let due = fields.withLock { fields -> Bool in
+        let due = fields.withLock { fields -> (checkpoint: Bool, sync: Bool) in
             fields.plan.recordWritten(count, segment: index)
             fields.sinceCheckpoint += count
+            fields.sinceSync += count
             fields.furthest = max(fields.furthest, fields.plan.bytesWritten)
             // A finished segment needs no checkpoint of its own: the file is about to be finalised or
             // another checkpoint will carry it.
-            guard !fields.plan.segments[index].isComplete else { return false }
-            return checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false
+            guard !fields.plan.segments[index].isComplete else { return (false, false) }
+            let sync = syncEvery.map { fields.sinceSync >= $0 } ?? false
+            return (sync || (checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false), sync)
         }
-        if due { persistCheckpoint?() }
+        if due.checkpoint { persistCheckpoint?(due.sync) }
     }
 
     /// Called by a checkpoint as it takes its snapshot.
@@ -127,6 +146,7 @@ final class DownloadState: @unchecked Sendable {
         try fields.withLock {
             guard ftruncate(fd, 0) == 0 else { throw POSIXFailure(operation: "truncate", path: partPath) }
             $0.plan = plan
+            $0.durable = plan
             $0.validators = validators
             $0.rangesSupported = rangesSupported
         }
