@@ -165,7 +165,8 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.job("2")?.state, .done)
             // A finished job takes no retry, failure, pause or progress.
             try store.scheduleRetry("2", at: Date(), error: "HTTP 503", attempts: 1)
-            try store.finish("2", state: .failed, error: "late", bytes: nil, sha256: nil, at: Date())
+            XCTAssertFalse(try store.finish("2", state: .failed, error: "late", bytes: nil, sha256: nil, at: Date()),
+                           "the store says it did not record the failure (no failed hook runs for it)")
             try store.pause(["2"])
             XCTAssertEqual(try store.job("2")?.state, .done)
             XCTAssertNil(try store.job("2")?.lastError)
@@ -184,7 +185,7 @@ final class QueueStoreContractTests: XCTestCase {
         try forEachStore { store in
             _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
             _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "1" }
-            try store.finish("1", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date())
+            XCTAssertTrue(try store.finish("1", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: Date()))
             XCTAssertEqual(try store.requeue(id: nil), 1)
             XCTAssertEqual(try store.job("1")?.state, .queued)
             XCTAssertNil(try store.job("1")?.lastError)

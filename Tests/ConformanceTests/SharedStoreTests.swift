@@ -83,7 +83,8 @@ final class SharedStoreTests: XCTestCase {
         try first.saveProgress(["1": ProgressSnapshot(bytesDone: 9, bytesTotal: 10, speed: 1)])
         XCTAssertEqual(try first.markFinishing([("1", 10, nil)]), ["1"], "the stale worker learns it lost the job")
         try first.finishDone([("2", 10, nil)], at: Date())
-        try first.finish("1", state: .failed, error: "stale", bytes: nil, sha256: nil, at: Date())
+        XCTAssertFalse(try first.finish("1", state: .failed, error: "stale", bytes: nil, sha256: nil, at: Date()),
+                       "a fenced end is not recorded, and says so (its on_failed hook is not run)")
         XCTAssertEqual(try second.job("1")?.state, .running)
         XCTAssertEqual(try second.job("1")?.checkpoint, "{\"from\":\"first\"}")
         XCTAssertEqual(try second.job("1")?.bytesDone, 7)

@@ -333,9 +333,21 @@ public final class QueueRunner: @unchecked Sendable {
         case .fail(let message):
             let message = Redaction.scrub(message)
             let due = try hooks.owe(hooks.due(record, .failed, error: message).map { [$0] } ?? [])
-            try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
-            hooks.start(due)
+            let recorded = try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)
+            guard recorded else {
+                // Not this worker's end to record (cancelled meanwhile, or another worker holds the
+                // job now): no failed hook runs for it.
+                hooks.forget(due)
+                if try !cancelledMeanwhile([record.id]).isEmpty {
+                    summary.cancelled += 1
+                    onEvent(finished(.cancelled, error: "cancelled by the user"))
+                } else {
+                    onEvent(.paused(ids: [record.id]))
+                }
+                return
+            }
+            hooks.start(due)
             summary.failed += 1
             onEvent(finished(.failed, error: message))
         case .cancelled:
@@ -392,14 +404,15 @@ public final class QueueRunner: @unchecked Sendable {
         let owedFailed = try hooks.owe(batch.compactMap { item in
             failures[item.job.record.id].flatMap { hooks.due(item.job.record, .failed, error: $0) }
         })
-        for (id, reason) in failures {
-            try store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
+        var failedUnrecorded: Set<String> = []
+        for (id, reason) in failures where try !store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date()) {
+            failedUnrecorded.insert(id)
         }
         let missed = try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
         // A done hook is started only for a job recorded done; a failed rename owes its failed hook instead.
         let recordedDone = { (hook: DueHook) in failures[hook.jobID] == nil && !lost.contains(hook.jobID) && !missed.contains(hook.jobID) }
-        hooks.forget(owed.filter { !recordedDone($0) })
-        hooks.start(owed.filter(recordedDone) + owedFailed)
+        hooks.forget(owed.filter { !recordedDone($0) } + owedFailed.filter { failedUnrecorded.contains($0.jobID) })
+        hooks.start(owed.filter(recordedDone) + owedFailed.filter { !failedUnrecorded.contains($0.jobID) })
         // Not recorded done: a user cancelled it while it was renamed, or another worker took it.
         let cancelled = try cancelledMeanwhile(missed)
         return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)
@@ -462,8 +475,11 @@ public final class QueueRunner: @unchecked Sendable {
         // Each end owes its hook here too (a done hook the dead run owed already is not owed twice).
         func fail(_ job: JobRecord, _ reason: String) throws {
             let due = try hooks.owe(hooks.due(job, .failed, error: reason).map { [$0] } ?? [])
-            try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date())
-            hooks.start(due)
+            if try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date()) {
+                hooks.start(due)
+            } else {
+                hooks.forget(due)
+            }
         }
         for job in jobs {
             guard let destination = job.spec.destination else { continue }

@@ -122,7 +122,11 @@ public protocol QueueStore: AnyObject, Sendable {
     /// use (nil: not taken). Only taken jobs are read whole.
     func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
                        accept: (ClaimCandidate) -> Int?) throws -> [JobRecord]
-    func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws
+    /// Records a job's end.
+    /// - Returns: false when it did not: a user cancelled it meanwhile or (a shared store)
+    ///   another worker holds it now.
+    @discardableResult
+    func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws -> Bool
     /// Marks many jobs done in one transaction.
     /// - Returns: the jobs it did not mark: a user cancelled them meanwhile, or (a shared
     ///   store) another worker holds them now.

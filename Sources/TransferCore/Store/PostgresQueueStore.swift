@@ -339,9 +339,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         lost[id] = nil
     }
 
-    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws {
+    @discardableResult
+    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws -> Bool {
         try locked {
-            guard let (clause, fenceParameters) = fence(id, next: 8) else { return }
+            guard let (clause, fenceParameters) = fence(id, next: 8) else { return false }
             let changed = try connection.execute("""
                 UPDATE transferd_jobs SET state = $1, last_error = $2, bytes_done = COALESCE($3::bigint, bytes_done),
                     bytes_total = COALESCE($4::bigint, bytes_total), sha256 = $5, finished_at = $6, speed = NULL,
@@ -350,6 +351,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 """, [state.rawValue, error, bytes.map(String.init), state == .done ? bytes.map(String.init) : nil, sha256,
                       String(date.timeIntervalSince1970), id] + fenceParameters)
             release(id, changed: changed)
+            return changed > 0
         }
     }
 

@@ -238,7 +238,8 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws {
+    @discardableResult
+    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws -> Bool {
         try locked {
             try database.query("""
                 UPDATE jobs SET state = ?, last_error = ?, bytes_done = COALESCE(?, bytes_done),
@@ -247,6 +248,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                 WHERE id = ? AND state IN (\(JobTransition.ending(in: state).sqlStates))
                 """, [.text(state.rawValue), SQLValue(error), SQLValue(bytes), SQLValue(state == .done ? bytes : nil),
                       SQLValue(sha256), .real(date.timeIntervalSince1970), .text(id)])
+            return database.changes > 0
         }
     }
 
