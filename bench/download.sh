@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Download benchmark: transferd (both backends, one and eight connections)
-# against curl -o, aria2c -x8 and wget2 on the same local nginx, in one run.
+# against curl -o, curl -o && sync, aria2c -x8 and wget2 on the same local
+# nginx, in one run, rounds interleaved (every case once per round).
 #
-#   bench/download.sh [RUNS]     (default 3 runs per case; the median is shown)
+#   bench/download.sh [ROUNDS]     (default 10 rounds; medians are shown)
 #
-# Prints wall time, throughput, the ratio to `curl -o` (higher is faster) and
-# peak RSS (from /usr/bin/time). Every output file is compared with the
-# source before it counts. The "slow disk" rows use a benchmark build of
-# transferd whose writes are throttled to 100 MiB/s (-DTRANSFERD_SLOW_DISK),
-# to show memory stays bounded when the disk is slower than the network.
+# Prints the median wall time, throughput, the ratios to `curl -o` and to
+# `curl -o && sync` (higher is faster), the spread (slowest / fastest run)
+# and peak RSS (from /usr/bin/time). Every output file is compared with the
+# source before it counts. transferd's files are durable when it exits
+# (fdatasync before the rename); curl's and aria2c's are not, which the
+# `curl -o && sync` row prices in.
+#
+# Also, once each:
+#   * the "slow disk" rows: a benchmark build of transferd whose writes are
+#     throttled to 100 MiB/s (-DTRANSFERD_SLOW_DISK), to show memory stays
+#     bounded when the disk is slower than the network;
+#   * kill -9 at a random moment of a full-speed download, then the same
+#     command: what nginx sent beyond the file's size (re-fetched bytes plus
+#     what sat in the killed connections' socket buffers).
+# The first row is not a tool: `dd` writing 1 GiB into the page cache, the
+# machine's own state in each round (on this VM its speed varies up to 10x
+# from run to run, which every row shares).
 set -euo pipefail
 
-runs="${1:-3}"
+rounds="${1:-10}"
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 out="$work/out"
@@ -24,42 +37,79 @@ source_file="$TRANSFERD_TEST_WWW/1g.bin"
 url="$TRANSFERD_TEST_HTTP/1g.bin"
 size=1073741824
 
-# run NAME COMMAND...: times COMMAND (which must write $out/f) $runs times.
-declare -A wall rss
+declare -A times peaks
 names=()
-run() {
+# once NAME COMMAND...: one timed run of COMMAND, which must write $out/f.
+once() {
     local name="$1"; shift
-    local times=() peaks=() i
-    for ((i = 0; i < runs; i++)); do
-        rm -rf "$out" && mkdir -p "$out"
-        sync
-        /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
-            echo "bench: '$name' failed:" >&2; cat "$work/stderr" >&2; exit 1; }
-        cmp -s "$source_file" "$out/f" || { echo "bench: '$name' produced a wrong file" >&2; exit 1; }
-        read -r seconds kib < "$work/time"
-        times+=("$seconds"); peaks+=("$kib")
-    done
-    wall[$name]=$(printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (runs + 1) / 2 ))p")
-    rss[$name]=$(printf '%s\n' "${peaks[@]}" | sort -n | tail -1)
-    names+=("$name")
-    printf 'bench: %-44s %6.2f s\n' "$name" "${wall[$name]}" >&2
+    rm -rf "$out" && mkdir -p "$out"
+    sync
+    /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
+        echo "bench: '$name' failed:" >&2; cat "$work/stderr" >&2; exit 1; }
+    [[ $name == dd* ]] || cmp -s "$source_file" "$out/f" || { echo "bench: '$name' produced a wrong file" >&2; exit 1; }
+    read -r seconds kib < "$work/time"
+    printf 'bench: %-40s %6.2f s\n' "$name" "$seconds" >&2
+    [[ -v "times[$name]" ]] || names+=("$name")
+    times[$name]+="$seconds "
+    peaks[$name]+="$kib "
 }
 
-run "curl -o"                            curl -s -o "$out/f" "$url"
-run "aria2c -x8 -s8 -k1M"                aria2c -q -x8 -s8 -k1M --file-allocation=none -d "$out" -o f "$url"
-run "wget2 --max-threads=8 (2-core ceiling)" wget2 -q --max-threads=8 --chunk-size=128M -O "$out/f" "$url"
-run "transferd curl x1"                  "$transferd" get "$url" -o "$out/f" -q
-run "transferd curl x8"                  "$transferd" get "$url" -o "$out/f" -q -c 8
-run "transferd urlsession x1"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession
-run "transferd urlsession x8"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession -c 8
-run "transferd curl x1, slow disk"       "$slow" get "$url" -o "$out/f" -q
-run "transferd urlsession x1, slow disk" "$slow" get "$url" -o "$out/f" -q --transport urlsession
+cases() {
+    once "dd 1 GiB to the page cache (control)" dd if=/dev/zero of="$out/f" bs=1M count=1024
+    once "curl -o"                            curl -s -o "$out/f" "$url"
+    once "curl -o && sync"                    sh -c 'curl -s -o "$1" "$2" && sync "$1"' sh "$out/f" "$url"
+    once "aria2c -x8 -s8 -k1M"                aria2c -q -x8 -s8 -k1M --file-allocation=none -d "$out" -o f "$url"
+    once "wget2 --max-threads=8"              wget2 -q --max-threads=8 --chunk-size=128M -O "$out/f" "$url"
+    once "transferd curl x1"                  "$transferd" get "$url" -o "$out/f" -q
+    once "transferd curl x8"                  "$transferd" get "$url" -o "$out/f" -q -c 8
+    once "transferd urlsession x1"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession
+    once "transferd urlsession x8"            "$transferd" get "$url" -o "$out/f" -q --transport urlsession -c 8
+}
+for ((round = 1; round <= rounds; round++)); do
+    echo "bench: round $round of $rounds" >&2
+    cases
+done
+once "transferd curl x1, slow disk"       "$slow" get "$url" -o "$out/f" -q
+once "transferd urlsession x1, slow disk" "$slow" get "$url" -o "$out/f" -q --transport urlsession
 
-base="${wall[curl -o]}"
-printf '\n1 GiB from nginx on 127.0.0.1, median of %d runs, %s\n\n' "$runs" "$(date -u +%Y-%m-%d)"
-printf '| %-40s | %7s | %9s | %12s | %13s |\n' case "wall s" "MiB/s" "vs curl -o" "peak RSS MiB"
-printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..42})" "---------" "-----------" "--------------" "---------------"
+# kill -9 at a random moment between 0.25 and 0.75 s (a full-speed download takes about 1 s).
+log="$servers/logs/access.log"
+refetch() {  # CONNECTIONS
+    rm -rf "$out" && mkdir -p "$out"
+    local start pid
+    start=$(stat -c %s "$log")
+    "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null 2>&1 & pid=$!
+    sleep "0.$(( RANDOM % 50 + 25 ))"
+    kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+    [[ -f $out/f ]] && { echo "bench: the download ended before the kill" >&2; return 1; }
+    "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null
+    cmp -s "$source_file" "$out/f" || { echo "bench: kill -9 and resume produced a wrong file" >&2; exit 1; }
+    sleep 0.3
+    tail -c +"$((start + 1))" "$log" | awk -v s="$size" '$2 == "/1g.bin" { sent += $5 } END { printf "%.1f", (sent - s) / 1048576 }'
+}
+declare -A extra
+for c in 1 8; do
+    for ((i = 0; i < 5; i++)); do
+        if mib=$(refetch "$c"); then extra[$c]+="$mib "; echo "bench: kill -9, $c connection(s): $mib MiB beyond the size" >&2; fi
+    done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+spread() { tr ' ' '\n' | grep -v '^$' | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f", hi / lo }'; }
+base=$(median <<< "${times[curl -o]}")
+durable=$(median <<< "${times[curl -o && sync]}")
+printf '\n1 GiB from nginx on 127.0.0.1, medians of %d interleaved rounds, %s\n\n' "$rounds" "$(date -u +%Y-%m-%d)"
+printf '| %-38s | %6s | %6s | %10s | %15s | %6s | %8s |\n' case "wall s" "MiB/s" "vs curl -o" "vs curl && sync" spread "RSS MiB"
+printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..40})" "--------" "--------" "------------" "-----------------" "--------" "----------"
 for name in "${names[@]}"; do
-    awk -v n="$name" -v w="${wall[$name]}" -v b="$base" -v r="${rss[$name]}" -v s="$size" 'BEGIN {
-        printf "| %-40s | %7.2f | %9.0f | %11.2fx | %13.1f |\n", n, w, s / 1048576 / w, b / w, r / 1024 }'
+    wall=$(median <<< "${times[$name]}")
+    peak=$(tr ' ' '\n' <<< "${peaks[$name]}" | grep -v '^$' | sort -n | tail -1)
+    awk -v n="$name" -v w="$wall" -v b="$base" -v d="$durable" -v r="$peak" -v s="$size" -v sp="$(spread <<< "${times[$name]}")" 'BEGIN {
+        printf "| %-38s | %6.2f | %6.0f | %9.2fx | %14.2fx | %6s | %8.1f |\n", n, w, s / 1048576 / w, b / w, d / w, sp, r / 1024 }'
+done
+printf '\nkill -9 at a random moment, then the same command: MiB nginx sent beyond the size\n'
+printf '(re-fetched bytes plus the killed connections'"'"' socket buffers), 5 kills each\n\n'
+for c in 1 8; do
+    printf '  %d connection(s): %s (median %s MiB, %s MiB per connection)\n' "$c" "${extra[$c]:-none}" \
+        "$(median <<< "${extra[$c]:-0}")" "$(awk -v m="$(median <<< "${extra[$c]:-0}")" -v c="$c" 'BEGIN { printf "%.1f", m / c }')"
 done

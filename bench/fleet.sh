@@ -37,12 +37,25 @@ check_done() {  # DIR NAME
     [[ $n -eq $jobs ]] || { echo "bench: $2 left $n files, not $jobs" >&2; exit 1; }
 }
 
-declare -A wall cpu rss
+declare -A wall cpu rss db web
+ticks=$(getconf CLK_TCK)
+# CPU seconds the servers used so far: PostgreSQL's postmaster with the backends it
+# reaped (they exit with their worker's connection), and nginx's processes.
+postgres_cpu() { awk -v t="$ticks" '{ printf "%.2f", ($14 + $15 + $16 + $17) / t }' "/proc/$(cat "$servers/pids/postgres.pid")/stat"; }
+nginx_cpu() {
+    local total=0 pid
+    for pid in $(pgrep -f "nginx: (master|worker)"); do
+        total=$(awk -v t="$ticks" -v sum="$total" '{ printf "%.2f", sum + ($14 + $15) / t }' "/proc/$pid/stat")
+    done
+    echo "$total"
+}
 # run_workers NAME DIR COUNT [--store URL]: COUNT workers at once on DIR's queue.
 run_workers() {
     local name=$1 dir=$2 count=$3 i pids=()
     shift 3
-    local started ended
+    local started ended db_before web_before
+    db_before=$(postgres_cpu)
+    web_before=$(nginx_cpu)
     started=$(date +%s.%N)
     for ((i = 0; i < count; i++)); do
         /usr/bin/time -f "%e %U %S %M" -o "$work/time.$i" \
@@ -51,6 +64,9 @@ run_workers() {
     done
     for pid in "${pids[@]}"; do wait "$pid" || { echo "bench: $name: a worker failed" >&2; exit 1; }; done
     ended=$(date +%s.%N)
+    sleep 0.5 # the postmaster reaps the backends of the closed connections
+    db[$name]=$(awk -v a="$db_before" -v b="$(postgres_cpu)" 'BEGIN { print b - a }')
+    web[$name]=$(awk -v a="$web_before" -v b="$(nginx_cpu)" 'BEGIN { print b - a }')
     wall[$name]=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.2f", b - a }')
     local total=0 peak=0 e u s m
     for ((i = 0; i < count; i++)); do
@@ -85,9 +101,10 @@ for count in 1 2 4; do
 done
 
 printf '\n%d jobs (4 KiB each, from nginx on 127.0.0.1), %s, %d cores\n\n' "$jobs" "$(date -u +%Y-%m-%d)" "$(nproc)"
-printf '| %-26s | %7s | %7s | %14s | %12s |\n' case "wall s" "jobs/s" "CPU s / 1000" "peak RSS MiB"
-printf '|%s|%s|%s|%s|%s|\n' "----------------------------" "---------" "---------" "----------------" "--------------"
+printf 'CPU seconds per 1,000 jobs: the workers (user + system), PostgreSQL, nginx\n\n'
+printf '| %-26s | %7s | %7s | %11s | %10s | %9s | %12s |\n' case "wall s" "jobs/s" "worker CPU" "PostgreSQL" "nginx" "peak RSS MiB"
+printf '|%s|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "---------" "---------" "-------------" "------------" "-----------" "--------------"
 for name in "${names[@]}"; do
-    awk -v n="$name" -v w="${wall[$name]}" -v c="${cpu[$name]}" -v r="${rss[$name]}" -v j="$jobs" 'BEGIN {
-        printf "| %-26s | %7.2f | %7.0f | %14.2f | %12.1f |\n", n, w, j / w, c / j * 1000, r / 1024 }'
+    awk -v n="$name" -v w="${wall[$name]}" -v c="${cpu[$name]}" -v r="${rss[$name]}" -v j="$jobs" -v d="${db[$name]}" -v g="${web[$name]}" 'BEGIN {
+        printf "| %-26s | %7.2f | %7.0f | %11.2f | %10.2f | %9.2f | %12.1f |\n", n, w, j / w, c / j * 1000, d / j * 1000, g / j * 1000, r / 1024 }'
 done

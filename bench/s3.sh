@@ -9,6 +9,10 @@
 #   * sync of an unchanged 10,000-object prefix, down: transferd get --skip-unchanged | aws s3 sync | s5cmd sync | rclone sync
 # Prints each run's wall time, then the medians, ratios to transferd and
 # peak RSS. Runs are interleaved (tool after tool in each round).
+# Also the CPU each case cost, the client's (user + system, from
+# /usr/bin/time) and the server's (SeaweedFS is one process: its CPU time
+# before and after, from /proc): on this 2-core machine a case cannot take
+# less than (client + server) / 2 seconds, which says which side limits it.
 #
 #   bench/s3.sh [RUNS]      (default 3)
 set -euo pipefail
@@ -51,16 +55,23 @@ $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
 $s5 sync 's3://sync/many/*' "$work/sync-out/s5/" >/dev/null
 rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
 
-declare -A times peaks
+declare -A times peaks client server
 names=()
+weed_pid=$(cat "$servers/pids/seaweed.pid")
+ticks=$(getconf CLK_TCK)
+weed_cpu() { awk -v t="$ticks" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$weed_pid/stat"; }
 measure() {  # NAME CHECK COMMAND...
-    local name="$1" check="$2"; shift 2
-    /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
+    local name="$1" check="$2" before after; shift 2
+    before=$(weed_cpu)
+    /usr/bin/time -f "%e %M %U %S" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
         echo "bench: $name failed" >&2; tail -5 "$work/stderr" >&2; exit 1; }
+    after=$(weed_cpu)
     eval "$check" || { echo "bench: $name: wrong result" >&2; exit 1; }
-    read -r seconds kib < "$work/time"
+    read -r seconds kib user system < "$work/time"
     [[ " ${names[*]} " == *" $name "* ]] || names+=("$name")
     times[$name]+="$seconds "
+    client[$name]+="$(awk -v u="$user" -v s="$system" 'BEGIN { print u + s }') "
+    server[$name]+="$(awk -v a="$before" -v b="$after" 'BEGIN { print b - a }') "
     [[ ${peaks[$name]:-0} -ge $kib ]] || peaks[$name]=$kib
     printf 'bench: %-48s %6.2f s\n' "$name" "$seconds" >&2
 }
@@ -106,11 +117,14 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo
 echo "S3 on SeaweedFS $(weed version 2>/dev/null | head -1 | awk '{print $3}'), medians of $runs runs ($(date -u +%Y-%m-%d)):"
-printf '%-50s %9s %12s %10s\n' "case" "median" "vs transferd" "peak RSS"
+printf '%-50s %9s %12s %10s %11s %11s %9s\n' "case" "median" "vs transferd" "peak RSS" "client CPU" "server CPU" "2-core floor"
 base=""
 for name in "${names[@]}"; do
     m=$(echo "${times[$name]}" | median)
     [[ $name == *transferd* ]] && base=$m
     ratio=$(awk -v b="$base" -v m="$m" 'BEGIN { if (b > 0) printf "%.2fx", m / b; else print "-" }')
-    printf '%-50s %8.2fs %12s %7d MiB\n' "$name" "$m" "$ratio" $((peaks[$name] / 1024))
+    c=$(echo "${client[$name]}" | median)
+    w=$(echo "${server[$name]}" | median)
+    printf '%-50s %8.2fs %12s %7d MiB %10.2fs %10.2fs %8.2fs\n' "$name" "$m" "$ratio" $((peaks[$name] / 1024)) "$c" "$w" \
+        "$(awk -v c="$c" -v w="$w" 'BEGIN { print (c + w) / 2 }')"
 done

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Receives one exchange of one segment and writes its bytes into the partial
-/// file at the right offset, in 1 MiB writes.
+/// file at the right offset, in writes of `DownloadOptions.writeBufferSize`.
 ///
 /// It checks the response against what the download expects: a 206 must start
 /// where the segment continues and name the same version; a 200 to a range

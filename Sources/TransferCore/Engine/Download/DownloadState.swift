@@ -31,7 +31,7 @@ final class DownloadState: @unchecked Sendable {
         var restarts: Int
     }
 
-    var writeBufferSize = 1 << 20
+    var writeBufferSize = 256 << 10
     /// Checkpoint after this many bytes (nil: by time only), sync the file with
     /// one after `syncEvery` bytes (nil: never by bytes), and how (the argument: sync).
     var checkpointEvery: Int64?
