@@ -41,7 +41,12 @@ declare -A wall cpu rss db web
 ticks=$(getconf CLK_TCK)
 # CPU seconds the servers used so far: PostgreSQL's postmaster with the backends it
 # reaped (they exit with their worker's connection), and nginx's processes.
-postgres_cpu() { awk -v t="$ticks" '{ printf "%.2f", ($14 + $15 + $16 + $17) / t }' "/proc/$(cat "$servers/pids/postgres.pid")/stat"; }
+# (The pid file names runuser, which started the postmaster as the postgres user.)
+postgres_cpu() {
+    local postmaster
+    postmaster=$(pgrep -P "$(cat "$servers/pids/postgres.pid")" | head -1)
+    awk -v t="$ticks" '{ printf "%.2f", ($14 + $15 + $16 + $17) / t }' "/proc/$postmaster/stat"
+}
 nginx_cpu() {
     local total=0 pid
     for pid in $(pgrep -f "nginx: (master|worker)"); do

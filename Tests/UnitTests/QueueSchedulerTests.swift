@@ -17,13 +17,21 @@ final class QueueSchedulerTests: XCTestCase {
                        completedPartPath: path + ".part", restarts: 0, segments: 1, elapsed: 0)
     }
 
-    func testClaimsInGroupsOfAQuarterOfTheSlots() {
+    func testClaimsInGroupsOfHalfTheSlotsOrAfterAPause() {
         var scheduler = QueueScheduler(maxJobs: 8, defaultConnections: 1, maxConnectionsPerHost: 8)
         XCTAssertEqual(scheduler.claimSize(now: 0), 8)
-        for i in 0..<7 { scheduler.started("\(i)", download("/d/\(i)")) }
-        XCTAssertNil(scheduler.claimSize(now: 0), "one free slot of eight: wait for a group of two")
-        _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 0, serving: 0)
-        XCTAssertEqual(scheduler.claimSize(now: 0), 2)
+        for i in 0..<8 { scheduler.started("\(i)", download("/d/\(i)")) }
+        scheduler.claimed(found: 8, now: 0)
+        XCTAssertNil(scheduler.claimSize(now: 1), "no slot free")
+        _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 1, serving: 0)
+        XCTAssertNil(scheduler.claimSize(now: 1), "one free slot of eight: wait for a group")
+        for i in 1..<4 { _ = scheduler.settle("\(i)", outcome: .failed("x"), attempts: 0, sent: 0, now: 1.05, serving: 0) }
+        XCTAssertEqual(scheduler.claimSize(now: 1.05), 4, "half the slots free: claim them together")
+        scheduler.claimed(found: 4, now: 1.05)
+        for i in 0..<4 { scheduler.started("n\(i)", download("/d/n\(i)")) }
+        _ = scheduler.settle("4", outcome: .failed("x"), attempts: 0, sent: 0, now: 2, serving: 0)
+        XCTAssertNil(scheduler.claimSize(now: 2.05))
+        XCTAssertEqual(scheduler.claimSize(now: 2.1), 1, "a slot free for \(QueueScheduler.claimPause) s is claimed alone")
     }
 
     func testAClaimThatFoundNothingWaitsHalfASecondOrAChange() {
@@ -103,5 +111,17 @@ final class QueueSchedulerTests: XCTestCase {
         XCTAssertEqual(scheduler.claimSize(now: 0), 2)
         XCTAssertEqual(scheduler.settle("1", outcome: .failed("late"), attempts: 0, sent: 0, now: 0, serving: 0), .pause,
                        "an unknown job is never recorded ended")
+    }
+
+    /// A job claimed less than half a lease ago is certainly still held; the clock keeps counting while stopped.
+    func testAJobIsCertainlyHeldForHalfALeaseFromTheClaimSent() {
+        XCTAssertTrue(LeaseClock.certainlyHeld(claimSentAt: 100, now: 100, lease: 30))
+        XCTAssertTrue(LeaseClock.certainlyHeld(claimSentAt: 100, now: 114.9, lease: 30))
+        XCTAssertFalse(LeaseClock.certainlyHeld(claimSentAt: 100, now: 115, lease: 30), "half the lease gone: ask the store")
+        XCTAssertFalse(LeaseClock.certainlyHeld(claimSentAt: 100, now: 99, lease: 30), "a clock that went back proves nothing")
+        let before = LeaseClock.now()
+        var stopped = timespec(tv_sec: 0, tv_nsec: 20_000_000)
+        nanosleep(&stopped, nil)
+        XCTAssertGreaterThanOrEqual(LeaseClock.now() - before, 0.019)
     }
 }

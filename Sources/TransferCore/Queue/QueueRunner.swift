@@ -76,10 +76,19 @@ public final class QueueRunner: @unchecked Sendable {
         let startedUptime = ProcessInfo.processInfo.systemUptime
         /// Bytes sent and total of an upload, as its engine reports them.
         let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
-        init(record: JobRecord, connections: Int) {
+        /// When the claim that took it was sent (`LeaseClock`).
+        let claimSentAt: Double
+        init(record: JobRecord, connections: Int, claimSentAt: Double) {
             self.record = record
             self.connections = connections
             self.host = record.spec.host
+            self.claimSentAt = claimSentAt
+        }
+
+        /// Whether no other worker can hold it yet (see `LeaseClock`); always false without a lease.
+        func certainlyHeld(lease: Double?) -> Bool {
+            guard let lease else { return false }
+            return LeaseClock.certainlyHeld(claimSentAt: claimSentAt, now: LeaseClock.now(), lease: lease)
         }
     }
 
@@ -249,6 +258,7 @@ public final class QueueRunner: @unchecked Sendable {
         let now = ProcessInfo.processInfo.systemUptime
         guard let free = scheduler.claimSize(now: now) else { return }
         var round = scheduler.claimRound()
+        let claimSentAt = LeaseClock.now()
         let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: round.fullHosts) { candidate in
             round.accept(candidate)
         }
@@ -262,12 +272,13 @@ public final class QueueRunner: @unchecked Sendable {
                                         attempts: record.attempts)
                 continue
             }
-            start(record)
+            start(record, claimSentAt: claimSentAt)
         }
     }
 
-    private func start(_ record: JobRecord) {
-        let job = ActiveJob(record: record, connections: scheduler.connections(jobSetting: record.spec.connections))
+    private func start(_ record: JobRecord, claimSentAt: Double) {
+        let job = ActiveJob(record: record, connections: scheduler.connections(jobSetting: record.spec.connections),
+                            claimSentAt: claimSentAt)
         active[record.id] = job
         scheduler.started(record.id, .init(host: job.host, connections: job.connections,
                                            destination: record.spec.kind == .download ? record.spec.destination : nil))

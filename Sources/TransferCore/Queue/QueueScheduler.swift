@@ -37,6 +37,8 @@ struct QueueScheduler: Sendable {
     private var renaming: [String: String] = [:]
     /// When (system uptime) a claim last found nothing to start; nil once something changed.
     private var fruitlessClaimAt: TimeInterval?
+    /// When the longest-free slot became free since the last claim (system uptime).
+    private var slotFreeSince: TimeInterval?
 
     init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int) {
         self.maxJobs = maxJobs
@@ -46,22 +48,30 @@ struct QueueScheduler: Sendable {
 
     // MARK: Claiming
 
-    /// How many jobs to ask the store for now; nil: not now. Claims come in groups (a
-    /// quarter of the slots) rather than one job per transaction; after a claim that found
-    /// nothing, the next waits for a change (a slot, a host, new files) or half a second
-    /// (a retry coming due).
+    /// How many jobs to ask the store for now; nil: not now. Claims come in groups (half
+    /// the slots, or whatever is free once a slot has waited `claimPause`) rather than one
+    /// job per transaction: each claim costs round trips to a shared store (with many small
+    /// jobs, claims of a quarter of the slots were most of PostgreSQL's work). After a claim
+    /// that found nothing, the next waits for a change (a slot, a host, new files) or half a
+    /// second (a retry coming due).
     func claimSize(now: TimeInterval) -> Int? {
         let free = maxJobs - running.count
-        guard free > 0, free >= max(1, maxJobs / 4) || running.isEmpty else { return nil }
+        guard free > 0 else { return nil }
+        let waited = slotFreeSince.map { now - $0 >= Self.claimPause } ?? true
+        guard free >= max(1, maxJobs / 2) || running.isEmpty || waited else { return nil }
         if let fruitless = fruitlessClaimAt, now - fruitless < 0.5 { return nil }
         return free
     }
+
+    /// How long a free slot waits for others before it is claimed for alone (seconds).
+    static let claimPause: TimeInterval = 0.1
 
     /// Something changed that a claim that found nothing did not see.
     mutating func somethingChanged() { fruitlessClaimAt = nil }
 
     /// A claim came back with `found` jobs.
     mutating func claimed(found: Int, now: TimeInterval) {
+        slotFreeSince = nil
         fruitlessClaimAt = found == 0 ? now : nil
     }
 
@@ -126,6 +136,7 @@ struct QueueScheduler: Sendable {
                          sent: TimeInterval, now: TimeInterval, serving: Int) -> Disposition {
         guard let slot = running.removeValue(forKey: id) else { return .pause }
         fruitlessClaimAt = nil
+        if slotFreeSince == nil { slotFreeSince = now }
         switch outcome {
         case .done(let result):
             hostLimits.succeeded(slot.host, now: now)

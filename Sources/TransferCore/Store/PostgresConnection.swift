@@ -150,19 +150,25 @@ final class PostgresConnection {
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     /// A transaction whose connection breaks is run again, once, on a new connection (nothing
     /// of it was committed); `body` must be safe to run twice.
-    func transaction<R>(_ body: () throws -> R) throws -> R {
+    /// - Parameter opening: a statement without parameters sent with BEGIN, in the
+    ///   same round trip (a claim's advisory lock).
+    func transaction<R>(opening: String? = nil, _ body: () throws -> R) throws -> R {
         do {
-            return try transactionOnce(body)
+            return try transactionOnce(opening: opening, body)
         } catch let error as StoreError where isBroken {
             guard let handle else { throw error }
             PQreset(handle)
             guard PQstatus(handle) == CONNECTION_OK else { throw error }
-            return try transactionOnce(body)
+            return try transactionOnce(opening: opening, body)
         }
     }
 
-    private func transactionOnce<R>(_ body: () throws -> R) throws -> R {
-        try execute("BEGIN")
+    private func transactionOnce<R>(opening: String?, _ body: () throws -> R) throws -> R {
+        if let opening {
+            try executeScript("BEGIN; " + opening)
+        } else {
+            try execute("BEGIN")
+        }
         inTransaction = true
         defer { inTransaction = false }
         do {

@@ -30,6 +30,9 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     private let lock = NSLock()
     /// The jobs this worker holds, with the epoch of its claim.
     private var held: [String: Int64] = [:]
+    /// When the claim or the last renewal of each held job was sent (`LeaseClock`): until half a
+    /// lease after, no expiry sweep can have queued it again.
+    private var heldSince: [String: Double] = [:]
     /// Jobs this worker held and lost to another, with when: nothing more is written for them,
     /// and they are not claimed again while this worker's stale transfer may still be stopping
     /// (a lease's length; it stops within a quarter second of learning). After that a lost job
@@ -247,11 +250,12 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
                               accept: (ClaimCandidate) -> Int?) throws -> [JobRecord] {
         guard limit > 0 else { return [] }
+        let sentAt = LeaseClock.now()
         return try locked {
-            try connection.transaction {
-                // Claims take turns, so each sees what the others hold on every host (per-host
-                // limits are the fleet's); a claim is a few statements, so the wait is short.
-                try connection.execute("SELECT pg_advisory_xact_lock(7372658)")
+            // Claims take turns, so each sees what the others hold on every host (per-host
+            // limits are the fleet's); a claim is four round trips (BEGIN with the lock, the
+            // candidates with what others hold on their hosts, the update, COMMIT), so the wait is short.
+            try connection.transaction(opening: "SELECT pg_advisory_xact_lock(7372658)") {
                 // Jobs of a worker that stopped renewing go back to the queue first (looked for at
                 // most once a second: a lease is seconds long).
                 if ProcessInfo.processInfo.systemUptime - lastExpirySweep >= 1 {
@@ -263,33 +267,56 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 }
                 // Pages of candidates, each passing over the hosts refused so far (a host with no
                 // room does not hide the next host's jobs); the rows read are bounded all the same.
-                var elsewhere: [String: Int] = [:]
-                for row in try connection.query("""
-                    SELECT host, sum(held_connections) FROM transferd_jobs
-                    WHERE state IN ('running', 'finishing') AND worker != $1 AND lease_expires >= \(Self.serverNow)
-                    GROUP BY host
-                    """, [worker]) {
-                    elsewhere[row[0] ?? ""] = Int(row.int(1) ?? 0)
-                }
+                // Each candidate comes with the connections other live workers hold on its host.
                 var excluded = excludingHosts
                 var chosen: [String] = []
                 var connections: [String] = []
-                let page = limit * 4 + 64
+                // Rows locked per page: a few more than needed, to pass over hosts without room.
+                let page = limit * 2 + 8
                 let forgotten = Date().addingTimeInterval(-lease)
                 lost = lost.filter { $0.value > forgotten }
+                // Never claimed again here: jobs lost meanwhile, and held jobs an expiry sweep may
+                // have queued again (only those not renewed for half a lease: the list stays short).
+                let checkedAt = LeaseClock.now()
+                let notAgain = Array(lost.keys) + held.keys.filter {
+                    !LeaseClock.certainlyHeld(claimSentAt: heldSince[$0] ?? -.infinity, now: checkedAt, lease: lease)
+                }
                 for _ in 0..<Self.claimPages {
                     let rows = try connection.query("""
-                        SELECT id, host, connections FROM transferd_jobs
-                        WHERE (state = 'queued' OR (state = 'waiting' AND next_attempt_at <= $1))
-                            AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
-                        ORDER BY priority DESC, seq
-                        LIMIT $4
-                        FOR UPDATE SKIP LOCKED
+                        WITH queued AS (
+                            SELECT id, host, connections, priority, seq FROM transferd_jobs
+                            WHERE state = 'queued'
+                                AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
+                            ORDER BY priority DESC, seq
+                            LIMIT $4
+                            FOR UPDATE SKIP LOCKED),
+                        due AS (
+                            SELECT id, host, connections, priority, seq FROM transferd_jobs
+                            WHERE state = 'waiting' AND next_attempt_at <= $1
+                                AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
+                            ORDER BY priority DESC, seq
+                            LIMIT $4
+                            FOR UPDATE SKIP LOCKED),
+                        -- Queued and due jobs read apart, each in the order of the runnable index:
+                        -- one condition with OR read and sorted the whole table on every claim
+                        -- (6.9 ms at 10,000 jobs, against 0.2 ms).
+                        candidates AS (
+                            SELECT * FROM queued UNION ALL SELECT * FROM due
+                            ORDER BY priority DESC, seq
+                            LIMIT $4),
+                        elsewhere AS (
+                            SELECT host, sum(held_connections) AS held FROM transferd_jobs
+                            WHERE state IN ('running', 'finishing') AND worker != $6 AND lease_expires >= \(Self.serverNow)
+                                AND host IN (SELECT host FROM candidates)
+                            GROUP BY host)
+                        SELECT c.id, c.host, c.connections, COALESCE(e.held, 0)
+                        FROM candidates c LEFT JOIN elsewhere e ON e.host = c.host
+                        ORDER BY c.priority DESC, c.seq
                         """, [String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page),
-                              Self.array(Array(held.keys) + Array(lost.keys))])
+                              Self.array(notAgain), worker])
                     for row in rows where chosen.count < limit {
                         var candidate = ClaimCandidate(id: row[0] ?? "", host: row[1] ?? "", connections: row.int(2).map(Int.init))
-                        candidate.heldElsewhere = elsewhere[candidate.host, default: 0]
+                        candidate.heldElsewhere = Int(row.int(3) ?? 0)
                         guard !excluded.contains(candidate.host) else { continue }
                         if let taken = accept(candidate) {
                             chosen.append(candidate.id)
@@ -312,7 +339,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 for row in taken {
                     let record = try Self.record(row)
                     byID[record.id] = record
-                    hold(record.id, epoch: row.int(Self.columnCount) ?? 0)
+                    hold(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
                 }
                 return chosen.compactMap { byID[$0] }
             }
@@ -330,12 +357,14 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     /// After a write that ends this worker's hold: a held job the write missed was lost.
     private func release(_ id: String, changed: Int) {
+        heldSince[id] = nil
         if held.removeValue(forKey: id) != nil && changed == 0 { lost[id] = Date() }
     }
 
     /// Records a claim (or a take-over) of a job.
-    private func hold(_ id: String, epoch: Int64) {
+    private func hold(_ id: String, epoch: Int64, since: Double) {
         held[id] = epoch
+        heldSince[id] = since
         lost[id] = nil
     }
 
@@ -409,7 +438,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     /// Finishing jobs whose worker is gone (lease run out): taken by this worker to complete.
     public func abandonedFinishing() throws -> [JobRecord] {
-        try locked {
+        let sentAt = LeaseClock.now()
+        return try locked {
             let rows = try connection.query("""
                 UPDATE transferd_jobs SET worker = $1, epoch = epoch + 1, lease_expires = \(Self.serverNow) + $2
                 WHERE state = 'finishing' AND (lease_expires IS NULL OR lease_expires < \(Self.serverNow) OR worker = $1)
@@ -418,7 +448,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 """, [worker, String(lease), Self.array(Array(held.keys))])
             return try rows.map { row in
                 let record = try Self.record(row)
-                hold(record.id, epoch: row.int(Self.columnCount) ?? 0)
+                hold(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
                 return record
             }.sorted { $0.seq < $1.seq }
         }
@@ -483,7 +513,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// - Returns: the jobs it no longer holds (their lease ran out and another worker took them,
     ///   or a user cancelled them while they were finishing): their tasks must stop.
     public func renewLeases() throws -> Set<String> {
-        try locked {
+        let sentAt = LeaseClock.now()
+        return try locked {
             // What this process holds, by id: a job its name held before a restart is left to expire.
             let rows = try connection.query("""
                 UPDATE transferd_jobs SET lease_expires = \(Self.serverNow) + $2
@@ -494,8 +525,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             var renewed: [String: Int64] = [:]
             for row in rows { renewed[row[0] ?? ""] = row.int(1) ?? -1 }
             var lostNow: Set<String> = []
-            for (id, epoch) in held where renewed[id] != epoch {
-                lostNow.insert(id)
+            for (id, epoch) in held {
+                if renewed[id] == epoch { heldSince[id] = sentAt } else { lostNow.insert(id) }
             }
             for id in lostNow { release(id, changed: 0) }
             return lostNow
@@ -702,11 +733,25 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     // MARK: Values
 
     /// An array literal: every element quoted, `"` and `\` escaped; nil is NULL.
+    /// A PostgreSQL array literal: each element quoted, `\` and `"` escaped. Byte by byte
+    /// (Foundation's replacingOccurrences cost 13% of a worker's CPU in claims of 70 ids).
     static func array(_ values: [String?]) -> String {
-        "{" + values.map { value in
-            guard let value else { return "NULL" }
-            return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-        }.joined(separator: ",") + "}"
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        for (index, value) in values.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            guard let value else {
+                out += Array("NULL".utf8)
+                continue
+            }
+            out.append(UInt8(ascii: "\""))
+            for byte in value.utf8 {
+                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func array(_ values: [String]) -> String { array(values.map(Optional.some)) }
