@@ -270,6 +270,10 @@ public final class QueueRunner: @unchecked Sendable {
         }
         scheduler.claimed(found: claimed.count, now: now)
         for record in claimed {
+            // Already running here (a shared store's expiry sweep queued a job this worker still
+            // runs, which only a database clock that stepped by half a lease can do): its task
+            // goes on, under the new claim's epoch; a second task would write the same file.
+            guard active[record.id] == nil else { continue }
             // Two jobs writing one file would share its partial file: the later one waits its turn.
             if record.spec.kind == .download, let destination = record.spec.destination,
                let holder = scheduler.writer(of: destination) {

@@ -165,7 +165,16 @@ final class PostgresConnection {
 
     private func transactionOnce<R>(opening: String?, _ body: () throws -> R) throws -> R {
         if let opening {
-            try executeScript("BEGIN; " + opening)
+            do {
+                try executeScript("BEGIN; " + opening)
+            } catch {
+                // BEGIN took effect before the opening statement failed (a lock or statement
+                // timeout, a cancel): without a ROLLBACK every later statement would fail with
+                // "current transaction is aborted". A broken connection has no transaction left,
+                // and is for `transaction` to renew.
+                if !isBroken { _ = try? execute("ROLLBACK") }
+                throw error
+            }
         } else {
             try execute("BEGIN")
         }

@@ -34,6 +34,9 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
         var result = self
         result.plan = durable
         result.durable = nil
+        // Bytes lost with the page cache are fetched again without counting as progress
+        // otherwise (the retry budget's furthest offset came from the untrusted plan).
+        result.furthest = furthest.map { min($0, durable.bytesWritten) }
         return result
     }
 

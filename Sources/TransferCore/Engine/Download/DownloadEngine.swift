@@ -4,14 +4,12 @@ import Foundation
 /// `NAME.part`, resume from checkpoints, retry by policy, verify, then an
 /// atomic rename. The destination appears only complete and verified.
 // @unchecked: the running state is in `currentState` (Locked) and checkpoints are written under
-// `checkpointLock`; the other properties are immutable.
+// the state's `persistLock`; the other properties are immutable.
 public final class DownloadEngine: @unchecked Sendable {
     let transport: Transport
     let options: DownloadOptions
     let store: CheckpointStore
     let onEvent: @Sendable (DownloadEvent) -> Void
-    /// Checkpoints are written one at a time (the ticker and the error paths may meet).
-    private let checkpointLock = NSLock()
     private let currentState = Locked<DownloadState?>(nil)
 
     /// Bytes on disk and the total size, for callers that poll instead of
@@ -386,8 +384,11 @@ public final class DownloadEngine: @unchecked Sendable {
     /// `syncEachFile`; with it off the caller makes finished files durable in
     /// batches (the queue calls `syncfs` before committing finished jobs).
     func saveCheckpoint(_ state: DownloadState, sync: Bool? = nil) throws {
-        checkpointLock.lock()
-        defer { checkpointLock.unlock() }
+        // One at a time (the ticker, the transport threads and the error paths may meet), and
+        // never across a reset: a snapshot taken before the file was started over must not be
+        // saved, or marked synced, after it.
+        state.persistLock.lock()
+        defer { state.persistLock.unlock() }
         var checkpoint = state.checkpoint()
         state.checkpointTaken()
         if sync ?? options.syncEachFile {

@@ -39,6 +39,9 @@ final class DownloadState: @unchecked Sendable {
     var persistCheckpoint: ((Bool) -> Void)?
 
     private let fields: Locked<Fields>
+    /// Held while a checkpoint is taken and saved, and while the file is started over
+    /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
+    let persistLock = NSLock()
 
     init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil) {
         self.limiter = limiter
@@ -143,6 +146,8 @@ final class DownloadState: @unchecked Sendable {
     /// Starts the file over from byte 0 with a new plan (a changed remote, or a
     /// server that ignores ranges). The bytes already written are discarded.
     func reset(plan: SegmentPlan, validators: ResponseValidators, rangesSupported: Bool) throws {
+        persistLock.lock()
+        defer { persistLock.unlock() }
         try fields.withLock {
             guard ftruncate(fd, 0) == 0 else { throw POSIXFailure(operation: "truncate", path: partPath) }
             $0.plan = plan

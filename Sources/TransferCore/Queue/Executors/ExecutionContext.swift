@@ -114,11 +114,14 @@ struct JobCheckpointStore: CheckpointStore {
     }
 
     func remove() throws {
-        // Cleared with the job's final state, in the same statement. Asked before a partial file
-        // is started over: in a shared store, a fenced write first, so a worker that lost the job
-        // (frozen past its lease) does not truncate the file the worker holding it now writes.
-        // Not needed for a job claimed less than half a lease ago (no other worker can have it
-        // yet), which spares one statement for nearly every job.
-        if let lease = row.store.leaseSeconds, !row.job.certainlyHeld(lease: lease) { try row.save(nil) }
+        // Asked before a partial file is started over. A checkpoint the job's row still holds
+        // (its partial file is gone: another machine's disk, or deleted) is cleared first: left
+        // there, a run killed before its first checkpoint would resume from it into a new,
+        // empty file. In a shared store the write is also fenced, so a worker that lost the
+        // job (frozen past its lease) does not truncate the file the worker holding it now
+        // writes; a fresh job claimed less than half a lease ago needs neither (no checkpoint,
+        // and no other worker can have it yet), which spares one statement for nearly every job.
+        let fenced = row.store.leaseSeconds.map { !row.job.certainlyHeld(lease: $0) } ?? false
+        if row.job.record.checkpoint != nil || fenced { try row.save(nil) }
     }
 }
