@@ -2,10 +2,22 @@ import CPostgres
 import Foundation
 
 /// One libpq connection, used under the store's lock. Parameters are always
-/// sent apart from the SQL text (`PQexecParams`), in text format; results come
-/// back as text and are read through `PostgresRow`.
+/// sent apart from the SQL text, in text format; results come back as text and
+/// are read through `PostgresRow`.
+///
+/// Each statement is prepared on the server the first time this connection
+/// runs it (`PQprepare`) and run by name after that (`PQexecPrepared`): the
+/// store's statements are a fixed set, and parsing and planning a claim again
+/// on every call was most of the server's time per claim (0.40 of 0.56 ms,
+/// measured from `log_min_duration_statement`'s parse and bind lines).
 final class PostgresConnection {
     private var handle: OpaquePointer?
+    /// The statements prepared on this connection's server session, by SQL text; emptied when
+    /// the connection is renewed (a new session has none).
+    private var prepared: [String: String] = [:]
+    /// Statements prepared at most: past that, statements run unprepared (a text made from
+    /// data by mistake must not grow the server's session without bound).
+    static let preparedLimit = 256
     /// Where, with any password left out: for errors.
     let shownTarget: String
 
@@ -49,6 +61,15 @@ final class PostgresConnection {
         }
         // Notices (a table that already exists, say) are not the user's business.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        try setUpSession()
+    }
+
+    /// Plans stay made for each call's values: a generic plan, which PostgreSQL adopts for a
+    /// prepared statement after five calls, reads a batch's rows through the worker and state
+    /// indexes instead of by id, and walked every dead row version of the run (a 10,000-job run:
+    /// claims 0.16 -> 1.5 ms, batch updates 2 -> 5.5 ms). Preparing still saves the parse.
+    private func setUpSession() throws {
+        try executeScript("SET plan_cache_mode = force_custom_plan")
     }
 
     deinit { PQfinish(handle) }
@@ -118,22 +139,50 @@ final class PostgresConnection {
         } catch let error as StoreError where isBroken && !inTransaction {
             // Outside a transaction a statement stands alone: once more, on a new connection.
             guard let handle else { throw error }
-            PQreset(handle)
+            renew(handle)
             guard PQstatus(handle) == CONNECTION_OK else { throw error }
             return try runOnce(sql, parameters)
         }
     }
 
+    /// A new session in place of a broken one: its prepared statements are gone with the old.
+    private func renew(_ handle: OpaquePointer) {
+        PQreset(handle)
+        prepared.removeAll()
+        if PQstatus(handle) == CONNECTION_OK { try? setUpSession() }
+    }
+
     private func runOnce(_ sql: String, _ parameters: [String?]) throws -> OpaquePointer? {
         guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
-        // The C strings live until PQexecParams returns.
+        let name = try statementName(for: sql, parameterCount: parameters.count, on: handle)
+        // The C strings live until the call returns.
         var cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { for pointer in cStrings { free(pointer) } }
         let result = cStrings.withUnsafeMutableBufferPointer { buffer -> OpaquePointer? in
             buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                PQexecParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
+                if let name {
+                    return PQexecPrepared(handle, name, Int32(parameters.count), values.baseAddress, nil, nil, 0)
+                }
+                return PQexecParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
             }
         }
+        return try checked(result, sql: sql, on: handle)
+    }
+
+    /// The server-side name of `sql`, prepared now if this session has not seen it; nil past
+    /// `preparedLimit` (run unprepared).
+    private func statementName(for sql: String, parameterCount: Int, on handle: OpaquePointer) throws -> String? {
+        if let name = prepared[sql] { return name }
+        guard prepared.count < Self.preparedLimit else { return nil }
+        let name = "transferd_\(prepared.count)"
+        let result = PQprepare(handle, name, sql, Int32(parameterCount), nil)
+        PQclear(try checked(result, sql: sql, on: handle))
+        prepared[sql] = name
+        return name
+    }
+
+    /// `result` if it succeeded; otherwise it is freed and the server's message thrown.
+    private func checked(_ result: OpaquePointer?, sql: String, on handle: OpaquePointer) throws -> OpaquePointer? {
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             let message = result.map { String(cString: PQresultErrorMessage($0)) } ?? Self.message(of: handle)
@@ -157,7 +206,7 @@ final class PostgresConnection {
             return try transactionOnce(opening: opening, body)
         } catch let error as StoreError where isBroken {
             guard let handle else { throw error }
-            PQreset(handle)
+            renew(handle)
             guard PQstatus(handle) == CONNECTION_OK else { throw error }
             return try transactionOnce(opening: opening, body)
         }

@@ -41,6 +41,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// When (system uptime) a claim last queued the jobs of expired leases again.
     private var lastExpirySweep = -Double.infinity
 
+    /// Jobs one ingest statement inserts at most.
+    static let ingestBatch = 1000
     /// Pages of candidates one claim reads at most.
     static let claimPages = 8
     /// The server's clock, in seconds since 1970 (leases never use a worker's clock).
@@ -207,21 +209,35 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
         var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
         let now = String(Date().timeIntervalSince1970)
-        for job in file.jobs {
-            let spec = job.storedJSON
-            let added = try connection.execute("""
+        // Rows go in by the thousand, one statement each (a statement per job made ingesting
+        // 10,000 jobs take 3.3 s, against 0.29 s on SQLite); `seq` follows the file's order.
+        for start in stride(from: 0, to: file.jobs.count, by: Self.ingestBatch) {
+            let jobs = file.jobs[start..<min(start + Self.ingestBatch, file.jobs.count)]
+            let added = try connection.query("""
                 INSERT INTO transferd_jobs (id, kind, host, spec, source_file, priority, connections, state, created_at)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8) ON CONFLICT (id) DO NOTHING
-                """, [job.id, job.kind.rawValue, job.host, spec, file.fileName, String(job.priority),
-                      job.connections.map(String.init), now])
-            if added == 1 {
-                outcome.added += 1
-                continue
+                SELECT n.id, n.kind, n.host, n.spec, $5, n.priority, n.connections, 'queued', $7
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::int[], $8::int[])
+                    WITH ORDINALITY AS n(id, kind, host, spec, priority, connections, position)
+                ORDER BY n.position
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id
+                """, [Self.array(jobs.map(\.id)), Self.array(jobs.map(\.kind.rawValue)), Self.array(jobs.map(\.host)),
+                      Self.array(jobs.map(\.storedJSON)), file.fileName, Self.array(jobs.map { String($0.priority) }), now,
+                      Self.array(jobs.map { $0.connections.map(String.init) })])
+            let inserted = Set(added.compactMap { $0[0] })
+            outcome.added += inserted.count
+            let taken = jobs.filter { !inserted.contains($0.id) }
+            guard !taken.isEmpty else { continue }
+            // The ids already taken: the same job again is fine, another one is refused.
+            var stored: [String: (spec: String?, file: String?)] = [:]
+            for row in try connection.query("SELECT id, spec, source_file FROM transferd_jobs WHERE id = ANY($1::text[])",
+                                            [Self.array(taken.map(\.id))]) {
+                stored[row[0] ?? ""] = (row[1], row[2])
             }
-            // The id is taken: the same job again is fine, another one is refused.
-            if let existing = try connection.query("SELECT spec, source_file FROM transferd_jobs WHERE id = $1", [job.id]).first {
-                guard JobFileContent.isSameJob(job, storedSpec: existing[0]) else {
-                    throw IDConflict(jobID: job.id, storedFile: existing[1])
+            for job in taken {
+                let existing = stored[job.id]
+                guard JobFileContent.isSameJob(job, storedSpec: existing?.spec) else {
+                    throw IDConflict(jobID: job.id, storedFile: existing?.file ?? nil)
                 }
                 outcome.alreadyKnown += 1
             }
