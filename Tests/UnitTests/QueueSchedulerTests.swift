@@ -20,14 +20,14 @@ final class QueueSchedulerTests: XCTestCase {
     func testClaimsInGroupsOfHalfTheSlotsOrAfterAPause() {
         var scheduler = QueueScheduler(maxJobs: 8, defaultConnections: 1, maxConnectionsPerHost: 8)
         XCTAssertEqual(scheduler.claimSize(now: 0), 8)
+        scheduler.claimed(found: 8, asked: 8, in: scheduler.claimRound(), now: 0)
         for i in 0..<8 { scheduler.started("\(i)", download("/d/\(i)")) }
-        scheduler.claimed(found: 8, now: 0)
         XCTAssertNil(scheduler.claimSize(now: 1), "no slot free")
         _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 1, serving: 0)
         XCTAssertNil(scheduler.claimSize(now: 1), "one free slot of eight: wait for a group")
         for i in 1..<4 { _ = scheduler.settle("\(i)", outcome: .failed("x"), attempts: 0, sent: 0, now: 1.05, serving: 0) }
         XCTAssertEqual(scheduler.claimSize(now: 1.05), 4, "half the slots free: claim them together")
-        scheduler.claimed(found: 4, now: 1.05)
+        scheduler.claimed(found: 4, asked: 4, in: scheduler.claimRound(), now: 1.05)
         for i in 0..<4 { scheduler.started("n\(i)", download("/d/n\(i)")) }
         _ = scheduler.settle("4", outcome: .failed("x"), attempts: 0, sent: 0, now: 2, serving: 0)
         XCTAssertNil(scheduler.claimSize(now: 2.05))
@@ -36,11 +36,51 @@ final class QueueSchedulerTests: XCTestCase {
 
     func testAClaimThatFoundNothingWaitsHalfASecondOrAChange() {
         var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
-        scheduler.claimed(found: 0, now: 10)
+        scheduler.claimed(found: 0, asked: 4, in: scheduler.claimRound(), now: 10)
         XCTAssertNil(scheduler.claimSize(now: 10.2))
         XCTAssertEqual(scheduler.claimSize(now: 10.5), 4)
         scheduler.somethingChanged()
         XCTAssertEqual(scheduler.claimSize(now: 10.1), 4)
+    }
+
+    func testAShortClaimWaitsForRoomOnTheHostsThatHadNone() {
+        // 64 slots, one host with room for 16: the queue's other jobs are all that host's.
+        var scheduler = QueueScheduler(maxJobs: 64, defaultConnections: 1, maxConnectionsPerHost: 16)
+        XCTAssertEqual(scheduler.claimSize(now: 0), 64)
+        var round = scheduler.claimRound()
+        for i in 0..<16 { XCTAssertEqual(round.accept(candidate("\(i)")), 1) }
+        XCTAssertNil(round.accept(candidate("16")), "the host is full")
+        XCTAssertEqual(round.hostsWithoutRoom, ["a.example"])
+        scheduler.claimed(found: 16, asked: 64, in: round, now: 0)
+        for i in 0..<16 { scheduler.started("\(i)", download("/d/\(i)")) }
+        XCTAssertNil(scheduler.claimSize(now: 0.01), "48 slots free, but nothing runnable beyond the full host")
+        _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 0.02, serving: 0)
+        XCTAssertNil(scheduler.claimSize(now: 0.02), "room for one of 16 on the host: wait for a group")
+        XCTAssertEqual(scheduler.claimSize(now: 0.13), 1, "or a slot free for \(QueueScheduler.claimPause) s, and ask for the host's room only")
+        round = scheduler.claimRound()
+        XCTAssertEqual(round.accept(candidate("n0")), 1)
+        scheduler.claimed(found: 1, asked: 1, in: round, now: 0.13)
+        scheduler.started("n0", download("/d/n0"))
+        XCTAssertNil(scheduler.claimSize(now: 0.14), "a claim held to the host's room keeps the picture")
+        for i in 1..<8 { _ = scheduler.settle("\(i)", outcome: .failed("x"), attempts: 0, sent: 0, now: 0.15, serving: 0) }
+        XCTAssertNil(scheduler.claimSize(now: 0.15), "7 of 16 free on the host: wait for a group")
+        _ = scheduler.settle("8", outcome: .failed("x"), attempts: 0, sent: 0, now: 0.16, serving: 0)
+        XCTAssertEqual(scheduler.claimSize(now: 0.16), 8, "half the host's room free: claimed together")
+        XCTAssertEqual(scheduler.claimSize(now: 0.6), 56, "after \(QueueScheduler.recheckInterval) s the whole queue is asked again")
+        scheduler.somethingChanged()
+        XCTAssertEqual(scheduler.claimSize(now: 0.2), 56, "new files: the whole queue again")
+    }
+
+    func testAShortClaimRefusedForAWideJobWaitsForMoreRoomThanThen() {
+        var scheduler = QueueScheduler(maxJobs: 16, defaultConnections: 4, maxConnectionsPerHost: 6)
+        var round = scheduler.claimRound()
+        XCTAssertEqual(round.accept(candidate("1")), 4)
+        XCTAssertNil(round.accept(candidate("2")), "4 + 4 is over 6")
+        scheduler.claimed(found: 1, asked: 16, in: round, now: 0)
+        scheduler.started("1", download("/d/1", connections: 4))
+        XCTAssertNil(scheduler.claimSize(now: 0.2), "room 2, as when the claim was refused")
+        _ = scheduler.settle("1", outcome: .failed("x"), attempts: 0, sent: 0, now: 0.3, serving: 0)
+        XCTAssertEqual(scheduler.claimSize(now: 0.3), 6, "the host's room grew: claimed (the slots all free)")
     }
 
     func testCandidatesFitTheirHostsLimitCountingOtherWorkers() {

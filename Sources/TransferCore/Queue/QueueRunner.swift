@@ -268,7 +268,7 @@ public final class QueueRunner: @unchecked Sendable {
         let claimed = try store.claimRunnable(limit: free, now: Date(), excludingHosts: round.fullHosts) { candidate in
             round.accept(candidate)
         }
-        scheduler.claimed(found: claimed.count, now: now)
+        scheduler.claimed(found: claimed.count, asked: free, in: round, now: now)
         for record in claimed {
             // Already running here (a shared store's expiry sweep queued a job this worker still
             // runs, which only a database clock that stepped by half a lease can do): its task

@@ -35,8 +35,9 @@ struct QueueScheduler: Sendable {
     private(set) var running: [String: Slot] = [:]
     /// Completed downloads waiting to be renamed into place, by destination: their files are still busy.
     private var renaming: [String: String] = [:]
-    /// When (system uptime) a claim last found nothing to start; nil once something changed.
-    private var fruitlessClaimAt: TimeInterval?
+    /// The last claim that found fewer jobs than it asked for, while it is news: nothing else
+    /// was runnable then beyond the hosts that had no room.
+    private var shortClaim: ShortClaim?
     /// When the longest-free slot became free since the last claim (system uptime).
     private var slotFreeSince: TimeInterval?
 
@@ -48,31 +49,69 @@ struct QueueScheduler: Sendable {
 
     // MARK: Claiming
 
+    /// A claim that came back short, and the room its hosts without room had then.
+    private struct ShortClaim: Sendable {
+        var at: TimeInterval
+        var room: [String: Int]
+    }
+
     /// How many jobs to ask the store for now; nil: not now. Claims come in groups (half
     /// the slots, or whatever is free once a slot has waited `claimPause`) rather than one
     /// job per transaction: each claim costs round trips to a shared store (with many small
-    /// jobs, claims of a quarter of the slots were most of PostgreSQL's work). After a claim
-    /// that found nothing, the next waits for a change (a slot, a host, new files) or half a
-    /// second (a retry coming due).
+    /// jobs, claims of a quarter of the slots were most of PostgreSQL's work).
+    ///
+    /// After a claim that came back short, the store had nothing runnable beyond hosts with no
+    /// room: the next claim waits until one of those hosts has more room than then (and asks
+    /// for no more than their room), a change it could not see (new files, a user's action),
+    /// or `recheckInterval` (a retry coming due, another worker's jobs). Claiming again on
+    /// every finished job read past all of a full host's queued jobs each time: `--jobs 64`
+    /// against one host (limit 16), 10,000 jobs, spent 1.4 ms of CPU per job against 0.26.
     func claimSize(now: TimeInterval) -> Int? {
         let free = maxJobs - running.count
         guard free > 0 else { return nil }
+        var wanted = free
+        var group = maxJobs
+        if let short = shortClaim, now - short.at < Self.recheckInterval {
+            guard short.room.contains(where: { room(on: $0.key) > $0.value }) else { return nil }
+            wanted = min(free, short.room.keys.reduce(0) { $0 + room(on: $1) })
+            group = min(maxJobs, short.room.keys.reduce(0) { $0 + hostLimits.limit(for: $1) })
+        }
         let waited = slotFreeSince.map { now - $0 >= Self.claimPause } ?? true
-        guard free >= max(1, maxJobs / 2) || running.isEmpty || waited else { return nil }
-        if let fruitless = fruitlessClaimAt, now - fruitless < 0.5 { return nil }
-        return free
+        guard wanted >= max(1, group / 2) || running.isEmpty || waited else { return nil }
+        return wanted
     }
 
     /// How long a free slot waits for others before it is claimed for alone (seconds).
     static let claimPause: TimeInterval = 0.1
+    /// How long a short claim's picture of the queue is trusted (seconds).
+    static let recheckInterval: TimeInterval = 0.5
 
-    /// Something changed that a claim that found nothing did not see.
-    mutating func somethingChanged() { fruitlessClaimAt = nil }
+    /// Connections `host` could take now (this worker's view).
+    private func room(on host: String) -> Int {
+        var used = 0
+        for slot in running.values where slot.host == host { used += slot.connections }
+        return max(0, hostLimits.limit(for: host) - used)
+    }
 
-    /// A claim came back with `found` jobs.
-    mutating func claimed(found: Int, now: TimeInterval) {
+    /// Something changed that a claim that came back short did not see.
+    mutating func somethingChanged() { shortClaim = nil }
+
+    /// A claim asked for `asked` jobs in `round` and came back with `found`.
+    mutating func claimed(found: Int, asked: Int, in round: ClaimRound, now: TimeInterval) {
         slotFreeSince = nil
-        fruitlessClaimAt = found == 0 ? now : nil
+        // The room left once the round's own picks run (they start after this call).
+        func roomAfter(_ host: String) -> Int { max(0, hostLimits.limit(for: host) - round.hostUse[host, default: 0]) }
+        if found < asked {
+            var room: [String: Int] = [:]
+            for host in round.hostsWithoutRoom { room[host] = roomAfter(host) }
+            shortClaim = ShortClaim(at: now, room: room)
+        } else if var short = shortClaim, now - short.at < Self.recheckInterval {
+            // A claim held to the room of the hosts a short claim left: the picture still holds.
+            for host in short.room.keys { short.room[host] = roomAfter(host) }
+            shortClaim = short
+        } else {
+            shortClaim = nil
+        }
     }
 
     /// Range connections for a job: its own setting or the run's, within the per-host maximum.
@@ -85,16 +124,23 @@ struct QueueScheduler: Sendable {
         fileprivate var hostUse: [String: Int]
         fileprivate let limits: HostLimits
         fileprivate let scheduler: QueueScheduler
+        /// Hosts a candidate was refused for in this round.
+        fileprivate var refused: Set<String> = []
 
         /// Hosts already at their limit: the store need not offer their jobs.
         var fullHosts: Set<String> { Set(hostUse.filter { $0.value >= limits.limit(for: $0.key) }.keys) }
+        /// Hosts whose jobs this round could not take: full, or refused a candidate.
+        var hostsWithoutRoom: Set<String> { fullHosts.union(refused) }
 
         /// The connections `candidate` will use if it fits its host's limit (other workers'
         /// connections included); nil: not now. A job wider than the limit may run alone.
         mutating func accept(_ candidate: ClaimCandidate) -> Int? {
             let connections = scheduler.connections(jobSetting: candidate.connections)
             let used = hostUse[candidate.host, default: 0] + candidate.heldElsewhere
-            guard used == 0 || used + connections <= limits.limit(for: candidate.host) else { return nil }
+            guard used == 0 || used + connections <= limits.limit(for: candidate.host) else {
+                refused.insert(candidate.host)
+                return nil
+            }
             hostUse[candidate.host, default: 0] += connections
             return connections
         }
@@ -135,7 +181,6 @@ struct QueueScheduler: Sendable {
     mutating func settle(_ id: String, outcome: QueueRunner.JobOutcome, attempts: Int,
                          sent: TimeInterval, now: TimeInterval, serving: Int) -> Disposition {
         guard let slot = running.removeValue(forKey: id) else { return .pause }
-        fruitlessClaimAt = nil
         if slotFreeSince == nil { slotFreeSince = now }
         switch outcome {
         case .done(let result):
@@ -166,7 +211,6 @@ struct QueueScheduler: Sendable {
     /// A job another worker took over: nothing it did is recorded or learnt from.
     mutating func forget(_ id: String) {
         running.removeValue(forKey: id)
-        fruitlessClaimAt = nil
     }
 
     /// A batch of completed downloads was renamed (or given up): their files are free.
