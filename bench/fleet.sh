@@ -2,15 +2,26 @@
 # Fleet benchmark: 10,000 small jobs (4 KiB downloads from the local nginx,
 # every job's state persisted, every file durable) run by one worker on its
 # own SQLite store, then by 1, 2 and 4 workers sharing one PostgreSQL store
-# (the throw-away cluster scripts/servers starts, a fresh database per case).
+# (the throw-away cluster scripts/servers starts, a fresh database per run).
 #
-#   bench/fleet.sh [JOBS]     (default 10000)
+#   bench/fleet.sh [JOBS] [ROUNDS]     (defaults 10000 and 3; medians are shown)
 #
-# Prints wall time, jobs per second, CPU seconds per 1,000 jobs (all worker
-# processes together, user + system) and the largest worker's peak RSS.
+# Rounds are interleaved (every case once per round), twice: with the queue
+# folders on the disk, and on a tmpfs (/dev/shm), where creating and syncing
+# the files costs next to nothing and what is left is the store's own cost.
+# Each run gets a folder of its own and nothing is deleted until the end:
+# on ext4 without a journal (this VM's disk) creating a file within 30 s of
+# many deletions scans the recently freed inodes (`recently_deleted` in the
+# kernel's profile), which made whichever case ran after a deletion up to
+# 2x slower.
+#
+# Prints wall time, jobs per second, CPU milliseconds per job (all worker
+# processes together, user + system; PostgreSQL's postmaster with the
+# backends it reaped; nginx) and the largest worker's peak RSS.
 set -euo pipefail
 
 jobs="${1:-10000}"
+rounds="${2:-3}"
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -18,9 +29,19 @@ tiny="$TRANSFERD_TEST_WWW/tiny"
 mkdir -p "$tiny"
 [[ -f $tiny/t.bin ]] || head -c 4096 /dev/urandom > "$tiny/t.bin"
 
+disk_base="$work/fleet"
+memory_base="/dev/shm/transferd-fleet.$$"
+if [[ -e $disk_base ]]; then
+    rm -rf "$disk_base"
+    echo "bench: removed an earlier run's files; waiting 35 s (see the note at the top)" >&2
+    sleep 35
+fi
+mkdir -p "$disk_base" "$memory_base"
+trap 'rm -rf "$memory_base" "$disk_base"; scripts/servers stop "$servers" >/dev/null 2>&1 || true' EXIT
+
 # make_queue DIR: a queue folder with one job file of $jobs downloads.
 make_queue() {
-    rm -rf "$1" && mkdir -p "$1/queue.d"
+    mkdir -p "$1/queue.d"
     {
         printf '{"version": 1, "jobs": [\n'
         for ((i = 0; i < jobs; i++)); do
@@ -37,7 +58,6 @@ check_done() {  # DIR NAME
     [[ $n -eq $jobs ]] || { echo "bench: $2 left $n files, not $jobs" >&2; exit 1; }
 }
 
-declare -A wall cpu rss db web
 ticks=$(getconf CLK_TCK)
 # CPU seconds the servers used so far: PostgreSQL's postmaster with the backends it
 # reaped (they exit with their worker's connection), and nginx's processes.
@@ -54,62 +74,86 @@ nginx_cpu() {
     done
     echo "$total"
 }
-# run_workers NAME DIR COUNT [--store URL]: COUNT workers at once on DIR's queue.
+
+# Per "place|case": space-separated values, one per round.
+declare -A wall cpu rss db web
+# run_workers KEY DIR COUNT [--store URL]: COUNT workers at once on DIR's queue.
 run_workers() {
-    local name=$1 dir=$2 count=$3 i pids=()
+    local key=$1 dir=$2 count=$3 i pids=()
     shift 3
     local started ended db_before web_before
     db_before=$(postgres_cpu)
     web_before=$(nginx_cpu)
     started=$(date +%s.%N)
     for ((i = 0; i < count; i++)); do
-        /usr/bin/time -f "%e %U %S %M" -o "$work/time.$i" \
+        /usr/bin/time -f "%e %U %S %M" -o "$dir/time.$i" \
             "$transferd" run "$dir/queue.d" --jobs 16 --quiet --worker "bench-$i" "$@" &
         pids+=($!)
     done
-    for pid in "${pids[@]}"; do wait "$pid" || { echo "bench: $name: a worker failed" >&2; exit 1; }; done
+    for pid in "${pids[@]}"; do wait "$pid" || { echo "bench: $key: a worker failed" >&2; exit 1; }; done
     ended=$(date +%s.%N)
     sleep 0.5 # the postmaster reaps the backends of the closed connections
-    db[$name]=$(awk -v a="$db_before" -v b="$(postgres_cpu)" 'BEGIN { print b - a }')
-    web[$name]=$(awk -v a="$web_before" -v b="$(nginx_cpu)" 'BEGIN { print b - a }')
-    wall[$name]=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.2f", b - a }')
+    db[$key]+=" $(awk -v a="$db_before" -v b="$(postgres_cpu)" 'BEGIN { print b - a }')"
+    web[$key]+=" $(awk -v a="$web_before" -v b="$(nginx_cpu)" 'BEGIN { print b - a }')"
+    wall[$key]+=" $(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.2f", b - a }')"
     local total=0 peak=0 e u s m
     for ((i = 0; i < count; i++)); do
-        read -r e u s m < "$work/time.$i"
+        read -r e u s m < "$dir/time.$i"
         total=$(awk -v t="$total" -v u="$u" -v s="$s" 'BEGIN { print t + u + s }')
         ((m > peak)) && peak=$m
     done
-    cpu[$name]=$total
-    rss[$name]=$peak
-    check_done "$dir" "$name"
+    cpu[$key]+=" $total"
+    rss[$key]+=" $peak"
+    check_done "$dir" "$key"
 }
 
-names=("1 worker, SQLite")
-make_queue "$work/fleet-sqlite"
-"$transferd" ingest "$work/fleet-sqlite/queue.d" >/dev/null
-sync
-run_workers "${names[0]}" "$work/fleet-sqlite" 1
-
-for count in 1 2 4; do
-    plural=""
-    ((count == 1)) || plural=s
-    name="$count worker$plural, PostgreSQL"
-    names+=("$name")
-    database="bench_fleet_${count}_$$_$RANDOM"
-    psql -q "$TRANSFERD_TEST_POSTGRES" -c "CREATE DATABASE $database" >/dev/null
-    store="${TRANSFERD_TEST_POSTGRES%/*}/$database"
-    make_queue "$work/fleet-pg"
-    "$transferd" ingest "$work/fleet-pg/queue.d" --store "$store" >/dev/null
-    sync
-    run_workers "$name" "$work/fleet-pg" "$count" --store "$store"
-    echo "bench: $name done" >&2
+cases=("1 worker, SQLite" "1 worker, PostgreSQL" "2 workers, PostgreSQL" "4 workers, PostgreSQL")
+places=(disk tmpfs)
+run=0
+for place in "${places[@]}"; do
+    base=$disk_base
+    [[ $place == tmpfs ]] && base=$memory_base
+    for ((round = 1; round <= rounds; round++)); do
+        for name in "${cases[@]}"; do
+            run=$((run + 1))
+            dir="$base/run-$run"
+            make_queue "$dir"
+            count=${name%% *}
+            store=()
+            if [[ $name == *PostgreSQL ]]; then
+                database="bench_fleet_${run}_$$"
+                psql -q "$TRANSFERD_TEST_POSTGRES" -c "CREATE DATABASE $database" >/dev/null
+                store=(--store "${TRANSFERD_TEST_POSTGRES%/*}/$database")
+            fi
+            "$transferd" ingest "$dir/queue.d" "${store[@]}" >/dev/null
+            sync
+            run_workers "$place|$name" "$dir" "$count" "${store[@]}"
+            echo "bench: $place, round $round: $name done" >&2
+        done
+    done
 done
 
-printf '\n%d jobs (4 KiB each, from nginx on 127.0.0.1), %s, %d cores\n\n' "$jobs" "$(date -u +%Y-%m-%d)" "$(nproc)"
-printf 'CPU seconds per 1,000 jobs: the workers (user + system), PostgreSQL, nginx\n\n'
-printf '| %-26s | %7s | %7s | %11s | %10s | %9s | %12s |\n' case "wall s" "jobs/s" "worker CPU" "PostgreSQL" "nginx" "peak RSS MiB"
-printf '|%s|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "---------" "---------" "-------------" "------------" "-----------" "--------------"
-for name in "${names[@]}"; do
-    awk -v n="$name" -v w="${wall[$name]}" -v c="${cpu[$name]}" -v r="${rss[$name]}" -v j="$jobs" -v d="${db[$name]}" -v g="${web[$name]}" 'BEGIN {
-        printf "| %-26s | %7.2f | %7.0f | %11.2f | %10.2f | %9.2f | %12.1f |\n", n, w, j / w, c / j * 1000, d / j * 1000, g / j * 1000, r / 1024 }'
+# median: of the numbers on stdin (the lower middle of an even count).
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+for place in "${places[@]}"; do
+    where="queue folders on the disk (ext4)"
+    [[ $place == tmpfs ]] && where="queue folders on a tmpfs"
+    printf '\n%d jobs (4 KiB each, from nginx on 127.0.0.1), %s, medians of %d interleaved rounds, %s, %d cores\n\n' \
+        "$jobs" "$where" "$rounds" "$(date -u +%Y-%m-%d)" "$(nproc)"
+    printf '| %-23s | %7s | %7s | %8s | %14s | %14s | %10s | %12s |\n' case "wall s" "jobs/s" "vs SQLite" \
+        "worker CPU ms" "PostgreSQL ms" "nginx ms" "peak RSS MiB"
+    printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "-------------------------" "---------" "---------" "----------" \
+        "----------------" "----------------" "------------" "--------------"
+    sqlite_wall=$(median <<< "${wall[$place|${cases[0]}]}")
+    for name in "${cases[@]}"; do
+        key="$place|$name"
+        awk -v n="$name" -v w="$(median <<< "${wall[$key]}")" -v base="$sqlite_wall" -v j="$jobs" \
+            -v c="$(median <<< "${cpu[$key]}")" -v d="$(median <<< "${db[$key]}")" -v g="$(median <<< "${web[$key]}")" \
+            -v r="$(median <<< "${rss[$key]}")" 'BEGIN {
+            printf "| %-23s | %7.2f | %7.0f | %7.2fx | %14.3f | %14.3f | %10.3f | %12.1f |\n",
+                n, w, j / w, base / w, c / j * 1000, d / j * 1000, g / j * 1000, r / 1024 }'
+    done
+    printf '\nwall times per round (s):\n'
+    for name in "${cases[@]}"; do printf '  %-23s %s\n' "$name" "${wall[$place|$name]}"; done
 done

@@ -84,8 +84,8 @@ final class PostgresConnection {
 
     /// Whether the connection broke (the server restarted, a failover, the network): the
     /// statement can be tried again on a new one.
-    private var isBroken: Bool { handle.map { PQstatus($0) != CONNECTION_OK } ?? true }
-    private var inTransaction = false
+    fileprivate var isBroken: Bool { handle.map { PQstatus($0) != CONNECTION_OK } ?? true }
+    fileprivate var inTransaction = false
 
     private static func message(of handle: OpaquePointer) -> String {
         // libpq's messages name host, port, user and database, never the password; scrubbed all the same.
@@ -97,6 +97,10 @@ final class PostgresConnection {
     func query(_ sql: String, _ parameters: [String?] = []) throws -> [PostgresRow] {
         let result = try run(sql, parameters)
         defer { PQclear(result) }
+        return Self.rows(of: result)
+    }
+
+    private static func rows(of result: OpaquePointer?) -> [PostgresRow] {
         let rows = PQntuples(result)
         let columns = PQnfields(result)
         var out: [PostgresRow] = []
@@ -196,6 +200,72 @@ final class PostgresConnection {
         return result
     }
 
+    /// Sends `statements` in one round trip (libpq's pipeline mode) and returns each one's rows.
+    /// After a failure the server skips the rest up to the pipeline's end; the first error is thrown
+    /// once every result was read.
+    fileprivate func pipeline(_ statements: [PostgresStatement]) throws -> [[PostgresRow]] {
+        guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
+        // Prepared before the pipeline starts (a prepare waits for its answer, which a pipeline
+        // does not allow).
+        let names = try statements.map { try statementName(for: $0.sql, parameterCount: $0.parameters.count, on: handle) }
+        guard PQenterPipelineMode(handle) == 1 else { throw failure("could not start a pipeline", on: handle) }
+        // Still in the pipeline after an early throw (answers not read): a new session, not one
+        // where every later statement would be refused.
+        defer { if PQexitPipelineMode(handle) != 1 { renew(handle) } }
+        for (statement, name) in zip(statements, names) {
+            var cStrings: [UnsafeMutablePointer<CChar>?] = statement.parameters.map { $0.map { strdup($0) } ?? nil }
+            defer { for pointer in cStrings { free(pointer) } }
+            let sent = cStrings.withUnsafeMutableBufferPointer { buffer -> Int32 in
+                buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                    let count = Int32(statement.parameters.count)
+                    if let name { return PQsendQueryPrepared(handle, name, count, values.baseAddress, nil, nil, 0) }
+                    return PQsendQueryParams(handle, statement.sql, count, nil, values.baseAddress, nil, nil, 0)
+                }
+            }
+            guard sent == 1 else { throw failure("could not send a statement", on: handle) }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw failure("could not send a statement", on: handle) }
+        var out: [[PostgresRow]] = []
+        var firstError: Error?
+        for statement in statements {
+            guard let result = PQgetResult(handle) else { throw failure("the server's answers ended early", on: handle) }
+            if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
+                PQclear(result)
+                out.append([])
+            } else {
+                do {
+                    let checkedResult = try checked(result, sql: statement.sql, on: handle)
+                    out.append(Self.rows(of: checkedResult))
+                    PQclear(checkedResult)
+                } catch {
+                    firstError = firstError ?? error
+                    out.append([])
+                }
+            }
+            // Each statement's results end with a null.
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+        }
+        // The pipeline's end.
+        while let result = PQgetResult(handle) {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        if let firstError { throw firstError }
+        return out
+    }
+
+    private func failure(_ what: String, on handle: OpaquePointer) -> StoreError {
+        StoreError.postgres(target: shownTarget, message: what + ": " + Self.message(of: handle), fix: "")
+    }
+
+    /// Renews a broken connection, or throws `error` when that fails.
+    fileprivate func reconnect(after error: Error) throws {
+        guard let handle else { throw error }
+        renew(handle)
+        guard PQstatus(handle) == CONNECTION_OK else { throw error }
+    }
+
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     /// A transaction whose connection breaks is run again, once, on a new connection (nothing
     /// of it was committed); `body` must be safe to run twice.
@@ -235,6 +305,47 @@ final class PostgresConnection {
             return value
         } catch {
             _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// A statement and its parameters, for `PostgresConnection.pipelinedTransaction`.
+struct PostgresStatement {
+    var sql: String
+    var parameters: [String?] = []
+}
+
+extension PostgresConnection {
+    /// A transaction in two round trips however many statements it runs at each end: `opening`
+    /// goes with BEGIN, and the statements `body` returns go with COMMIT (libpq's pipeline
+    /// mode). `body` gets the opening statements' rows and may run statements of its own in
+    /// between; its `finish` gets the closing statements' rows. Rolled back when anything
+    /// throws; run again, once, on a new connection when the connection broke (nothing was
+    /// committed), so both closures must be safe to run twice.
+    func pipelinedTransaction<R>(opening: [PostgresStatement],
+                                 _ body: ([[PostgresRow]]) throws -> (closing: [PostgresStatement], finish: ([[PostgresRow]]) throws -> R)) throws -> R {
+        do {
+            return try pipelinedTransactionOnce(opening: opening, body)
+        } catch let error as StoreError where isBroken {
+            try reconnect(after: error)
+            return try pipelinedTransactionOnce(opening: opening, body)
+        }
+    }
+
+    private func pipelinedTransactionOnce<R>(opening: [PostgresStatement],
+                                             _ body: ([[PostgresRow]]) throws -> (closing: [PostgresStatement], finish: ([[PostgresRow]]) throws -> R)) throws -> R {
+        inTransaction = true
+        defer { inTransaction = false }
+        do {
+            let opened = try pipeline([PostgresStatement(sql: "BEGIN")] + opening).dropFirst()
+            let (closing, finish) = try body(Array(opened))
+            let closed = try pipeline(closing + [PostgresStatement(sql: "COMMIT")]).dropLast()
+            return try finish(Array(closed))
+        } catch {
+            // A failed statement leaves the transaction aborted (a pipeline's sync does not end
+            // an explicit one); a broken connection has none left, and is for the caller to renew.
+            if !isBroken { _ = try? execute("ROLLBACK") }
             throw error
         }
     }

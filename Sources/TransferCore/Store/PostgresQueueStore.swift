@@ -268,68 +268,44 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         guard limit > 0 else { return [] }
         let sentAt = LeaseClock.now()
         return try locked {
-            // Claims take turns, so each sees what the others hold on every host (per-host
-            // limits are the fleet's); a claim is four round trips (BEGIN with the lock, the
-            // candidates with what others hold on their hosts, the update, COMMIT), so the wait is short.
-            try connection.transaction(opening: "SELECT pg_advisory_xact_lock(7372658)") {
-                // Jobs of a worker that stopped renewing go back to the queue first (looked for at
-                // most once a second: a lease is seconds long).
-                if ProcessInfo.processInfo.systemUptime - lastExpirySweep >= 1 {
-                    lastExpirySweep = ProcessInfo.processInfo.systemUptime
-                    try connection.execute("""
-                        UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
-                        WHERE state = 'running' AND lease_expires < \(Self.serverNow)
-                        """)
-                }
-                // Pages of candidates, each passing over the hosts refused so far (a host with no
-                // room does not hide the next host's jobs); the rows read are bounded all the same.
-                // Each candidate comes with the connections other live workers hold on its host.
+            // Claims take turns, so each sees what the others hold on every host (per-host limits
+            // are the fleet's); a claim is two round trips (BEGIN, the lock and the first page of
+            // candidates with what others hold on their hosts; the update and COMMIT, pipelined),
+            // so the wait is short.
+            var opening = [PostgresStatement(sql: "SELECT pg_advisory_xact_lock(7372658)")]
+            // Jobs of a worker that stopped renewing go back to the queue first (looked for at
+            // most once a second: a lease is seconds long).
+            if ProcessInfo.processInfo.systemUptime - lastExpirySweep >= 1 {
+                lastExpirySweep = ProcessInfo.processInfo.systemUptime
+                opening.append(PostgresStatement(sql: """
+                    UPDATE transferd_jobs SET state = 'queued', worker = NULL, lease_expires = NULL, speed = NULL
+                    WHERE state = 'running' AND lease_expires < \(Self.serverNow)
+                    """))
+            }
+            // Pages of candidates, each passing over the hosts refused so far (a host with no
+            // room does not hide the next host's jobs); the rows read are bounded all the same.
+            // Each candidate comes with the connections other live workers hold on its host.
+            // Rows locked per page: a few more than needed, to pass over hosts without room.
+            let page = limit * 2 + 8
+            let forgotten = Date().addingTimeInterval(-lease)
+            lost = lost.filter { $0.value > forgotten }
+            // Never claimed again here: jobs lost meanwhile, and held jobs an expiry sweep may
+            // have queued again (only those not renewed for half a lease: the list stays short).
+            let checkedAt = LeaseClock.now()
+            let notAgain = Self.array(Array(lost.keys) + held.keys.filter {
+                !LeaseClock.certainlyHeld(claimSentAt: heldSince[$0] ?? -.infinity, now: checkedAt, lease: lease)
+            })
+            func candidates(excluding excluded: Set<String>, passingOver chosen: [String]) -> PostgresStatement {
+                PostgresStatement(sql: Self.candidatesQuery, parameters: [
+                    String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page), notAgain, worker])
+            }
+            opening.append(candidates(excluding: excludingHosts, passingOver: []))
+            return try connection.pipelinedTransaction(opening: opening) { opened in
                 var excluded = excludingHosts
                 var chosen: [String] = []
                 var connections: [String] = []
-                // Rows locked per page: a few more than needed, to pass over hosts without room.
-                let page = limit * 2 + 8
-                let forgotten = Date().addingTimeInterval(-lease)
-                lost = lost.filter { $0.value > forgotten }
-                // Never claimed again here: jobs lost meanwhile, and held jobs an expiry sweep may
-                // have queued again (only those not renewed for half a lease: the list stays short).
-                let checkedAt = LeaseClock.now()
-                let notAgain = Array(lost.keys) + held.keys.filter {
-                    !LeaseClock.certainlyHeld(claimSentAt: heldSince[$0] ?? -.infinity, now: checkedAt, lease: lease)
-                }
-                for _ in 0..<Self.claimPages {
-                    let rows = try connection.query("""
-                        WITH queued AS (
-                            SELECT id, host, connections, priority, seq FROM transferd_jobs
-                            WHERE state = 'queued'
-                                AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
-                            ORDER BY priority DESC, seq
-                            LIMIT $4
-                            FOR UPDATE SKIP LOCKED),
-                        due AS (
-                            SELECT id, host, connections, priority, seq FROM transferd_jobs
-                            WHERE state = 'waiting' AND next_attempt_at <= $1
-                                AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
-                            ORDER BY priority DESC, seq
-                            LIMIT $4
-                            FOR UPDATE SKIP LOCKED),
-                        -- Queued and due jobs read apart, each in the order of the runnable index:
-                        -- one condition with OR read and sorted the whole table on every claim
-                        -- (6.9 ms at 10,000 jobs, against 0.2 ms).
-                        candidates AS (
-                            SELECT * FROM queued UNION ALL SELECT * FROM due
-                            ORDER BY priority DESC, seq
-                            LIMIT $4),
-                        elsewhere AS (
-                            SELECT host, sum(held_connections) AS held FROM transferd_jobs
-                            WHERE state IN ('running', 'finishing') AND worker != $6 AND lease_expires >= \(Self.serverNow)
-                                AND host IN (SELECT host FROM candidates)
-                            GROUP BY host)
-                        SELECT c.id, c.host, c.connections, COALESCE(e.held, 0)
-                        FROM candidates c LEFT JOIN elsewhere e ON e.host = c.host
-                        ORDER BY c.priority DESC, c.seq
-                        """, [String(now.timeIntervalSince1970), Self.array(excluded.sorted()), Self.array(chosen), String(page),
-                              Self.array(notAgain), worker])
+                var rows = opened.last ?? []
+                for pageNumber in 1...Self.claimPages {
                     for row in rows where chosen.count < limit {
                         var candidate = ClaimCandidate(id: row[0] ?? "", host: row[1] ?? "", connections: row.int(2).map(Int.init))
                         candidate.heldElsewhere = Int(row.int(3) ?? 0)
@@ -341,26 +317,65 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                             excluded.insert(candidate.host)
                         }
                     }
-                    if chosen.count >= limit || rows.count < page { break }
+                    if chosen.count >= limit || rows.count < page || pageNumber == Self.claimPages { break }
+                    let next = candidates(excluding: excluded, passingOver: chosen)
+                    rows = try connection.query(next.sql, next.parameters)
                 }
-                guard !chosen.isEmpty else { return [] }
-                let taken = try connection.query("""
+                guard !chosen.isEmpty else { return (closing: [], finish: { _ in [] }) }
+                let update = PostgresStatement(sql: """
                     UPDATE transferd_jobs SET state = 'running', started_at = $1, worker = $2, epoch = epoch + 1,
                         lease_expires = \(Self.serverNow) + $3, held_connections = claim.connections
                     FROM unnest($4::text[], $5::int[]) AS claim(id, connections)
                     WHERE transferd_jobs.id = claim.id
                     RETURNING \(Self.qualifiedColumns), epoch
-                    """, [String(now.timeIntervalSince1970), worker, String(lease), Self.array(chosen), Self.array(connections)])
-                var byID: [String: JobRecord] = [:]
-                for row in taken {
-                    let record = try Self.record(row)
-                    byID[record.id] = record
-                    hold(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
-                }
-                return chosen.compactMap { byID[$0] }
+                    """, parameters: [String(now.timeIntervalSince1970), worker, String(lease), Self.array(chosen),
+                                      Self.array(connections)])
+                return (closing: [update], finish: { closed in
+                    var byID: [String: JobRecord] = [:]
+                    for row in closed.first ?? [] {
+                        let record = try Self.record(row)
+                        byID[record.id] = record
+                        self.hold(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
+                    }
+                    return chosen.compactMap { byID[$0] }
+                })
             }
         }
     }
+
+    /// One page of claim candidates: `$1` now, `$2` hosts passed over, `$3` ids chosen so far,
+    /// `$4` the page's size, `$5` ids never claimed again here, `$6` this worker.
+    private static let candidatesQuery = """
+        WITH queued AS (
+            SELECT id, host, connections, priority, seq FROM transferd_jobs
+            WHERE state = 'queued'
+                AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
+            ORDER BY priority DESC, seq
+            LIMIT $4
+            FOR UPDATE SKIP LOCKED),
+        due AS (
+            SELECT id, host, connections, priority, seq FROM transferd_jobs
+            WHERE state = 'waiting' AND next_attempt_at <= $1
+                AND NOT (host = ANY($2::text[])) AND NOT (id = ANY($3::text[])) AND NOT (id = ANY($5::text[]))
+            ORDER BY priority DESC, seq
+            LIMIT $4
+            FOR UPDATE SKIP LOCKED),
+        -- Queued and due jobs read apart, each in the order of the runnable index:
+        -- one condition with OR read and sorted the whole table on every claim
+        -- (6.9 ms at 10,000 jobs, against 0.2 ms).
+        candidates AS (
+            SELECT * FROM queued UNION ALL SELECT * FROM due
+            ORDER BY priority DESC, seq
+            LIMIT $4),
+        elsewhere AS (
+            SELECT host, sum(held_connections) AS held FROM transferd_jobs
+            WHERE state IN ('running', 'finishing') AND worker != $6 AND lease_expires >= \(serverNow)
+                AND host IN (SELECT host FROM candidates)
+            GROUP BY host)
+        SELECT c.id, c.host, c.connections, COALESCE(e.held, 0)
+        FROM candidates c LEFT JOIN elsewhere e ON e.host = c.host
+        ORDER BY c.priority DESC, c.seq
+        """
 
     /// The condition that makes a write apply only while this worker still holds the job
     /// it claimed (parameters `$next`, `$next + 1`). Nil for a job it does not hold (lost,
