@@ -1,5 +1,5 @@
 import Foundation
-import TransferCore
+@testable import TransferCore
 import XCTest
 
 final class HTTPParsingTests: XCTestCase {
@@ -88,5 +88,27 @@ final class HTTPParsingTests: XCTestCase {
         XCTAssertEqual(checkpoint.trusted(inBoot: nil).plan.bytesWritten, 10, "no boot identity: only synced bytes")
         checkpoint.bootID = nil
         XCTAssertEqual(checkpoint.trusted(inBoot: nil).plan.bytesWritten, 10, "a claim without its boot is not trusted")
+        checkpoint.bootID = "b1"
+        let afterFailedSync = checkpoint.durableOnly
+        XCTAssertEqual(afterFailedSync.plan.bytesWritten, 10, "after a failed sync only the synced bytes count, even in the same boot")
+        XCTAssertNil(afterFailedSync.durable)
+        XCTAssertNil(afterFailedSync.bootID)
+        XCTAssertEqual(afterFailedSync.trusted(inBoot: "b1").plan.bytesWritten, 10)
+    }
+
+    /// A failed sync sticks to the download: the first failure is kept and every later write refuses.
+    func testAFailedSyncSticksToTheDownload() throws {
+        let path = NSTemporaryDirectory() + "sticky-\(UUID().uuidString).part"
+        let fd = open(path, O_RDWR | O_CREAT, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd); unlink(path) }
+        let plan = SegmentPlan.single(totalSize: 100)
+        let state = DownloadState(fd: fd, partPath: path, url: URL(string: "http://x/y")!,
+                                  checkpoint: DownloadCheckpoint(url: "http://x/y", validators: ResponseValidators(), plan: plan,
+                                                                 rangesSupported: true))
+        XCTAssertNil(state.syncFailure)
+        state.noteSyncFailed(POSIXFailure(operation: "sync", path: path, code: EIO))
+        state.noteSyncFailed(POSIXFailure(operation: "sync", path: path, code: ENOSPC))
+        XCTAssertEqual(state.syncFailure?.code, EIO, "the first failure is the one reported")
     }
 }

@@ -30,8 +30,15 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// the boot that wrote it, else only its durable bytes. `durable` stays
     /// what is known synced.
     public func trusted(inBoot current: String?) -> DownloadCheckpoint {
-        guard let durable, bootID == nil || bootID != current else { return self }
+        guard durable != nil, bootID == nil || bootID != current else { return self }
+        return durableOnly
+    }
+
+    /// The checkpoint with only its durable bytes: after a machine's crash, or a failed sync.
+    public var durableOnly: DownloadCheckpoint {
+        guard let durable else { return self }
         var result = self
+        result.bootID = nil
         result.plan = durable
         result.durable = nil
         // Bytes lost with the page cache are fetched again without counting as progress

@@ -389,15 +389,26 @@ public final class DownloadEngine: @unchecked Sendable {
         // saved, or marked synced, after it.
         state.persistLock.lock()
         defer { state.persistLock.unlock() }
+        if let failure = state.syncFailure { throw failure }
         var checkpoint = state.checkpoint()
         state.checkpointTaken()
         if sync ?? options.syncEachFile {
-            guard fdatasync(state.fd) == 0 else { throw POSIXFailure(operation: "sync", path: state.partPath) }
+            guard fdatasync(state.fd) == 0 else { throw syncFailed(state, checkpoint) }
             state.markDurable(checkpoint.plan)
             checkpoint.durable = nil
             checkpoint.bootID = nil
         }
         try store.save(checkpoint)
+    }
+
+    /// After a failed sync: the failure sticks to the download (see `DownloadState.syncFailure`)
+    /// and the checkpoint keeps only the bytes synced before, so the retry fetches the rest again
+    /// instead of trusting pages the kernel may have dropped. Returns the failure to throw.
+    private func syncFailed(_ state: DownloadState, _ checkpoint: DownloadCheckpoint) -> POSIXFailure {
+        let failure = POSIXFailure(operation: "sync", path: state.partPath)
+        state.noteSyncFailed(failure)
+        try? store.save(checkpoint.durableOnly)
+        return failure
     }
 
     // MARK: Finish
@@ -420,9 +431,12 @@ public final class DownloadEngine: @unchecked Sendable {
         } else if Int64(info.st_size) < size {
             throw DownloadError.sizeMismatch(path: options.destination, expected: size, actual: Int64(info.st_size))
         }
+        if let failure = state.syncFailure { throw DownloadError.local(failure) }
         if options.syncEachFile {
             guard fsync(state.fd) == 0 else {
-                throw DownloadError.local(POSIXFailure(operation: "sync", path: state.partPath))
+                state.persistLock.lock()
+                defer { state.persistLock.unlock() }
+                throw DownloadError.local(syncFailed(state, state.checkpoint()))
             }
         } else {
             // The caller syncs in batches; start this file's writeback now so

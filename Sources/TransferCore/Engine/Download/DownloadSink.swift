@@ -216,6 +216,7 @@ final class DownloadSink: ResponseSink {
     /// Writes `bytes` at the current offset and records them; on failure,
     /// what did reach the file is still recorded.
     private func writeOut(_ bytes: UnsafeRawBufferPointer) throws {
+        if let failure = state.syncFailure { throw failure }
         var done = 0
         while done < bytes.count {
             let n = pwrite(state.fd, bytes.baseAddress! + done, bytes.count - done, off_t(bufferOffset + Int64(done)))

@@ -29,6 +29,8 @@ final class DownloadState: @unchecked Sendable {
         var furthest: Int64
         /// See `DownloadCheckpoint.restarts`.
         var restarts: Int
+        /// See `syncFailure`.
+        var syncFailure: POSIXFailure?
     }
 
     var writeBufferSize = 256 << 10
@@ -91,6 +93,16 @@ final class DownloadState: @unchecked Sendable {
             }
             return checkpoint
         }
+    }
+
+    /// A sync of the partial file that failed. Sticky: Linux reports a writeback error once and
+    /// may drop the pages it could not write, so a later sync can succeed over lost bytes; every
+    /// later write, checkpoint and the final sync fail with it instead.
+    var syncFailure: POSIXFailure? { fields.withLock { $0.syncFailure } }
+
+    /// Records a failed sync; only the bytes synced before it count from now on (`durableOnly`).
+    func noteSyncFailed(_ failure: POSIXFailure) {
+        fields.withLock { $0.syncFailure = $0.syncFailure ?? failure }
     }
 
     /// The bytes of `plan` (a snapshot taken before a sync) are on stable storage.
