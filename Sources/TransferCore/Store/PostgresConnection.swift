@@ -84,7 +84,10 @@ final class PostgresConnection {
 
     /// Whether the connection broke (the server restarted, a failover, the network): the
     /// statement can be tried again on a new one.
-    fileprivate var isBroken: Bool { handle.map { PQstatus($0) != CONNECTION_OK } ?? true }
+    fileprivate var isBroken: Bool { abandonedPipeline || (handle.map { PQstatus($0) != CONNECTION_OK } ?? true) }
+    /// A pipeline was left with answers unread (a send failed, an answer ended early): the
+    /// session is unusable until renewed, which the callers' retry does.
+    private var abandonedPipeline = false
     fileprivate var inTransaction = false
 
     private static func message(of handle: OpaquePointer) -> String {
@@ -153,6 +156,7 @@ final class PostgresConnection {
     private func renew(_ handle: OpaquePointer) {
         PQreset(handle)
         prepared.removeAll()
+        abandonedPipeline = false
         if PQstatus(handle) == CONNECTION_OK { try? setUpSession() }
     }
 
@@ -209,9 +213,9 @@ final class PostgresConnection {
         // does not allow).
         let names = try statements.map { try statementName(for: $0.sql, parameterCount: $0.parameters.count, on: handle) }
         guard PQenterPipelineMode(handle) == 1 else { throw failure("could not start a pipeline", on: handle) }
-        // Still in the pipeline after an early throw (answers not read): a new session, not one
-        // where every later statement would be refused.
-        defer { if PQexitPipelineMode(handle) != 1 { renew(handle) } }
+        // Still in the pipeline after an early throw (answers not read): the session is given
+        // up (`isBroken`), not used for statements it would refuse.
+        defer { if PQexitPipelineMode(handle) != 1 { abandonedPipeline = true } }
         for (statement, name) in zip(statements, names) {
             var cStrings: [UnsafeMutablePointer<CChar>?] = statement.parameters.map { $0.map { strdup($0) } ?? nil }
             defer { for pointer in cStrings { free(pointer) } }
