@@ -52,13 +52,18 @@ public struct DownloadOptions: Sendable {
     /// written since the last sync (nil: only by time, `checkpointInterval`;
     /// the queue, without a timer: 64 MiB).
     public var syncBytes: Int64?
-    /// Bytes gathered before each write to the file. 256 KiB: the page cache
-    /// takes a write into folios of about its size, and large folios are the
-    /// first memory a VM's balloon hands back to the host, so they fault in
-    /// slowly. Measured on this machine's VM, 1 GiB from nginx, one connection:
-    /// 1 MiB writes 3.9-5.5 s, 256 KiB 1.55-1.93 s, 64 KiB 1.54-2.12 s,
-    /// 16 KiB 1.94-2.36 s (curl -o, 16 KiB writes, not synced: 1.08-1.59 s).
-    public var writeBufferSize = 256 << 10
+    /// Bytes gathered before each write to the file. 64 KiB: the page cache
+    /// takes a write into folios of about its size, and on this machine's VM
+    /// large folios fault in slowly whenever the balloon has handed freed
+    /// memory back to the host (`dd bs=1M` of 1 GiB then takes 1-2 s instead
+    /// of 0.2-0.3 s). 1 GiB from nginx, one connection, 10 interleaved rounds
+    /// in such a state (2026-12-02), medians: 256 KiB writes 1.79 s (1.33-3.04),
+    /// 64 KiB 1.25 s (1.06-1.59), 32 KiB 1.44 s, 16 KiB 1.48 s, `curl -o`
+    /// (16 KiB writes, not synced) 1.46 s; 64 KiB was the fastest of the four
+    /// in 9 rounds of 10 and tied in one. Eight connections: 0.64-0.81 s
+    /// against 0.65-0.95 s with 256 KiB. (1 MiB writes took 3.9-5.5 s.)
+    public var writeBufferSize = DownloadOptions.defaultWriteBufferSize
+    static let defaultWriteBufferSize = 64 << 10
     /// Run a timer task that reports `.progress` and checkpoints by time. The
     /// queue turns it off: it polls `DownloadEngine.progress()` for all jobs
     /// from one timer and checkpoints by bytes (`checkpointBytes`).

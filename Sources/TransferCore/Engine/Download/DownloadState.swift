@@ -33,7 +33,8 @@ final class DownloadState: @unchecked Sendable {
         var syncFailure: POSIXFailure?
     }
 
-    var writeBufferSize = 256 << 10
+    /// Set by the engine from `DownloadOptions.writeBufferSize`.
+    var writeBufferSize = DownloadOptions.defaultWriteBufferSize
     /// Checkpoint after this many bytes (nil: by time only), sync the file with
     /// one after `syncEvery` bytes (nil: never by bytes), and how (the argument: sync).
     var checkpointEvery: Int64?

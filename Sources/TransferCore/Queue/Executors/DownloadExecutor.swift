@@ -58,12 +58,11 @@ struct DownloadExecutor: JobExecutor {
         download.syncEachFile = false
         download.deferRename = true
         download.ownTicker = false
-        // A checkpoint (a row update, no fsync) after every 256 KiB write: a killed
+        // A checkpoint (a row update, no fsync) after every 256 KiB written: a killed
         // process re-fetches at most about 512 KiB per active segment; one that
         // syncs the file every 64 MiB bounds what a crash of the machine costs.
         download.checkpointBytes = 256 << 10
         download.syncBytes = 64 << 20
-        download.writeBufferSize = 256 << 10
         download.checkpointInterval = 0.25
         download.priorFailures = job.record.attempts
         return download
