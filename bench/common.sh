@@ -32,3 +32,7 @@ make_small_files() {
     done
     echo "$folder"
 }
+
+# median: of the numbers on stdin, space- or line-separated (the lower middle
+# of an even count).
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

@@ -81,12 +81,11 @@ for ((r = 0; r < runs; r++)); do
     echo "bench: round $((r + 1)) of $runs done" >&2
 done
 
-median() { tr ' ' '\n' <<< "$1" | grep -v '^$' | sort -n | sed -n "$(( (runs + 1) / 2 ))p"; }
-base=$(median "${walls[${names[0]}]}")
+base=$(median <<< "${walls[${names[0]}]}")
 printf '\n1,000 x 256 KiB through transferd run --listen --jobs 16, files on tmpfs, median of %d runs, %s\n\n' "$runs" "$(date -u +%Y-%m-%d)"
 printf '| %-20s | %8s | %10s | %s |\n' case "wall s" "vs none" "all runs"
 printf '|%s|%s|%s|%s|\n' "----------------------" "----------" "------------" "------"
 for name in "${names[@]}"; do
-    w=$(median "${walls[$name]}")
+    w=$(median <<< "${walls[$name]}")
     awk -v n="$name" -v w="$w" -v b="$base" -v all="${walls[$name]}" 'BEGIN { printf "| %-20s | %8.3f | %9.3fx | %s |\n", n, w, w / b, all }'
 done

@@ -94,7 +94,6 @@ for c in 1 8; do
     done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 spread() { tr ' ' '\n' | grep -v '^$' | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f", hi / lo }'; }
 base=$(median <<< "${times[curl -o]}")
 durable=$(median <<< "${times[curl -o && sync]}")

@@ -133,8 +133,6 @@ for place in "${places[@]}"; do
     done
 done
 
-# median: of the numbers on stdin (the lower middle of an even count).
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 for place in "${places[@]}"; do
     where="queue folders on the disk (ext4)"

@@ -59,13 +59,12 @@ for ((r = 0; r < runs; r++)); do
     echo "bench: round $((r + 1)) of $runs done" >&2
 done
 
-median() { tr ' ' '\n' <<< "$1" | grep -v '^$' | sort -n | sed -n "$(( (runs + 1) / 2 ))p"; }
-base=$(median "${cpus[--quiet]}")
+base=$(median <<< "${cpus[--quiet]}")
 printf '\n1,000 x 256 KiB through transferd run --jobs 16 on a pseudo-terminal, files on tmpfs, median of %d runs, %s\n\n' "$runs" "$(date -u +%Y-%m-%d)"
 printf '| %-20s | %10s | %14s | %8s |\n' output "CPU s" "CPU vs quiet" "wall s"
 printf '|%s|%s|%s|%s|\n' "----------------------" "------------" "----------------" "----------"
 for name in "${names[@]}"; do
-    c=$(median "${cpus[$name]}")
-    w=$(median "${walls[$name]}")
+    c=$(median <<< "${cpus[$name]}")
+    w=$(median <<< "${walls[$name]}")
     awk -v n="$name" -v c="$c" -v b="$base" -v w="$w" 'BEGIN { printf "| %-20s | %10.3f | %13.3fx | %8.3f |\n", n, c, c / b, w }'
 done

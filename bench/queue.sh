@@ -60,13 +60,12 @@ for ((r = 0; r < runs; r++)); do
     echo "bench: round $((r + 1)) of $runs done" >&2
 done
 
-median() { tr ' ' '\n' <<< "$1" | grep -v '^$' | sort -n | sed -n "$(( (runs + 1) / 2 ))p"; }
-base=$(median "${times[${names[0]}]}")
+base=$(median <<< "${times[${names[0]}]}")
 printf '\n%d x 256 KiB from nginx on 127.0.0.1, median of %d runs, %s\n\n' "$count" "$runs" "$(date -u +%Y-%m-%d)"
 printf '| %-36s | %7s | %8s | %10s | %12s |\n' case "wall s" "files/s" "vs curl" "peak RSS MiB"
 printf '|%s|%s|%s|%s|%s|\n' "--------------------------------------" "---------" "----------" "------------" "--------------"
 for name in "${names[@]}"; do
-    w=$(median "${times[$name]}")
+    w=$(median <<< "${times[$name]}")
     awk -v n="$name" -v w="$w" -v b="$base" -v r="${peaks[$name]}" -v c="$count" 'BEGIN {
         printf "| %-36s | %7.2f | %8.0f | %9.2fx | %12.1f |\n", n, w, c / w, b / w, r / 1024 }'
 done

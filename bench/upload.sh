@@ -79,14 +79,13 @@ for ((r = 0; r < runs; r++)); do
     echo "bench: round $((r + 1)) of $runs done" >&2
 done
 
-median() { tr ' ' '\n' <<< "$1" | grep -v '^$' | sort -n | sed -n "$(( (runs + 1) / 2 ))p"; }
 printf '\nUploads on 127.0.0.1 (moto %s, nginx), median of %d runs, %s\n\n' "$(python3 -c 'import moto; print(moto.__version__)')" "$runs" "$(date -u +%Y-%m-%d)"
 printf '| %-46s | %7s | %12s | %12s |\n' case "wall s" "vs anchor" "peak RSS MiB"
 printf '|%s|%s|%s|%s|\n' "------------------------------------------------" "---------" "--------------" "--------------"
 row() {  # NAME ANCHOR
     local w a
-    w=$(median "${times[$1]}")
-    a=$(median "${times[$2]}")
+    w=$(median <<< "${times[$1]}")
+    a=$(median <<< "${times[$2]}")
     awk -v n="$1" -v w="$w" -v a="$a" -v r="${peaks[$1]}" 'BEGIN { printf "| %-46s | %7.2f | %11.2fx | %12.1f |\n", n, w, a / w, r / 1024 }'
 }
 for name in "aws s3 cp (1 GiB)" "rclone copyto (1 GiB)" "transferd put, curl (1 GiB)" "transferd put, urlsession (1 GiB)"; do row "$name" "aws s3 cp (1 GiB)"; done

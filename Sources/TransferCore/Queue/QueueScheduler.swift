@@ -72,8 +72,9 @@ struct QueueScheduler: Sendable {
         var wanted = free
         var group = maxJobs
         if let short = shortClaim, now - short.at < Self.recheckInterval {
-            guard short.room.contains(where: { room(on: $0.key) > $0.value }) else { return nil }
-            wanted = min(free, short.room.keys.reduce(0) { $0 + room(on: $1) })
+            let current = claimRound()
+            guard short.room.contains(where: { current.room(on: $0.key) > $0.value }) else { return nil }
+            wanted = min(free, short.room.keys.reduce(0) { $0 + current.room(on: $1) })
             group = min(maxJobs, short.room.keys.reduce(0) { $0 + hostLimits.limit(for: $1) })
         }
         let waited = slotFreeSince.map { now - $0 >= Self.claimPause } ?? true
@@ -86,28 +87,20 @@ struct QueueScheduler: Sendable {
     /// How long a short claim's picture of the queue is trusted (seconds).
     static let recheckInterval: TimeInterval = 0.5
 
-    /// Connections `host` could take now (this worker's view).
-    private func room(on host: String) -> Int {
-        var used = 0
-        for slot in running.values where slot.host == host { used += slot.connections }
-        return max(0, hostLimits.limit(for: host) - used)
-    }
-
     /// Something changed that a claim that came back short did not see.
     mutating func somethingChanged() { shortClaim = nil }
 
     /// A claim asked for `asked` jobs in `round` and came back with `found`.
     mutating func claimed(found: Int, asked: Int, in round: ClaimRound, now: TimeInterval) {
         slotFreeSince = nil
-        // The room left once the round's own picks run (they start after this call).
-        func roomAfter(_ host: String) -> Int { max(0, hostLimits.limit(for: host) - round.hostUse[host, default: 0]) }
+        // The room is the round's: it counts the round's own picks (they start after this call).
         if found < asked {
             var room: [String: Int] = [:]
-            for host in round.hostsWithoutRoom { room[host] = roomAfter(host) }
+            for host in round.hostsWithoutRoom { room[host] = round.room(on: host) }
             shortClaim = ShortClaim(at: now, room: room)
         } else if var short = shortClaim, now - short.at < Self.recheckInterval {
             // A claim held to the room of the hosts a short claim left: the picture still holds.
-            for host in short.room.keys { short.room[host] = roomAfter(host) }
+            for host in short.room.keys { short.room[host] = round.room(on: host) }
             shortClaim = short
         } else {
             shortClaim = nil
@@ -131,6 +124,9 @@ struct QueueScheduler: Sendable {
         var fullHosts: Set<String> { Set(hostUse.filter { $0.value >= limits.limit(for: $0.key) }.keys) }
         /// Hosts whose jobs this round could not take: full, or refused a candidate.
         var hostsWithoutRoom: Set<String> { fullHosts.union(refused) }
+
+        /// Connections `host` could still take (this worker's view).
+        func room(on host: String) -> Int { max(0, limits.limit(for: host) - hostUse[host, default: 0]) }
 
         /// The connections `candidate` will use if it fits its host's limit (other workers'
         /// connections included); nil: not now. A job wider than the limit may run alone.

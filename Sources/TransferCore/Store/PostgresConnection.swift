@@ -145,9 +145,7 @@ final class PostgresConnection {
             return try runOnce(sql, parameters)
         } catch let error as StoreError where isBroken && !inTransaction {
             // Outside a transaction a statement stands alone: once more, on a new connection.
-            guard let handle else { throw error }
-            renew(handle)
-            guard PQstatus(handle) == CONNECTION_OK else { throw error }
+            try reconnect(after: error)
             return try runOnce(sql, parameters)
         }
     }
@@ -163,18 +161,21 @@ final class PostgresConnection {
     private func runOnce(_ sql: String, _ parameters: [String?]) throws -> OpaquePointer? {
         guard let handle else { throw StoreError.postgres(target: shownTarget, message: "not connected", fix: "") }
         let name = try statementName(for: sql, parameterCount: parameters.count, on: handle)
-        // The C strings live until the call returns.
-        var cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
-        defer { for pointer in cStrings { free(pointer) } }
-        let result = cStrings.withUnsafeMutableBufferPointer { buffer -> OpaquePointer? in
-            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                if let name {
-                    return PQexecPrepared(handle, name, Int32(parameters.count), values.baseAddress, nil, nil, 0)
-                }
-                return PQexecParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
-            }
+        let result = Self.withParameters(parameters) { count, values -> OpaquePointer? in
+            if let name { return PQexecPrepared(handle, name, count, values, nil, nil, 0) }
+            return PQexecParams(handle, sql, count, nil, values, nil, nil, 0)
         }
         return try checked(result, sql: sql, on: handle)
+    }
+
+    /// `parameters` as libpq takes them (nil is NULL), alive while `body` runs.
+    private static func withParameters<R>(_ parameters: [String?],
+                                          _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+        var cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { for pointer in cStrings { free(pointer) } }
+        return cStrings.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { body(Int32(parameters.count), $0.baseAddress) }
+        }
     }
 
     /// The server-side name of `sql`, prepared now if this session has not seen it; nil past
@@ -217,14 +218,9 @@ final class PostgresConnection {
         // up (`isBroken`), not used for statements it would refuse.
         defer { if PQexitPipelineMode(handle) != 1 { abandonedPipeline = true } }
         for (statement, name) in zip(statements, names) {
-            var cStrings: [UnsafeMutablePointer<CChar>?] = statement.parameters.map { $0.map { strdup($0) } ?? nil }
-            defer { for pointer in cStrings { free(pointer) } }
-            let sent = cStrings.withUnsafeMutableBufferPointer { buffer -> Int32 in
-                buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                    let count = Int32(statement.parameters.count)
-                    if let name { return PQsendQueryPrepared(handle, name, count, values.baseAddress, nil, nil, 0) }
-                    return PQsendQueryParams(handle, statement.sql, count, nil, values.baseAddress, nil, nil, 0)
-                }
+            let sent = Self.withParameters(statement.parameters) { count, values -> Int32 in
+                if let name { return PQsendQueryPrepared(handle, name, count, values, nil, nil, 0) }
+                return PQsendQueryParams(handle, statement.sql, count, nil, values, nil, nil, 0)
             }
             guard sent == 1 else { throw failure("could not send a statement", on: handle) }
         }
@@ -273,34 +269,17 @@ final class PostgresConnection {
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     /// A transaction whose connection breaks is run again, once, on a new connection (nothing
     /// of it was committed); `body` must be safe to run twice.
-    /// - Parameter opening: a statement without parameters sent with BEGIN, in the
-    ///   same round trip (a claim's advisory lock).
-    func transaction<R>(opening: String? = nil, _ body: () throws -> R) throws -> R {
+    func transaction<R>(_ body: () throws -> R) throws -> R {
         do {
-            return try transactionOnce(opening: opening, body)
+            return try transactionOnce(body)
         } catch let error as StoreError where isBroken {
-            guard let handle else { throw error }
-            renew(handle)
-            guard PQstatus(handle) == CONNECTION_OK else { throw error }
-            return try transactionOnce(opening: opening, body)
+            try reconnect(after: error)
+            return try transactionOnce(body)
         }
     }
 
-    private func transactionOnce<R>(opening: String?, _ body: () throws -> R) throws -> R {
-        if let opening {
-            do {
-                try executeScript("BEGIN; " + opening)
-            } catch {
-                // BEGIN took effect before the opening statement failed (a lock or statement
-                // timeout, a cancel): without a ROLLBACK every later statement would fail with
-                // "current transaction is aborted". A broken connection has no transaction left,
-                // and is for `transaction` to renew.
-                if !isBroken { _ = try? execute("ROLLBACK") }
-                throw error
-            }
-        } else {
-            try execute("BEGIN")
-        }
+    private func transactionOnce<R>(_ body: () throws -> R) throws -> R {
+        try execute("BEGIN")
         inTransaction = true
         defer { inTransaction = false }
         do {
