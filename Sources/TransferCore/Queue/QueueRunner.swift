@@ -405,13 +405,20 @@ public final class QueueRunner: @unchecked Sendable {
     /// folder) fails alone, with the reason: it never stops the run.
     /// - Returns: the reasons of the jobs whose rename failed, by job id, and the jobs lost to another worker.
     private func makeDurable(_ batch: [PendingDone]) throws -> Flushed {
-        let unsynced = Self.sync(batch, root: layout.root)
+        let unsyncedAll = Self.sync(batch, root: layout.root)
         let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
         // Owed before anything is recorded: a run that dies from here on runs them next time.
         let owed = try hooks.owe(batch.compactMap { hooks.due($0.job.record, .done, bytes: $0.result.size, sha256: $0.result.sha256) })
         // Recorded as finishing before the renames, so a run that dies among them completes them next time.
         // A job a shared store gave to another worker is that worker's to finish: not renamed here.
         let lost = try store.markFinishing(finished)
+        // A file whose data did not reach the disk is removed, not renamed (Linux may have dropped
+        // the pages it could not write, so its content is unknown and a retry fetches it whole) —
+        // unless another worker holds the job now: the partial file is then that worker's.
+        let unsynced = unsyncedAll.filter { !lost.contains($0.key) }
+        for item in batch where unsynced[item.job.record.id] != nil {
+            if let part = item.result.completedPartPath { unlink(part) }
+        }
         var failures = unsynced
         for item in batch where !lost.contains(item.job.record.id) && unsynced[item.job.record.id] == nil {
             if let part = item.result.completedPartPath, let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
@@ -437,8 +444,7 @@ public final class QueueRunner: @unchecked Sendable {
 
     /// Makes a batch's files durable: one `syncfs` for the filesystem; when that reports an error
     /// (or the root cannot be opened), each file alone, so only the files whose data did not reach
-    /// the disk fail. Such a file is removed, not renamed: Linux may have dropped the pages it could
-    /// not write, so its content is unknown and a retry fetches it whole.
+    /// the disk fail. Nothing is removed here: the caller removes the failed ones it still holds.
     /// - Returns: the reasons, by job id.
     static func sync(_ batch: [PendingDone], root: String) -> [String: String] {
         let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -455,7 +461,6 @@ public final class QueueRunner: @unchecked Sendable {
             let reason = String(cString: strerror(errno))
             if file >= 0 { close(file) }
             guard !synced else { continue }
-            unlink(part)
             failures[item.job.record.id] = "sync \(part): \(reason); the disk did not take the file's data, so the download was removed "
                 + "(check the disk, then `transferd retry \(item.job.record.id)` fetches it again)"
         }
