@@ -55,7 +55,10 @@ public final class DownloadEngine: @unchecked Sendable {
         }
 
         let state = try openPartialFile()
-        defer { close(state.fd) }
+        defer {
+            state.checkpointWriter?.drain()
+            close(state.fd)
+        }
         let resumedFrom = state.plan.bytesWritten
         var restarts = 0
         while true {
@@ -75,10 +78,13 @@ public final class DownloadEngine: @unchecked Sendable {
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
             } catch {
                 // Keep what is on disk for the next run.
+                state.checkpointWriter?.drain()
                 try? saveCheckpoint(state)
                 throw error
             }
         }
+        // No checkpoint due by bytes may land after the final one.
+        state.checkpointWriter?.drain()
         let (size, digest) = try finalize(state)
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
@@ -114,7 +120,10 @@ public final class DownloadEngine: @unchecked Sendable {
         if options.checkpointBytes != nil || options.syncBytes != nil {
             state.checkpointEvery = options.checkpointBytes
             state.syncEvery = options.syncBytes
-            state.persistCheckpoint = { [weak self, unowned state] sync in try? self?.saveCheckpoint(state, sync: sync) }
+            // Saved off the transport's thread (see `CheckpointWriter`); `run` drains it before the end.
+            let writer = CheckpointWriter { [weak self, unowned state] sync in try? self?.saveCheckpoint(state, sync: sync) }
+            state.checkpointWriter = writer
+            state.persistCheckpoint = { sync in writer.request(sync: sync) }
         }
         return state
     }

@@ -4,7 +4,7 @@ import Foundation
 /// segment plan and the remote version it holds. Sinks on transport threads
 /// and the engine's tasks meet here.
 // @unchecked: the plan, validators and counters live in `fields` (Locked). `writeBufferSize`,
-// `checkpointEvery` and `persistCheckpoint` are set by the engine before any exchange starts, then only read.
+// `checkpointEvery`, `persistCheckpoint` and `checkpointWriter` are set by the engine before any exchange starts, then only read.
 final class DownloadState: @unchecked Sendable {
     let fd: Int32
     let partPath: String
@@ -40,6 +40,8 @@ final class DownloadState: @unchecked Sendable {
     var checkpointEvery: Int64?
     var syncEvery: Int64?
     var persistCheckpoint: ((Bool) -> Void)?
+    /// Where `persistCheckpoint` hands its saves (drained by the engine before the file is finalised or closed).
+    var checkpointWriter: CheckpointWriter?
 
     private let fields: Locked<Fields>
     /// Held while a checkpoint is taken and saved, and while the file is started over
