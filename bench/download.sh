@@ -72,14 +72,14 @@ done
 once "transferd curl x1, slow disk"       "$slow" get "$url" -o "$out/f" -q
 once "transferd urlsession x1, slow disk" "$slow" get "$url" -o "$out/f" -q --transport urlsession
 
-# kill -9 at a random moment between 0.25 and 0.75 s (a full-speed download takes about 1 s).
+# kill -9 at a random moment between 0.10 and 0.44 s (a full-speed download takes 0.6-0.8 s).
 log="$servers/logs/access.log"
 refetch() {  # CONNECTIONS
     rm -rf "$out" && mkdir -p "$out"
     local start pid
     start=$(stat -c %s "$log")
     "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null 2>&1 & pid=$!
-    sleep "0.$(( RANDOM % 50 + 25 ))"
+    sleep "0.$(( RANDOM % 35 + 10 ))"
     kill -9 "$pid"; wait "$pid" 2>/dev/null || true
     [[ -f $out/f ]] && { echo "bench: the download ended before the kill" >&2; return 1; }
     "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null

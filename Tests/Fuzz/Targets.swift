@@ -26,6 +26,9 @@ enum FuzzTarget: String, CaseIterable {
     /// (fed whole and in pieces: the same events either way), each event's JSON, the view;
     /// and the ids and cursors the API takes from clients.
     case eventStream = "event-stream"
+    /// A partial file's record of how far it is written (an extended attribute anyone who can
+    /// write the file can set): WrittenOffsets, and what it may add to a checkpoint.
+    case writtenOffsets = "written-offsets"
 
     func run(_ data: Data) {
         switch self {
@@ -36,6 +39,7 @@ enum FuzzTarget: String, CaseIterable {
         case .headerValue: fuzzHeaderValue(data)
         case .byteSize: fuzzByteSize(data)
         case .eventStream: fuzzEventStream(data)
+        case .writtenOffsets: fuzzWrittenOffsets(data)
         }
     }
 }
@@ -214,6 +218,24 @@ func fuzzByteSize(_ data: Data) {
     if let bytes = ByteSize.parse(text) {
         check(bytes >= 0, "\(text.debugDescription) is \(bytes) bytes")
     }
+}
+
+func fuzzWrittenOffsets(_ data: Data) {
+    guard let record = WrittenOffsets(encoded: String(decoding: data, as: UTF8.self)) else { return }
+    check(WrittenOffsets(encoded: record.encoded) == record, "the record does not survive its own text")
+    // A checkpoint's plan made from the input's own numbers: each segment ends at half its claim.
+    let segments = record.segments.map { SegmentPlan.Segment(start: $0.start, end: $0.start + $0.written / 2, written: $0.written / 4) }
+    let plan = SegmentPlan(segments: segments, totalSize: nil)
+    let fileSize = Int64(data.count) * 1000
+    let extended = record.extending(plan, id: record.id, bootID: record.bootID, fileSize: fileSize)
+    check(extended.segments.count == plan.segments.count, "the record added or removed segments")
+    for (before, after) in zip(plan.segments, extended.segments) {
+        check(after.start == before.start && after.end == before.end, "a segment moved")
+        check(after.written >= before.written, "written bytes taken away")
+        check(after.written == before.written || (after.offset <= after.end! && after.offset <= fileSize),
+              "claimed \(after.written) bytes from \(after.start), past the segment's end or the file's \(fileSize)")
+    }
+    check(record.extending(plan, id: record.id + "x", bootID: record.bootID, fileSize: fileSize) == plan, "another incarnation changed the plan")
 }
 
 func fuzzEventStream(_ data: Data) {

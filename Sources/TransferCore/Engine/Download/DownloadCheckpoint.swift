@@ -25,6 +25,10 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// killed process leaves them in the page cache, so the same boot may read
     /// them back; after a crash of the machine only `durable` counts.
     public var bootID: String?
+    /// Which incarnation of the partial file this checkpoint describes: new
+    /// whenever the file starts over. The file's own record of how far it is
+    /// written (`WrittenOffsets`) counts only beside a checkpoint of the same one.
+    public var writtenID: String?
 
     /// What a new run may resume from in the boot `current`: all of `plan` in
     /// the boot that wrote it, else only its durable bytes. `durable` stays
@@ -41,9 +45,24 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
         result.bootID = nil
         result.plan = durable
         result.durable = nil
+        // The file's own record may claim bytes the page cache lost: only the durable ones count.
+        result.writtenID = nil
         // Bytes lost with the page cache are fetched again without counting as progress
         // otherwise (the retry budget's furthest offset came from the untrusted plan).
         result.furthest = furthest.map { min($0, durable.bytesWritten) }
+        return result
+    }
+
+    /// This checkpoint with the bytes the partial file's own record adds (see
+    /// `WrittenOffsets.extending`) in the boot `bootID`, of a file of
+    /// `fileSize` bytes. The bytes it adds are not durable.
+    public func extended(by record: WrittenOffsets, bootID current: String?, fileSize: Int64) -> DownloadCheckpoint {
+        let extended = record.extending(plan, id: writtenID, bootID: current, fileSize: fileSize)
+        guard extended != plan else { return self }
+        var result = self
+        result.durable = durable ?? plan
+        result.bootID = current
+        result.plan = extended
         return result
     }
 

@@ -56,7 +56,7 @@ public final class DownloadEngine: @unchecked Sendable {
 
         let state = try openPartialFile()
         defer {
-            state.checkpointWriter?.drain()
+            state.drainWriters()
             close(state.fd)
         }
         let resumedFrom = state.plan.bytesWritten
@@ -78,13 +78,13 @@ public final class DownloadEngine: @unchecked Sendable {
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
             } catch {
                 // Keep what is on disk for the next run.
-                state.checkpointWriter?.drain()
+                state.drainWriters()
                 try? saveCheckpoint(state)
                 throw error
             }
         }
         // No checkpoint due by bytes may land after the final one.
-        state.checkpointWriter?.drain()
+        state.drainWriters()
         let (size, digest) = try finalize(state)
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
@@ -103,20 +103,35 @@ public final class DownloadEngine: @unchecked Sendable {
            existing.url != options.url.absoluteString || !FileManager.default.fileExists(atPath: part) {
             checkpoint = nil
         }
+        var startsOver = false
         if checkpoint == nil {
             // A partial file without a record cannot be trusted: start it over. Forgotten before the
             // file is truncated, and a store that refuses (a shared store gave the job to another
             // worker meanwhile) stops it here: the other worker's partial file is not truncated.
             try store.remove()
+            var info = stat()
+            startsOver = lstat(part, &info) == 0
         }
         // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
         let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (checkpoint == nil ? O_TRUNC : 0)
         let fd = FileCreation.open(part, flags: flags)
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
+        var record: WrittenOffsets?
+        if checkpoint != nil || startsOver { record = WrittenOffsets.read(fd: fd) }
+        var info = stat()
+        if let resumed = checkpoint, let record, fstat(fd, &info) == 0 {
+            checkpoint = resumed.extended(by: record, bootID: BootID.current, fileSize: Int64(info.st_size))
+        }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
+        // A record found is removed once the file is complete (one of an older incarnation too).
+        if record != nil { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
+        if let every = options.writtenRecordBytes {
+            state.writtenRecordEvery = every
+            state.writtenWriter = CheckpointWriter { [unowned state] _ in state.recordWrittenOffsets() }
+        }
         if options.checkpointBytes != nil || options.syncBytes != nil {
             state.checkpointEvery = options.checkpointBytes
             state.syncEvery = options.syncBytes
@@ -469,6 +484,8 @@ public final class DownloadEngine: @unchecked Sendable {
                          timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0)]
             futimens(state.fd, &times)
         }
+        // Complete: how far it was written says nothing more.
+        state.removeWrittenRecord()
         // What this file is, for a later --skip-unchanged to ask the server about.
         RecordedValidators.write(state.validators, url: options.url, fd: state.fd)
         if options.deferRename { return (size, digest) }

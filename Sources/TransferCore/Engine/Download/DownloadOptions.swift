@@ -52,6 +52,11 @@ public struct DownloadOptions: Sendable {
     /// written since the last sync (nil: only by time, `checkpointInterval`;
     /// the queue, without a timer: 64 MiB).
     public var syncBytes: Int64?
+    /// Also record on the partial file itself how far each segment is written
+    /// whenever this many bytes were written since the last record (nil:
+    /// never): a process killed in the same boot then re-fetches about this
+    /// much in all, at any speed (see `WrittenOffsets`). 1 MiB.
+    public var writtenRecordBytes: Int64? = 1 << 20
     /// Bytes gathered before each write to the file. 64 KiB: the page cache
     /// takes a write into folios of about its size, and on this machine's VM
     /// large folios fault in slowly whenever the balloon has handed freed

@@ -31,6 +31,12 @@ final class DownloadState: @unchecked Sendable {
         var restarts: Int
         /// See `syncFailure`.
         var syncFailure: POSIXFailure?
+        /// This incarnation of the partial file (`DownloadCheckpoint.writtenID`).
+        var writtenID: String
+        /// Bytes written since the file's own record (`WrittenOffsets`) was asked for.
+        var sinceWrittenRecord: Int64 = 0
+        /// Whether the file may carry a `WrittenOffsets` record (one was written, or found).
+        var writtenRecorded = false
     }
 
     /// Set by the engine from `DownloadOptions.writeBufferSize`.
@@ -42,11 +48,18 @@ final class DownloadState: @unchecked Sendable {
     var persistCheckpoint: ((Bool) -> Void)?
     /// Where `persistCheckpoint` hands its saves (drained by the engine before the file is finalised or closed).
     var checkpointWriter: CheckpointWriter?
+    /// Record how far each segment is written on the file itself after this many bytes (nil: never),
+    /// through `writtenWriter` (see `WrittenOffsets`).
+    var writtenRecordEvery: Int64?
+    var writtenWriter: CheckpointWriter?
 
     private let fields: Locked<Fields>
     /// Held while a checkpoint is taken and saved, and while the file is started over
     /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
     let persistLock = NSLock()
+    /// Held while the file's `WrittenOffsets` record is snapshotted and written, and while the file
+    /// is started over, so a record of the old file never lands on the new one. Taken after `persistLock`.
+    private let writtenLock = NSLock()
 
     init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil) {
         self.limiter = limiter
@@ -56,7 +69,8 @@ final class DownloadState: @unchecked Sendable {
         fields = Locked(Fields(plan: checkpoint.plan, durable: checkpoint.durable ?? checkpoint.plan, validators: checkpoint.validators,
                                rangesSupported: checkpoint.rangesSupported,
                                furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten),
-                               restarts: checkpoint.restarts ?? 0))
+                               restarts: checkpoint.restarts ?? 0,
+                               writtenID: checkpoint.writtenID ?? WrittenOffsets.newID()))
     }
 
     /// Starts over from nothing because the remote file changed: the furthest offset is
@@ -90,6 +104,7 @@ final class DownloadState: @unchecked Sendable {
                                                 rangesSupported: $0.rangesSupported)
             checkpoint.furthest = $0.furthest
             checkpoint.restarts = $0.restarts
+            checkpoint.writtenID = $0.writtenID
             if $0.durable != $0.plan {
                 checkpoint.durable = $0.durable
                 checkpoint.bootID = BootID.current
@@ -105,7 +120,15 @@ final class DownloadState: @unchecked Sendable {
 
     /// Records a failed sync; only the bytes synced before it count from now on (`durableOnly`).
     func noteSyncFailed(_ failure: POSIXFailure) {
-        fields.withLock { $0.syncFailure = $0.syncFailure ?? failure }
+        writtenLock.lock()
+        defer { writtenLock.unlock() }
+        let recorded = fields.withLock { fields -> Bool in
+            fields.syncFailure = fields.syncFailure ?? failure
+            return fields.writtenRecorded
+        }
+        // The record counts bytes the page cache may have dropped (the checkpoint saved next keeps
+        // only the synced ones and names no incarnation, so a record left behind is not trusted either).
+        if recorded { WrittenOffsets.remove(fd: fd) }
     }
 
     /// The bytes of `plan` (a snapshot taken before a sync) are on stable storage.
@@ -117,18 +140,62 @@ final class DownloadState: @unchecked Sendable {
     }
 
     func recordWritten(_ count: Int64, segment index: Int) {
+        var record = false
         let due = fields.withLock { fields -> (checkpoint: Bool, sync: Bool) in
             fields.plan.recordWritten(count, segment: index)
             fields.sinceCheckpoint += count
             fields.sinceSync += count
             fields.furthest = max(fields.furthest, fields.plan.bytesWritten)
+            fields.sinceWrittenRecord += count
+            if let every = writtenRecordEvery, fields.sinceWrittenRecord >= every {
+                fields.sinceWrittenRecord = 0
+                record = true
+            }
             // A finished segment needs no checkpoint of its own: the file is about to be finalised or
             // another checkpoint will carry it.
             guard !fields.plan.segments[index].isComplete else { return (false, false) }
             let sync = syncEvery.map { fields.sinceSync >= $0 } ?? false
             return (sync || (checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false), sync)
         }
+        if record { writtenWriter?.request(sync: false) }
         if due.checkpoint { persistCheckpoint?(due.sync) }
+    }
+
+    /// Writes the file's own record of how far each segment is written (on `writtenWriter`'s queue).
+    /// None after a failed sync: the page cache may have dropped bytes the plan counts.
+    func recordWrittenOffsets() {
+        writtenLock.lock()
+        defer { writtenLock.unlock() }
+        guard let boot = BootID.current else { return }
+        let record = fields.withLock { fields -> WrittenOffsets? in
+            guard fields.syncFailure == nil else { return nil }
+            fields.writtenRecorded = true
+            return WrittenOffsets(id: fields.writtenID, bootID: boot, plan: fields.plan)
+        }
+        record?.write(fd: fd)
+    }
+
+    /// The file was found carrying a `WrittenOffsets` record (removed once it is complete).
+    func noteWrittenRecordFound() {
+        fields.withLock { $0.writtenRecorded = true }
+    }
+
+    /// Removes the file's `WrittenOffsets` record once the file is complete; waits for one being written.
+    func removeWrittenRecord() {
+        writtenWriter?.drain()
+        writtenLock.lock()
+        defer { writtenLock.unlock() }
+        let recorded = fields.withLock { fields -> Bool in
+            defer { fields.writtenRecorded = false }
+            return fields.writtenRecorded
+        }
+        if recorded { WrittenOffsets.remove(fd: fd) }
+    }
+
+    /// Waits for every checkpoint and written-offsets record asked for so far.
+    func drainWriters() {
+        writtenWriter?.drain()
+        checkpointWriter?.drain()
     }
 
     /// Called by a checkpoint as it takes its snapshot.
@@ -163,8 +230,16 @@ final class DownloadState: @unchecked Sendable {
     func reset(plan: SegmentPlan, validators: ResponseValidators, rangesSupported: Bool) throws {
         persistLock.lock()
         defer { persistLock.unlock() }
+        writtenLock.lock()
+        defer { writtenLock.unlock() }
+        // Removed before the truncation: a process killed between the two leaves a checkpoint of
+        // the old incarnation, which a record of that incarnation would extend over new bytes.
+        if fields.withLock({ $0.writtenRecorded }) { WrittenOffsets.remove(fd: fd) }
         try fields.withLock {
             guard ftruncate(fd, 0) == 0 else { throw POSIXFailure(operation: "truncate", path: partPath) }
+            // A new incarnation: a record of the old one no longer describes the file.
+            $0.writtenID = WrittenOffsets.newID()
+            $0.sinceWrittenRecord = 0
             $0.plan = plan
             $0.durable = plan
             $0.validators = validators
