@@ -12,7 +12,9 @@ servers="$work/servers"
 mkdir -p "$work"
 export TMPDIR="$work/tmp"
 mkdir -p "$TMPDIR"
-trap 'scripts/servers stop "$servers" >/dev/null 2>&1 || true' EXIT
+# Folders a benchmark leaves to be removed on exit: leftovers+=(DIR).
+leftovers=()
+trap 'rm -rf "${leftovers[@]}"; scripts/servers stop "$servers" >/dev/null 2>&1 || true' EXIT
 scripts/servers stop "$servers" >/dev/null 2>&1 || true
 scripts/servers start "$servers" >/dev/null
 # shellcheck disable=SC1091

@@ -5,8 +5,13 @@
 #
 #   bench/queue.sh [RUNS]     (default 3; the median is shown)
 #
-# The three tools run in turns, each into an emptied folder, so each pays the
-# same filesystem costs. Every run's output is compared with the source.
+# The tools run in turns, each into a folder of its own that nothing was
+# deleted from: ext4 will not reuse an inode freed in the last minute or so
+# (recently_deleted), and a file created after `rm -rf` of the last run's
+# thousand files made the allocator skip past all of them. That timed the
+# filesystem (it made every tool about twice as slow, curl most), not the tools.
+# The runs' folders are removed at the end. Every run's output is compared with
+# the source.
 set -euo pipefail
 
 runs="${1:-3}"
@@ -23,7 +28,11 @@ for ((i = 0; i < count; i++)); do
     printf 'url = "%s/small/f%d.bin"\noutput = "f%d.bin"\n' "$TRANSFERD_TEST_HTTP" "$i" "$i" >> "$cfg"
 done
 
-out="$work/out"
+runs_dir="$work/runs"
+rm -rf "$runs_dir"
+leftovers+=("$runs_dir")
+run_id=0
+fresh() { run_id=$((run_id + 1)); out="$runs_dir/$run_id"; mkdir -p "$out"; }
 verify() {
     local n
     n=$(find "$out" -maxdepth 2 -name 'f*.bin' | wc -l)
@@ -36,7 +45,6 @@ verify() {
 declare -A times peaks
 measure() {  # NAME DIR COMMAND...
     local name="$1" dir="$2"; shift 2
-    rm -rf "$out" && mkdir -p "$out"
     sync
     (cd "$dir" && /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr") || {
         echo "bench: $name failed" >&2; cat "$work/stderr" >&2; exit 1; }
@@ -51,12 +59,12 @@ measure() {  # NAME DIR COMMAND...
 # "curl ... && sync" is the same work with the same durability.
 names=("curl --parallel --parallel-max 16" "curl --parallel ... && sync" "aria2c -i -j16" "transferd run --jobs 16")
 for ((r = 0; r < runs; r++)); do
-    measure "${names[0]}" "$out" curl -s --parallel --parallel-max 16 -K "$cfg"
-    measure "${names[1]}" "$out" sh -c "curl -s --parallel --parallel-max 16 -K '$cfg' && sync"
-    measure "${names[2]}" "$out" aria2c -q -i "$list" -j16 --file-allocation=none -d "$out"
-    rm -rf "$work/queue" && mkdir -p "$work/queue/queue.d"
-    sed 's|$| out|' "$list" > "$work/queue/queue.d/small.urls"
-    measure "${names[3]}" "$work/queue" "$transferd" run queue.d --root "$work" --jobs 16 --quiet
+    fresh; measure "${names[0]}" "$out" curl -s --parallel --parallel-max 16 -K "$cfg"
+    fresh; measure "${names[1]}" "$out" sh -c "curl -s --parallel --parallel-max 16 -K '$cfg' && sync"
+    fresh; measure "${names[2]}" "$out" aria2c -q -i "$list" -j16 --file-allocation=none -d "$out"
+    fresh; mkdir -p "$out/queue/queue.d"
+    sed 's|$| out|' "$list" > "$out/queue/queue.d/small.urls"
+    measure "${names[3]}" "$out/queue" "$transferd" run queue.d --root "$out" --jobs 16 --quiet
     echo "bench: round $((r + 1)) of $runs done" >&2
 done
 

@@ -3,6 +3,31 @@ import Foundation
 import XCTest
 
 final class HTTPParsingTests: XCTestCase {
+    func testHeaderLinesAreSplitAndTrimmedByByte() {
+        XCTAssertEqual(HTTPHeaders.parseLine("Content-Length:  262144 \r\n")?.0, "Content-Length")
+        XCTAssertEqual(HTTPHeaders.parseLine("Content-Length:  262144 \r\n")?.1, "262144")
+        XCTAssertEqual(HTTPHeaders.parseLine("ETag:\t\"a:b\"\r\n")?.1, "\"a:b\"")
+        XCTAssertEqual(HTTPHeaders.parseLine("X-Name: caf\u{E9} \u{1F600}\r\n")?.1, "caf\u{E9} \u{1F600}")
+        XCTAssertEqual(HTTPHeaders.parseLine("X-Empty:\r\n")?.1, "")
+        XCTAssertNil(HTTPHeaders.parseLine(": no name"))
+        XCTAssertNil(HTTPHeaders.parseLine("no colon"))
+        XCTAssertNil(HTTPHeaders.parseLine("Bad Name: x"))
+        XCTAssertEqual(HTTPHeaders.trimmed(Substring(" \t x y \r\n")), "x y")
+        XCTAssertEqual(HTTPHeaders.trimmed(Substring(" \r\n")), "")
+        let raw = Array("HTTP/1.1 200 OK\r\n".utf8)
+        XCTAssertEqual(raw.withUnsafeBytes { HTTPHeaders.trimmed($0) }, "HTTP/1.1 200 OK")
+        XCTAssertEqual([UInt8]().withUnsafeBytes { HTTPHeaders.trimmed($0) }, "")
+        // Bytes that are not UTF-8 are repaired, never trusted as text.
+        XCTAssertEqual(([0x20, 0xFF, 0x41, 0x0D, 0x0A] as [UInt8]).withUnsafeBytes { HTTPHeaders.trimmed($0) }, "\u{FFFD}A")
+    }
+
+    func testDisplayNameIsTheLastPathComponent() {
+        for (path, last) in [("a/b/c.bin", "c.bin"), ("a/b/", "b"), ("/", "/"), ("//", "/"), ("c.bin", "c.bin"), ("/x//y//", "y"),
+                             ("dir/\u{E9}t\u{E9}.txt", "\u{E9}t\u{E9}.txt"), ("a//b", "b"), ("", "")] {
+            XCTAssertEqual(JobSpec.lastComponent(path), last, path)
+        }
+    }
+
     func testContentRange() {
         XCTAssertEqual(ContentRange(header: "bytes 0-99/1000"), ContentRange(first: 0, last: 99, completeLength: 1000))
         XCTAssertEqual(ContentRange(header: "bytes 5-5/*"), ContentRange(first: 5, last: 5, completeLength: nil))

@@ -141,4 +141,20 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(PathNormalization.normalize("/a/./b//c/../d"), "/a/b/d")
         XCTAssertEqual(PathNormalization.normalize("/../x"), "/x")
     }
+
+    /// The fast path (a path already normal is returned as it is) agrees with resolving
+    /// segment by segment, on hand-picked paths and on random ones over a small alphabet.
+    func testAlreadyNormalPathsAreRecognisedExactly() {
+        var paths = ["/", "//", "/a", "/a/", "/a//b", "/.", "/..", "/...", "/a/.", "/a/..", "/.a", "/a.", "/..a", "/a/.../b",
+                     "a/b", "", "/a/b/c.part", "/\u{301}/..", "/x/\u{E9}.bin"]
+        let alphabet: [Character] = ["/", ".", "a", "\u{E9}"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5000 {
+            paths.append(String((0..<Int.random(in: 0...8, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }))
+        }
+        for path in paths {
+            XCTAssertEqual(PathNormalization.isNormal(path), PathNormalization.resolved(path) == path, path)
+            XCTAssertEqual(PathNormalization.normalize(path), PathNormalization.resolved(path), path)
+        }
+    }
 }

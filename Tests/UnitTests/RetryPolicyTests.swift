@@ -1,5 +1,5 @@
 import Foundation
-import TransferCore
+@testable import TransferCore
 import XCTest
 
 final class RetryPolicyTests: XCTestCase {
@@ -78,5 +78,39 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), Date(timeIntervalSince1970: 784_111_777))
         XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), Date(timeIntervalSince1970: 784_111_777))
         XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)), "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+
+    /// The byte-by-byte IMF-fixdate reader agrees with timegm (the general parser) on every
+    /// date it takes, leap days, month ends and years far from 1970 included.
+    func testExactIMFFixdateMatchesTimegm() {
+        func viaTimegm(_ year: Int, _ month: Int, _ day: Int, _ hour: Int, _ minute: Int, _ second: Int) -> Int64 {
+            var fields = tm()
+            fields.tm_year = Int32(year - 1900)
+            fields.tm_mon = Int32(month)
+            fields.tm_mday = Int32(day)
+            fields.tm_hour = Int32(hour)
+            fields.tm_min = Int32(minute)
+            fields.tm_sec = Int32(second)
+            return Int64(timegm(&fields))
+        }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        var generator = SystemRandomNumberGenerator()
+        var cases: [(Int, Int, Int, Int, Int, Int)] = [(1970, 0, 1, 0, 0, 0), (2000, 1, 29, 23, 59, 60), (1900, 1, 29, 0, 0, 0),
+                                                       (2024, 1, 29, 12, 0, 0), (1969, 11, 31, 23, 59, 59), (9999, 11, 31, 23, 59, 59),
+                                                       (0, 0, 1, 0, 0, 0), (2026, 3, 31, 1, 2, 3)]
+        for _ in 0..<2000 {
+            cases.append((Int.random(in: 0...9999, using: &generator), Int.random(in: 0...11, using: &generator),
+                          Int.random(in: 1...31, using: &generator), Int.random(in: 0...23, using: &generator),
+                          Int.random(in: 0...59, using: &generator), Int.random(in: 0...60, using: &generator)))
+        }
+        for (year, month, day, hour, minute, second) in cases {
+            let text = String(format: "Mon, %02d %@ %04d %02d:%02d:%02d GMT", day, months[month], year, hour, minute, second)
+            XCTAssertEqual(HTTPDate.exactIMFFixdate(Array(text.utf8)), viaTimegm(year, month, day, hour, minute, second), text)
+        }
+        for bad in ["Mon, 6 Nov 1994 08:49:37 GMT", "Mon, 06 Nov 1994 08:49:37 UTC", "Mon, 06 Foo 1994 08:49:37 GMT",
+                    "Mon, 32 Nov 1994 08:49:37 GMT", "Mon, 06 Nov 1994 24:49:37 GMT", "Mon, 06 Nov 19x4 08:49:37 GMT",
+                    "Mon, 00 Nov 1994 08:49:37 GMT", "Mon, 06 Nov 1994 08:60:37 GMT", "Mon, 06 Nov 1994 08:49:61 GMT"] {
+            XCTAssertNil(HTTPDate.exactIMFFixdate(Array(bad.utf8)), bad)
+        }
     }
 }

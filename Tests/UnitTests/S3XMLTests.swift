@@ -44,6 +44,24 @@ final class S3XMLTests: XCTestCase {
         XCTAssertEqual(parts.map { $0.value("Size") }, ["5242880", "1"])
     }
 
+    func testByteSearchTrimAndUnquote() {
+        let data = Data("ab<?x?>cd<?".utf8)
+        XCTAssertEqual(S3XMLElement.find(Array("<?".utf8), in: data[...]), 2)
+        XCTAssertEqual(S3XMLElement.find(Array("<?".utf8), in: data[3...]), 9, "indices are the data's own")
+        XCTAssertNil(S3XMLElement.find(Array("<!DOCTYPE".utf8), in: data[...]))
+        XCTAssertNil(S3XMLElement.find(Array("cd<?x".utf8), in: data[7...]), "a needle running past the end is not found")
+        XCTAssertNil(S3XMLElement.find(Array("x".utf8), in: Data()[...]))
+        let tail = Data("0123456789".utf8)[4...]
+        XCTAssertEqual(S3XMLElement.find(Array("89".utf8), in: tail), 8)
+        XCTAssertEqual(S3XMLElement.find(Array("45".utf8), in: tail), 4)
+        for (text, trimmed) in [(" \n\t x y \r\n", "x y"), ("x", "x"), ("", ""), ("  ", ""), ("\u{A0}x\u{A0}", "\u{A0}x\u{A0}")] {
+            XCTAssertEqual(S3XMLElement.trimmed(text), trimmed, text)
+        }
+        for (text, bare) in [("\"abc\"", "abc"), ("abc", "abc"), ("\"\"", ""), ("\"\"a-1\"\"", "a-1"), ("", "")] {
+            XCTAssertEqual(S3ListPage.unquoted(text), bare, text)
+        }
+    }
+
     func testErrorDocumentsAndNonXML() {
         let error = S3ErrorDocument("<Error><Code>SlowDown</Code><Message>Reduce your request rate &amp; retry.</Message></Error>")
         XCTAssertEqual(error, S3ErrorDocument("<?xml version=\"1.0\"?>\n<Error>\n<Code>SlowDown</Code><Message>Reduce your request rate &amp; retry.</Message>\n</Error>"))

@@ -43,6 +43,32 @@ final class SigV4SignerTests: XCTestCase {
         XCTAssertFalse(String(describing: signer.credentials).contains("wJalr"), "the secret never prints")
     }
 
+    func testTimestampAndHeaderValueFolding() {
+        XCTAssertEqual(SigV4Signer.timestamp(Date(timeIntervalSince1970: 0)), "19700101T000000Z")
+        XCTAssertEqual(SigV4Signer.timestamp(Date(timeIntervalSince1970: 1_440_938_160)), "20150830T123600Z")
+        XCTAssertEqual(SigV4Signer.timestamp(Date(timeIntervalSince1970: 4_102_444_799)), "20991231T235959Z")
+        for (value, folded) in [("a b", "a b"), ("  a   b  ", "a b"), ("a\tb", "a b"), ("", ""), (" ", ""), ("x", "x"),
+                                ("a \t b", "a b"), ("bytes=0-99", "bytes=0-99"), ("\ta", "a"), ("a ", "a")] {
+            XCTAssertEqual(SigV4Signer.collapsedSpaces(value), folded, value)
+        }
+    }
+
+    /// The day's signing key is kept; another day, region or secret gets its own.
+    func testSigningKeyFollowsItsScope() {
+        func key(_ secret: String, _ day: String, _ region: String) -> [UInt8] {
+            SigV4Signer(credentials: AWSCredentials(accessKeyID: "AKID", secretAccessKey: secret), region: region).signingKey(day: day)
+        }
+        func derived(_ secret: String, _ day: String, _ region: String) -> [UInt8] {
+            var key = HMACSHA256.mac(key: Array("AWS4\(secret)".utf8), message: day)
+            for part in [region, "s3", "aws4_request"] { key = HMACSHA256.mac(key: key, message: part) }
+            return key
+        }
+        for (secret, day, region) in [("s1", "20261203", "us-east-1"), ("s1", "20261203", "us-east-1"), ("s2", "20261203", "us-east-1"),
+                                      ("s2", "20261204", "us-east-1"), ("s2", "20261204", "eu-west-1"), ("s1", "20261203", "us-east-1")] {
+            XCTAssertEqual(key(secret, day, region), derived(secret, day, region), "\(secret) \(day) \(region)")
+        }
+    }
+
     func testQueryEncodingAndSessionToken() {
         let signer = SigV4Signer(credentials: AWSCredentials(accessKeyID: "AK", secretAccessKey: "SK", sessionToken: "TOKEN"),
                                  region: "eu-west-1")

@@ -262,9 +262,19 @@ extension RunProgress {
 extension JobSpec {
     /// A short name for the screen: the file the job writes or reads.
     public var displayName: String {
-        if let destination, !destination.isEmpty { return (destination as NSString).lastPathComponent }
-        if let source, !source.isEmpty { return (source as NSString).lastPathComponent }
-        if kind == .form, let file = files?.first { return (file.path as NSString).lastPathComponent }
+        if let destination, !destination.isEmpty { return Self.lastComponent(destination) }
+        if let source, !source.isEmpty { return Self.lastComponent(source) }
+        if kind == .form, let file = files?.first { return Self.lastComponent(file.path) }
         return URL(string: url)?.lastPathComponent ?? url
+    }
+
+    /// What NSString's `lastPathComponent` gives ("a/b/" is "b", "/" is "/"), without
+    /// bridging: this runs as every job starts.
+    static func lastComponent(_ path: String) -> String {
+        let bytes = path.utf8
+        guard let end = bytes.lastIndex(where: { $0 != UInt8(ascii: "/") }) else { return path.isEmpty ? "" : "/" }
+        let head = bytes[...end]
+        let start = head.lastIndex(of: UInt8(ascii: "/")).map { bytes.index(after: $0) } ?? bytes.startIndex
+        return String(decoding: bytes[start...end], as: UTF8.self)
     }
 }

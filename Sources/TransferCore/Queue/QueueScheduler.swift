@@ -159,11 +159,14 @@ struct QueueScheduler: Sendable {
     /// The job already writing `destination` (or its partial file), if any: a claimed
     /// download for it waits its turn instead of sharing the partial file.
     func writer(of destination: String) -> String? {
-        var writers = renaming
-        for (id, slot) in running { if let path = slot.destination { writers[path] = id } }
         // A job's files are DEST and DEST.part: either may be another job's destination.
-        if let holder = writers[destination] ?? writers[destination + ".part"] { return holder }
-        return destination.hasSuffix(".part") ? writers[String(destination.dropLast(5))] : nil
+        let part = destination + ".part"
+        let whole = destination.hasSuffix(".part") ? String(destination.dropLast(5)) : nil
+        // Looked up in place (no merged copy of both tables: this runs for every claimed job).
+        func holder(of path: String) -> String? {
+            running.first { $0.value.destination == path }?.key ?? renaming[path]
+        }
+        return holder(of: destination) ?? holder(of: part) ?? whole.flatMap(holder(of:))
     }
 
     mutating func started(_ id: String, _ slot: Slot) { running[id] = slot }

@@ -31,7 +31,7 @@ public struct JSONObject: Sendable {
     /// `indent` is nil for one line, else the newline and indentation of the current level.
     static func write(_ value: Value, to text: inout String, indent: String?) {
         switch value {
-        case .string(let string): text += quoted(string)
+        case .string(let string): appendQuoted(string, to: &text)
         case .int(let number): text += String(number)
         case .number(let number): text += number.isFinite ? String(number) : "null"
         case .bool(let flag): text += flag ? "true" : "false"
@@ -43,7 +43,8 @@ public struct JSONObject: Sendable {
         case .object(let object):
             writeList(object.fields.count, open: "{", close: "}", to: &text, indent: indent) { index, text, inner in
                 let (key, value) = object.fields[index]
-                text += quoted(key) + (indent == nil ? ":" : ": ")
+                appendQuoted(key, to: &text)
+                text += indent == nil ? ":" : ": "
                 write(value, to: &text, indent: inner)
             }
         }
@@ -72,11 +73,21 @@ public struct JSONObject: Sendable {
     }
 
     public static func quoted(_ string: String) -> String {
+        var text = ""
+        appendQuoted(string, to: &text)
+        return text
+    }
+
+    /// `string` as a JSON string, appended to `text` (no temporaries: result files hold a line per job).
+    static func appendQuoted(_ string: String, to text: inout String) {
         // Most strings (URLs, paths, ids) need no escape: copied whole.
         if !string.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
-            return "\"" + string + "\""
+            text += "\""
+            text += string
+            text += "\""
+            return
         }
-        var text = "\""
+        text += "\""
         for scalar in string.unicodeScalars {
             switch scalar {
             case "\"": text += "\\\""
@@ -88,7 +99,7 @@ public struct JSONObject: Sendable {
             default: text.unicodeScalars.append(scalar)
             }
         }
-        return text + "\""
+        text += "\""
     }
 
     /// RFC 3339 UTC with milliseconds: `2026-11-29T17:30:00.125Z`.

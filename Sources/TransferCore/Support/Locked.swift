@@ -1,19 +1,56 @@
 import Foundation
 
 /// A value guarded by a lock, for state shared between transport threads and tasks.
-// @unchecked: the value is read and written only while `lock` is held.
+///
+/// The lock is a bare `pthread_mutex_t`: on Linux an `NSLock` allocates a mutex,
+/// a condition and a second mutex besides itself, and a download makes several
+/// of these per job.
+// @unchecked: the value is read and written only while `mutex` is held.
 public final class Locked<Value>: @unchecked Sendable {
     private var value: Value
-    private let lock = NSLock()
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    public init(_ value: Value) { self.value = value }
+    public init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
 
     @discardableResult
     public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 
     public var current: Value { withLock { $0 } }
+}
+
+/// A lock without a value (`lock`/`unlock`, as `NSLock`), one allocation cheaper
+/// than `NSLock` for the locks made per download.
+// @unchecked: the mutex is only used through pthread calls, which synchronise.
+final class PlainLock: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
 }

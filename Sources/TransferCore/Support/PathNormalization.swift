@@ -7,6 +7,12 @@
 /// a Character-wise split would hide a `..` segment the kernel still follows.
 enum PathNormalization {
     static func normalize(_ path: String) -> String {
+        // Most paths are already normal (every job's, on every start): one byte scan, no copies.
+        isNormal(path) ? path : resolved(path)
+    }
+
+    /// `.`, `..` and empty segments resolved, segment by segment.
+    static func resolved(_ path: String) -> String {
         var parts: [String] = []
         for component in components(path) {
             switch component {
@@ -16,6 +22,27 @@ enum PathNormalization {
             }
         }
         return "/" + parts.joined(separator: "/")
+    }
+
+    /// Whether `normalize` would return `path` unchanged: absolute, no empty segment
+    /// (`//`, a trailing `/`), no `.` or `..` segment.
+    static func isNormal(_ path: String) -> Bool {
+        let bytes = path.utf8
+        guard bytes.first == UInt8(ascii: "/") else { return false }
+        if bytes.count == 1 { return true }
+        var segmentLength = 0
+        var dots = 0
+        for byte in bytes.dropFirst() {
+            if byte == UInt8(ascii: "/") {
+                if segmentLength == 0 || segmentLength == dots && dots <= 2 { return false }
+                segmentLength = 0
+                dots = 0
+            } else {
+                segmentLength += 1
+                if byte == UInt8(ascii: ".") { dots += 1 }
+            }
+        }
+        return segmentLength > 0 && !(segmentLength == dots && dots <= 2)
     }
 
     /// The segments between `/` bytes (empty ones left out unless asked for).

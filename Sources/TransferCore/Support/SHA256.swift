@@ -5,9 +5,13 @@ import Foundation
 public struct SHA256Hasher: ~Copyable {
     private let context: OpaquePointer
 
+    /// SHA-256 fetched from the provider once: with OpenSSL 3 every `EVP_sha256()` init
+    /// looks the algorithm up again (a locked property query), for every hasher made.
+    private static let algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
     public init() {
         context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        EVP_DigestInit_ex(context, Self.algorithm ?? EVP_sha256(), nil)
     }
 
     deinit { EVP_MD_CTX_free(context) }
@@ -23,10 +27,19 @@ public struct SHA256Hasher: ~Copyable {
 
     /// The digest as lowercase hex.
     public consuming func finalizeHex() -> String {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &length)
-        return digest.prefix(Int(length)).hexString
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE)) { digest in
+            var length: UInt32 = 0
+            EVP_DigestFinal_ex(context, digest.baseAddress, &length)
+            return UnsafeBufferPointer(rebasing: digest[0..<Int(length)]).hexString
+        }
+    }
+
+    /// The digest of a string's UTF-8 bytes, as lowercase hex (no copy into `Data` first).
+    public static func hex(of text: String) -> String {
+        var hasher = SHA256Hasher()
+        var text = text
+        text.withUTF8 { hasher.update(UnsafeRawBufferPointer($0)) }
+        return hasher.finalizeHex()
     }
 
     /// Hashes `data` in one call.

@@ -109,18 +109,30 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     /// Parses one raw header line (`Name: value`), as received from a server.
     /// Returns nil for status lines, blank lines and malformed lines.
     static func parseLine(_ line: String) -> (String, String)? {
-        guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return nil }
-        let name = trimmed(line[..<colon])
-        let value = trimmed(line[line.index(after: colon)...])
+        // By UTF-8 bytes, not Characters: this runs for every header line of every response.
+        let bytes = line.utf8
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon != bytes.startIndex else { return nil }
+        let name = trimmed(Substring(bytes[..<colon]))
+        let value = trimmed(Substring(bytes[bytes.index(after: colon)...]))
         guard !name.isEmpty, !name.utf8.contains(UInt8(ascii: " ")) else { return nil }
         return (name, value)
     }
 
-    /// Strips ASCII spaces, tabs and line ends (cheaper than Foundation's character sets).
+    /// A raw header line as libcurl hands it over, without its line end and edge spaces.
+    static func trimmed(_ raw: UnsafeRawBufferPointer) -> String {
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        guard let first = raw.firstIndex(where: { !isSpace($0) }),
+              let last = raw.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: raw[first...last]), as: UTF8.self)
+    }
+
+    /// Strips ASCII spaces, tabs and line ends (by byte: cheaper than Foundation's
+    /// character sets and than walking Characters).
     static func trimmed(_ text: Substring) -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" || $0 == "\r\n" }
-        guard let first = text.firstIndex(where: { !isSpace($0) }),
-              let last = text.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(text[first...last])
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        let bytes = text.utf8
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }),
+              let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 }

@@ -32,13 +32,17 @@ public final class DownloadEngine: @unchecked Sendable {
 
     public func run() async throws -> DownloadResult {
         let started = Date()
-        try transport.checkSupports(makeRequest(headers: options.headers))
-        if let finished = try finishedEarlier() {
+        // Unsigned: the check is of the job's own headers and the capabilities asked for (each
+        // transport checks every signed request it sends as well); a signature here was wasted.
+        try transport.checkSupports(makeRequest(headers: options.headers, signed: false))
+        // Read once: nothing below changes it before the partial file is opened.
+        let saved = try? store.load()
+        if let finished = try finishedEarlier(saved) {
             return DownloadResult(path: options.destination, size: finished, sha256: nil, bytesFetched: 0,
                                   resumedFrom: finished, skipped: false, completedPartPath: nil, restarts: 0, segments: 0,
                                   elapsed: Date().timeIntervalSince(started))
         }
-        if FileManager.default.fileExists(atPath: options.destination) {
+        if Self.exists(options.destination) {
             switch options.overwrite {
             case .refuse:
                 throw DownloadError.destinationExists(path: options.destination)
@@ -54,7 +58,7 @@ public final class DownloadEngine: @unchecked Sendable {
             }
         }
 
-        let state = try openPartialFile()
+        let state = try openPartialFile(saved)
         defer {
             state.drainWriters()
             close(state.fd)
@@ -96,11 +100,11 @@ public final class DownloadEngine: @unchecked Sendable {
     // MARK: Start
 
     /// Opens `NAME.part`, resuming from the checkpoint when it describes this URL.
-    private func openPartialFile() throws -> DownloadState {
+    private func openPartialFile(_ saved: DownloadCheckpoint?) throws -> DownloadState {
         let part = options.partPath
-        var checkpoint = (try? store.load())?.trusted(inBoot: BootID.current)
+        var checkpoint = saved?.trusted(inBoot: BootID.current)
         if let existing = checkpoint,
-           existing.url != options.url.absoluteString || !FileManager.default.fileExists(atPath: part) {
+           existing.url != options.url.absoluteString || !Self.exists(part) {
             checkpoint = nil
         }
         var startsOver = false
@@ -143,13 +147,19 @@ public final class DownloadEngine: @unchecked Sendable {
         return state
     }
 
+    /// Whether `path` names something, following links (as FileManager's `fileExists` does, without its bridging).
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
     /// A previous run finished this download but stopped between renaming the
     /// file into place and forgetting its checkpoint: the checkpoint says
     /// complete, the partial file is gone and the destination has the size.
-    private func finishedEarlier() throws -> Int64? {
-        guard let checkpoint = try? store.load(), checkpoint.url == options.url.absoluteString,
+    private func finishedEarlier(_ saved: DownloadCheckpoint?) throws -> Int64? {
+        guard let checkpoint = saved, checkpoint.url == options.url.absoluteString,
               checkpoint.plan.isComplete, let total = checkpoint.plan.totalSize,
-              !FileManager.default.fileExists(atPath: options.partPath),
+              !Self.exists(options.partPath),
               let size = (try? FileManager.default.attributesOfItem(atPath: options.destination))?[.size] as? NSNumber,
               size.int64Value == total else { return nil }
         try? store.remove()
@@ -199,10 +209,10 @@ public final class DownloadEngine: @unchecked Sendable {
         return try await transport.execute(makeRequest(method: method, headers: headers), sink: Discard()).head
     }
 
-    func makeRequest(method: String = "GET", headers: HTTPHeaders) -> TransferRequest {
+    func makeRequest(method: String = "GET", headers: HTTPHeaders, signed: Bool = true) -> TransferRequest {
         let perConnectionRate = options.maxRate.map { max(1, $0 / Int64(options.connections)) }
         // Signed per request (S3): a signature is only good for minutes, and Range/If-Range change.
-        let sent = options.signer.map { $0(method, options.url, headers) } ?? headers
+        let sent = signed ? options.signer.map { $0(method, options.url, headers) } ?? headers : headers
         return TransferRequest(method: method, url: options.url, headers: sent,
                                connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
                                maxRedirects: options.maxRedirects, tls: options.tls,

@@ -53,7 +53,7 @@ final class DownloadSink: ResponseSink {
     /// and its completion already orders them; the lock states it where
     /// ThreadSanitizer can see it (it reported the Swift continuation handoff
     /// as a race once) and costs an uncontended lock per callback.
-    private let handoff = NSLock()
+    private let handoff = PlainLock()
 
     func receive(head: ResponseHead) throws {
         handoff.lock()
@@ -176,8 +176,10 @@ final class DownloadSink: ResponseSink {
             remaining = UnsafeRawBufferPointer(rebasing: remaining.prefix(Int(max(0, limit))))
             satisfied = true
         }
-        // A large piece with nothing buffered goes straight to the file: no copy.
-        if buffered == 0 && remaining.count >= Self.directWriteMinimum {
+        // A large piece goes straight to the file, after what is buffered: no copy. (Copied in
+        // behind a small first piece, every 256 KiB file of a queue was moved in memory once.)
+        if remaining.count >= Self.directWriteMinimum {
+            try flushLocked()
             try writeOut(remaining)
             remaining = UnsafeRawBufferPointer(start: nil, count: 0)
         }

@@ -56,10 +56,10 @@ final class DownloadState: @unchecked Sendable {
     private let fields: Locked<Fields>
     /// Held while a checkpoint is taken and saved, and while the file is started over
     /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
-    let persistLock = NSLock()
+    let persistLock = PlainLock()
     /// Held while the file's `WrittenOffsets` record is snapshotted and written, and while the file
     /// is started over, so a record of the old file never lands on the new one. Taken after `persistLock`.
-    private let writtenLock = NSLock()
+    private let writtenLock = PlainLock()
 
     init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil) {
         self.limiter = limiter

@@ -30,7 +30,7 @@ struct RecordedValidators: Equatable {
         self.source = source
     }
 
-    static func digest(of url: URL) -> String { String(SHA256Hasher.hex(of: Data(url.absoluteString.utf8)).prefix(32)) }
+    static func digest(of url: URL) -> String { String(SHA256Hasher.hex(of: url.absoluteString).prefix(32)) }
 
     init?(encoded text: String) {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

@@ -200,6 +200,7 @@ public enum HTTPDate {
     /// The one format servers send today (`Sun, 06 Nov 1994 08:49:37 GMT`), parsed
     /// without a formatter: it is on the path of every download.
     static func parseIMFFixdate(_ text: String) -> Date? {
+        if let seconds = exactIMFFixdate(Array(text.utf8)) { return Date(timeIntervalSince1970: TimeInterval(seconds)) }
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
               let day = Int(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]) else {
@@ -219,6 +220,36 @@ public enum HTTPDate {
         fields.tm_min = Int32(minute)
         fields.tm_sec = Int32(second)
         return Date(timeIntervalSince1970: TimeInterval(timegm(&fields)))
+    }
+
+    /// Seconds since 1970 for exactly `Sun, 06 Nov 1994 08:49:37 GMT` (29 bytes, two-digit
+    /// day), read byte by byte; anything else is left to the general parser.
+    static func exactIMFFixdate(_ b: [UInt8]) -> Int64? {
+        guard b.count == 29, b[3] == UInt8(ascii: ","), b[4] == 0x20, b[7] == 0x20, b[11] == 0x20, b[16] == 0x20,
+              b[19] == UInt8(ascii: ":"), b[22] == UInt8(ascii: ":"), b[25] == 0x20,
+              b[26] == UInt8(ascii: "G"), b[27] == UInt8(ascii: "M"), b[28] == UInt8(ascii: "T") else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for i in range {
+                guard b[i] >= 0x30 && b[i] <= 0x39 else { return nil }
+                value = value * 10 + Int(b[i] - 0x30)
+            }
+            return value
+        }
+        let monthName = String(decoding: b[8..<11], as: UTF8.self)
+        guard let day = number(5..<7), let year = number(12..<16), let hour = number(17..<19),
+              let minute = number(20..<22), let second = number(23..<25),
+              let month = months.firstIndex(of: monthName),
+              (1...31).contains(day), hour <= 23, minute <= 59, second <= 60 else { return nil }
+        // Days from 1970-01-01 to the civil date (proleptic Gregorian), as timegm counts them.
+        let y = month < 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let m = month + 1
+        let dayOfYear = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
     }
 
     public static func format(_ date: Date) -> String {

@@ -44,7 +44,7 @@ public struct S3ListPage: Sendable, Equatable {
                 throw S3Error.verification("ListObjectsV2 listed a key that is not valid percent-encoded UTF-8: "
                                            + HTTPHeaders.visible(rawKey))
             }
-            let etag = (item.value("ETag") ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            let etag = Self.unquoted(item.value("ETag") ?? "")
             objects.append(S3ListedObject(key: key, size: size, etag: etag))
         }
         var next: S3ListCursor?
@@ -58,6 +58,14 @@ public struct S3ListPage: Sendable, Equatable {
             }
         }
         return S3ListPage(objects: objects, next: next)
+    }
+
+    /// An ETag without the double quotes around it (any number of them, at either end).
+    static func unquoted(_ text: String) -> String {
+        let bytes = text.utf8
+        guard let first = bytes.firstIndex(where: { $0 != UInt8(ascii: "\"") }) else { return "" }
+        let last = bytes.lastIndex(where: { $0 != UInt8(ascii: "\"") })!
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 
     /// `a+b%2Bc%C3%A9` → `a b+cé` (form encoding, as S3 writes keys with `encoding-type=url`).

@@ -61,7 +61,7 @@ public struct SigV4Signer: Sendable {
         for field in all {
             let name = field.name.lowercased()
             guard !["authorization", "user-agent", "expect", "content-length", "transfer-encoding"].contains(name) else { continue }
-            let value = field.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
+            let value = Self.collapsedSpaces(field.value)
             if let index = canonical.firstIndex(where: { $0.0 == name }) {
                 canonical[index].1 += "," + value
             } else {
@@ -80,21 +80,74 @@ public struct SigV4Signer: Sendable {
         ].joined(separator: "\n")
         let scope = "\(day)/\(region)/\(service)/aws4_request"
         let stringToSign = ["AWS4-HMAC-SHA256", amzDate, scope,
-                            SHA256Hasher.hex(of: Data(canonicalRequest.utf8))].joined(separator: "\n")
-        var key = HMACSHA256.mac(key: Array("AWS4\(credentials.secretAccessKey)".utf8), message: day)
-        for part in [region, service, "aws4_request"] { key = HMACSHA256.mac(key: key, message: part) }
-        let signature = HMACSHA256.mac(key: key, message: stringToSign).hexString
+                            SHA256Hasher.hex(of: canonicalRequest)].joined(separator: "\n")
+        let signature = HMACSHA256.mac(key: signingKey(day: day), message: stringToSign).hexString
         all.set("Authorization",
                 "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)")
         return Signature(canonicalRequest: canonicalRequest, stringToSign: stringToSign, signature: signature, headers: all)
     }
 
+    /// The key of one day's scope: four HMACs, the same for every request of the day
+    /// (kept, as AWS's SDKs keep it, for the last scope signed).
+    func signingKey(day: String) -> [UInt8] {
+        let scope = SigningKeyScope(secret: credentials.secretAccessKey, day: day, region: region, service: service)
+        if let cached = Self.lastSigningKey.withLock({ $0 }), cached.scope == scope { return cached.key }
+        var key = HMACSHA256.mac(key: Array("AWS4\(credentials.secretAccessKey)".utf8), message: day)
+        for part in [region, service, "aws4_request"] { key = HMACSHA256.mac(key: key, message: part) }
+        Self.lastSigningKey.withLock { $0 = (scope, key) }
+        return key
+    }
+
+    struct SigningKeyScope: Equatable {
+        var secret: String
+        var day: String
+        var region: String
+        var service: String
+    }
+
+    /// In memory only, like the secret it comes from.
+    private static let lastSigningKey = Locked<(scope: SigningKeyScope, key: [UInt8])?>(nil)
+
+    /// A header value with its runs of spaces and tabs made one space and its ends trimmed,
+    /// as SigV4's canonical form wants (copied only when it changes).
+    static func collapsedSpaces(_ value: String) -> String {
+        var previousSpace = true  // a leading space is dropped
+        var clean = true
+        for byte in value.utf8 {
+            let space = byte == 0x20 || byte == 0x09
+            if space && (previousSpace || byte == 0x09) { clean = false; break }
+            previousSpace = space
+        }
+        if clean && !previousSpace { return value }
+        return value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
+    }
+
+    /// `YYYYMMDDTHHMMSSZ` in UTC (by hand: `String(format:)` was a third of signing's time).
     static func timestamp(_ date: Date) -> String {
         var time = time_t(date.timeIntervalSince1970)
         var fields = tm()
         gmtime_r(&time, &fields)
-        return String(format: "%04d%02d%02dT%02d%02d%02dZ", fields.tm_year + 1900, fields.tm_mon + 1, fields.tm_mday,
-                      fields.tm_hour, fields.tm_min, fields.tm_sec)
+        var text: [UInt8] = []
+        text.reserveCapacity(16)
+        func digits(_ value: Int32, _ count: Int) {
+            var divisor: Int32 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            for _ in 0..<count {
+                text.append(UInt8(ascii: "0") + UInt8((rest / divisor) % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(fields.tm_year + 1900, 4)
+        digits(fields.tm_mon + 1, 2)
+        digits(fields.tm_mday, 2)
+        text.append(UInt8(ascii: "T"))
+        digits(fields.tm_hour, 2)
+        digits(fields.tm_min, 2)
+        digits(fields.tm_sec, 2)
+        text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 
     static func hostHeader(_ url: URL) -> String {
@@ -129,17 +182,30 @@ public struct SigV4Signer: Sendable {
 
 /// RFC 3986 percent-encoding as AWS wants it: everything but A–Z a–z 0–9 - _ . ~
 public enum AWSEncoding {
-    static let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~".utf8)
+    static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
 
+    /// By bytes into one buffer (every key of every request passes here).
     public static func encode(_ text: String, keepSlash: Bool = false) -> String {
-        var result = ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var result: [UInt8] = []
+        result.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
-            if unreserved.contains(byte) || (keepSlash && byte == UInt8(ascii: "/")) {
-                result.append(Character(UnicodeScalar(byte)))
+            if isUnreserved(byte) || (keepSlash && byte == UInt8(ascii: "/")) {
+                result.append(byte)
             } else {
-                result += String(format: "%%%02X", byte)
+                result.append(UInt8(ascii: "%"))
+                result.append(hex[Int(byte >> 4)])
+                result.append(hex[Int(byte & 0x0F)])
             }
         }
-        return result
+        return String(decoding: result, as: UTF8.self)
     }
 }

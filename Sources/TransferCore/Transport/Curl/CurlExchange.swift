@@ -151,7 +151,7 @@ final class CurlExchange {
     // MARK: Callbacks (loop thread)
 
     func handleHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
-        let line = HTTPHeaders.trimmed(Substring(String(decoding: bytes, as: UTF8.self)))
+        let line = HTTPHeaders.trimmed(bytes)
         if line.hasPrefix("HTTP/") {
             headerLines = []
         } else if !line.isEmpty {
