@@ -137,10 +137,9 @@ final class GetCommandTests: XCTestCase {
     private func keptAfterKill(_ checkpoint: DownloadCheckpoint, part: String) -> Int64 {
         let trusted = checkpoint.trusted(inBoot: BootID.current)
         let fd = open(part, O_RDONLY)
+        guard fd >= 0 else { return trusted.plan.bytesWritten }
         defer { close(fd) }
-        var info = stat()
-        guard fd >= 0, fstat(fd, &info) == 0, let record = WrittenOffsets.read(fd: fd) else { return trusted.plan.bytesWritten }
-        return trusted.extended(by: record, bootID: BootID.current, fileSize: Int64(info.st_size)).plan.bytesWritten
+        return trusted.resumed(onFile: fd, bootID: BootID.current).checkpoint.plan.bytesWritten
     }
 
     /// kill -9 at speed (256 MB/s): the next run re-fetches at most 2 MiB of what the

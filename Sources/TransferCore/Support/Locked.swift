@@ -12,15 +12,11 @@ public final class Locked<Value>: @unchecked Sendable {
 
     public init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        mutex = PthreadMutex.make()
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        PthreadMutex.free(mutex)
     }
 
     @discardableResult
@@ -40,17 +36,29 @@ final class PlainLock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        mutex = PthreadMutex.make()
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        PthreadMutex.free(mutex)
     }
 
     func lock() { pthread_mutex_lock(mutex) }
     func unlock() { pthread_mutex_unlock(mutex) }
+}
+
+/// The one place a bare mutex is made and freed, for `Locked` and `PlainLock`.
+private enum PthreadMutex {
+    static func make() -> UnsafeMutablePointer<pthread_mutex_t> {
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        return mutex
+    }
+
+    static func free(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
 }

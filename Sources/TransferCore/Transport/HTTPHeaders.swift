@@ -119,20 +119,8 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     /// A raw header line as libcurl hands it over, without its line end and edge spaces.
-    static func trimmed(_ raw: UnsafeRawBufferPointer) -> String {
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
-        guard let first = raw.firstIndex(where: { !isSpace($0) }),
-              let last = raw.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: raw[first...last]), as: UTF8.self)
-    }
+    static func trimmed(_ raw: UnsafeRawBufferPointer) -> String { ByteTrim.string(raw) }
 
-    /// Strips ASCII spaces, tabs and line ends (by byte: cheaper than Foundation's
-    /// character sets and than walking Characters).
-    static func trimmed(_ text: Substring) -> String {
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
-        let bytes = text.utf8
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }),
-              let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(decoding: bytes[first...last], as: UTF8.self)
-    }
+    /// Without ASCII spaces, tabs and line ends at either end.
+    static func trimmed(_ text: Substring) -> String { ByteTrim.string(text.utf8) }
 }

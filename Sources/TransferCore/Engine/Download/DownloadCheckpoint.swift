@@ -66,6 +66,16 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
         return result
     }
 
+    /// Where a run resumes on its open partial file `fd`: this checkpoint (already trusted for
+    /// the boot) raised by the file's own record of how far it is written, and whether the file
+    /// had such a record.
+    public func resumed(onFile fd: Int32, bootID current: String?) -> (checkpoint: DownloadCheckpoint, hadRecord: Bool) {
+        guard let record = WrittenOffsets.read(fd: fd) else { return (self, false) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return (self, true) }
+        return (extended(by: record, bootID: current, fileSize: Int64(info.st_size)), true)
+    }
+
     public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
         self.version = Self.currentVersion
         self.url = url

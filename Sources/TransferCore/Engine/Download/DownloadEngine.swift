@@ -120,17 +120,20 @@ public final class DownloadEngine: @unchecked Sendable {
         let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (checkpoint == nil ? O_TRUNC : 0)
         let fd = FileCreation.open(part, flags: flags)
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
-        var record: WrittenOffsets?
-        if checkpoint != nil || startsOver { record = WrittenOffsets.read(fd: fd) }
-        var info = stat()
-        if let resumed = checkpoint, let record, fstat(fd, &info) == 0 {
-            checkpoint = resumed.extended(by: record, bootID: BootID.current, fileSize: Int64(info.st_size))
+        var noteRecord = false
+        if let trusted = checkpoint {
+            let resumed = trusted.resumed(onFile: fd, bootID: BootID.current)
+            checkpoint = resumed.checkpoint
+            // Removed once the file is complete (one of an older incarnation too).
+            if resumed.hadRecord { noteRecord = true }
+        } else if startsOver {
+            // Truncated: whatever the file recorded of how far it was written is void.
+            WrittenOffsets.remove(fd: fd)
         }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
-        // A record found is removed once the file is complete (one of an older incarnation too).
-        if record != nil { state.noteWrittenRecordFound() }
+        if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
         if let every = options.writtenRecordBytes {
             state.writtenRecordEvery = every

@@ -146,10 +146,12 @@ final class DownloadState: @unchecked Sendable {
             fields.sinceCheckpoint += count
             fields.sinceSync += count
             fields.furthest = max(fields.furthest, fields.plan.bytesWritten)
-            fields.sinceWrittenRecord += count
-            if let every = writtenRecordEvery, fields.sinceWrittenRecord >= every {
-                fields.sinceWrittenRecord = 0
-                record = true
+            if let every = writtenRecordEvery {
+                fields.sinceWrittenRecord += count
+                if fields.sinceWrittenRecord >= every {
+                    fields.sinceWrittenRecord = 0
+                    record = true
+                }
             }
             // A finished segment needs no checkpoint of its own: the file is about to be finalised or
             // another checkpoint will carry it.

@@ -61,12 +61,7 @@ public struct S3ListPage: Sendable, Equatable {
     }
 
     /// An ETag without the double quotes around it (any number of them, at either end).
-    static func unquoted(_ text: String) -> String {
-        let bytes = text.utf8
-        guard let first = bytes.firstIndex(where: { $0 != UInt8(ascii: "\"") }) else { return "" }
-        let last = bytes.lastIndex(where: { $0 != UInt8(ascii: "\"") })!
-        return String(decoding: bytes[first...last], as: UTF8.self)
-    }
+    static func unquoted(_ text: String) -> String { ByteTrim.string(text, dropping: { $0 == UInt8(ascii: "\"") }) }
 
     /// `a+b%2Bc%C3%A9` → `a b+cé` (form encoding, as S3 writes keys with `encoding-type=url`).
     static func decodeKey(_ text: String) -> String? {

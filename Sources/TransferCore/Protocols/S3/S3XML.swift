@@ -24,15 +24,8 @@ struct S3XMLElement: Equatable {
     /// The text of the first child named `name`, without surrounding white space.
     func value(_ name: String) -> String? { child(name).map { Self.trimmed($0.text) } }
 
-    /// Without XML's white space (space, tab, CR, LF) at either end; by bytes, no bridging.
-    static func trimmed(_ text: String) -> String {
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
-        let bytes = text.utf8
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return "" }
-        let last = bytes.lastIndex(where: { !isSpace($0) })!
-        if first == bytes.startIndex && bytes.index(after: last) == bytes.endIndex { return text }
-        return String(decoding: bytes[first...last], as: UTF8.self)
-    }
+    /// Without XML's white space (space, tab, CR, LF) at either end.
+    static func trimmed(_ text: String) -> String { ByteTrim.string(text) }
 
     /// Parses a document; nil when it is not well-formed XML. External entities
     /// are never loaded and libxml2's limits on entity expansion apply.
