@@ -34,6 +34,34 @@ final class QueueSchedulerTests: XCTestCase {
         XCTAssertEqual(scheduler.claimSize(now: 2.1), 1, "a slot free for \(QueueScheduler.claimPause) s is claimed alone")
     }
 
+    func testAStoreWithCheapClaimsFillsEveryFreeSlotAtOnce() {
+        var scheduler = QueueScheduler(maxJobs: 8, defaultConnections: 1, maxConnectionsPerHost: 8, claimsInGroups: false)
+        XCTAssertEqual(scheduler.claimSize(now: 0), 8)
+        scheduler.claimed(found: 8, asked: 8, in: scheduler.claimRound(), now: 0)
+        for i in 0..<8 { scheduler.started("\(i)", download("/d/\(i)")) }
+        XCTAssertNil(scheduler.claimSize(now: 1), "no slot free")
+        _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 1, serving: 0)
+        XCTAssertEqual(scheduler.claimSize(now: 1), 1, "one free slot of eight is claimed without waiting")
+        for i in 1..<3 { _ = scheduler.settle("\(i)", outcome: .failed("x"), attempts: 0, sent: 0, now: 1, serving: 0) }
+        XCTAssertEqual(scheduler.claimSize(now: 1), 3, "the slots freed together are claimed together")
+    }
+
+    func testAMailboxHandsOverEverythingWaitingInOrder() async {
+        let mailbox = Mailbox<Int>()
+        for i in 0..<5 { mailbox.yield(i) }
+        let first = await mailbox.next()
+        XCTAssertEqual(first, [0, 1, 2, 3, 4])
+        let reader = Task { await mailbox.next() }
+        try? await Task.sleep(nanoseconds: 20_000_000)
+        mailbox.yield(5)
+        let woken = await reader.value
+        XCTAssertEqual(woken, [5], "a waiting reader is woken by the next message")
+        mailbox.yield(6)
+        mailbox.yield(7)
+        let rest = await mailbox.next()
+        XCTAssertEqual(rest, [6, 7])
+    }
+
     func testAClaimThatFoundNothingWaitsHalfASecondOrAChange() {
         var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
         scheduler.claimed(found: 0, asked: 4, in: scheduler.claimRound(), now: 10)

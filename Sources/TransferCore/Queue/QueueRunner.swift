@@ -99,8 +99,8 @@ public final class QueueRunner: @unchecked Sendable {
     let transports: TransportPool
     let limiter: BandwidthLimiter?
     let results: ResultFiles
-    private let mailbox: AsyncStream<Wake>
-    let post: AsyncStream<Wake>.Continuation
+    /// The loop's mailbox: job tasks, the flusher, the ticker and the watcher post here.
+    let post = Mailbox<Wake>()
     private var active: [String: ActiveJob] = [:]
     /// What the executors of the job kinds take from this run.
     private let context: ExecutionContext
@@ -140,9 +140,8 @@ public final class QueueRunner: @unchecked Sendable {
         self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
         self.results = ResultFiles(layout: layout, store: store)
         self.scheduler = QueueScheduler(maxJobs: options.maxJobs, defaultConnections: options.connections,
-                                        maxConnectionsPerHost: options.maxConnectionsPerHost)
+                                        maxConnectionsPerHost: options.maxConnectionsPerHost, claimsInGroups: store.claimsInGroups)
         self.hooks = HookRunner(store: store, layout: layout, hooks: options.hooks, notifyBaseDelay: options.notifyBaseDelay)
-        (mailbox, post) = AsyncStream<Wake>.makeStream()
         self.context = ExecutionContext(layout: layout, store: store, options: options, transports: transports, limiter: limiter,
                                         environment: ProcessInfo.processInfo.environment, post: post)
     }
@@ -181,44 +180,47 @@ public final class QueueRunner: @unchecked Sendable {
         var stopping = false
         post.yield(.tick)
         do {
-            for await wake in mailbox {
-                switch wake {
-                case .tick:
-                    try renewLeasesIfDue()
-                    try saveProgressAndHonourCancels()
-                    if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
-                    let use = scheduler.hostUse
-                    publishedHostUse.withLock { $0 = use }
-                case .storeChanged:
-                    scheduler.somethingChanged()
-                case .files:
-                    scheduler.somethingChanged()
-                    if !stopping { try ingest() }
-                case .stop:
-                    if !stopping {
-                        stopping = true
-                        summary.interrupted = true
-                        for job in active.values { job.task?.cancel() }
+            reading: while true {
+                for wake in await post.next() {
+                    switch wake {
+                    case .tick:
+                        try renewLeasesIfDue()
+                        try saveProgressAndHonourCancels()
+                        if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
+                        let use = scheduler.hostUse
+                        publishedHostUse.withLock { $0 = use }
+                    case .storeChanged:
+                        scheduler.somethingChanged()
+                    case .files:
+                        scheduler.somethingChanged()
+                        if !stopping { try ingest() }
+                    case .stop:
+                        if !stopping {
+                            stopping = true
+                            summary.interrupted = true
+                            for job in active.values { job.task?.cancel() }
+                        }
+                    case .finished(let id, let outcome):
+                        if let job = active.removeValue(forKey: id) {
+                            // The job holds its task and engine, which hold the job (the task's closure,
+                            // the engine's checkpoint store): without this every finished job stayed in
+                            // memory (15 KiB each; 183 MiB of RSS after 10,000 jobs, by heaptrack the
+                            // tasks' frames, the jobs and their engines).
+                            job.task = nil
+                            job.engine.withLock { $0 = nil }
+                            try record(outcome, for: job, into: &summary)
+                        }
+                    case .event(let event):
+                        onEvent(event)
+                    case .flushed(let batch, let flushed, let error):
+                        flushing = false
+                        flushingBatch = []
+                        scheduler.renamed(Set(batch.map(\.job.record.id)))
+                        if let error { throw error }
+                        recordDone(batch, flushed, into: &summary)
                     }
-                case .finished(let id, let outcome):
-                    if let job = active.removeValue(forKey: id) {
-                        // The job holds its task and engine, which hold the job (the task's closure,
-                        // the engine's checkpoint store): without this every finished job stayed in
-                        // memory (15 KiB each; 183 MiB of RSS after 10,000 jobs, by heaptrack the
-                        // tasks' frames, the jobs and their engines).
-                        job.task = nil
-                        job.engine.withLock { $0 = nil }
-                        try record(outcome, for: job, into: &summary)
-                    }
-                case .event(let event):
-                    onEvent(event)
-                case .flushed(let batch, let flushed, let error):
-                    flushing = false
-                    flushingBatch = []
-                    scheduler.renamed(Set(batch.map(\.job.record.id)))
-                    if let error { throw error }
-                    recordDone(batch, flushed, into: &summary)
                 }
+                // Once for everything read: finished jobs that arrived together make one claim.
                 if !stopping { try fillSlots() }
                 if !pendingDone.isEmpty && !flushing && (active.isEmpty || stopping || Date().timeIntervalSince(lastFlush) >= 0.05) {
                     startFlush()
@@ -226,9 +228,9 @@ public final class QueueRunner: @unchecked Sendable {
                 if active.isEmpty && pendingDone.isEmpty && !flushing {
                     if stopping {
                         if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
-                        break
+                        break reading
                     }
-                    if !options.watch, try store.nextWakeup() == nil { break }
+                    if !options.watch, try store.nextWakeup() == nil { break reading }
                 }
             }
         } catch {

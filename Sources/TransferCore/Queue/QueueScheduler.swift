@@ -41,8 +41,12 @@ struct QueueScheduler: Sendable {
     /// When the longest-free slot became free since the last claim (system uptime).
     private var slotFreeSince: TimeInterval?
 
-    init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int) {
+    /// Whether free slots are gathered into groups before a claim (see `claimSize`).
+    let claimsInGroups: Bool
+
+    init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int, claimsInGroups: Bool = true) {
         self.maxJobs = maxJobs
+        self.claimsInGroups = claimsInGroups
         self.defaultConnections = defaultConnections
         self.hostLimits = HostLimits(maximum: maxConnectionsPerHost)
     }
@@ -55,10 +59,14 @@ struct QueueScheduler: Sendable {
         var room: [String: Int]
     }
 
-    /// How many jobs to ask the store for now; nil: not now. Claims come in groups (half
-    /// the slots, or whatever is free once a slot has waited `claimPause`) rather than one
-    /// job per transaction: each claim costs round trips to a shared store (with many small
-    /// jobs, claims of a quarter of the slots were most of PostgreSQL's work).
+    /// How many jobs to ask the store for now; nil: not now. With `claimsInGroups` (a shared
+    /// store), claims come in groups (half the slots, or whatever is free once a slot has
+    /// waited `claimPause`) rather than one job per transaction: each claim costs round trips
+    /// (with many small jobs, claims of a quarter of the slots were most of PostgreSQL's work).
+    /// A run's own SQLite file claims every free slot at once: waiting for half of them kept
+    /// `--jobs 16` at 12.4 jobs running on average (1,000 × 256 KiB), and every job that waits
+    /// for a free slot against a distant server waits for the slowest of a group. Finished jobs
+    /// that arrive together still make one claim (the run reads its mailbox whole).
     ///
     /// After a claim that came back short, the store had nothing runnable beyond hosts with no
     /// room: the next claim waits until one of those hosts has more room than then (and asks
@@ -78,7 +86,7 @@ struct QueueScheduler: Sendable {
             group = min(maxJobs, short.room.keys.reduce(0) { $0 + hostLimits.limit(for: $1) })
         }
         let waited = slotFreeSince.map { now - $0 >= Self.claimPause } ?? true
-        guard wanted >= max(1, group / 2) || running.isEmpty || waited else { return nil }
+        guard !claimsInGroups || wanted >= max(1, group / 2) || running.isEmpty || waited else { return nil }
         return wanted
     }
 

@@ -173,6 +173,9 @@ public protocol QueueStore: AnyObject, Sendable {
     func renewLeases() throws -> Set<String>
     /// How long a claim holds without renewal (nil: claims never expire, one run per store).
     var leaseSeconds: Double? { get }
+    /// Whether the queue should gather free slots into groups before it claims: true when each
+    /// claim costs round trips to a server (see `QueueScheduler.claimSize`).
+    var claimsInGroups: Bool { get }
     /// The workers sharing the store.
     func workers() throws -> [WorkerInfo]
     /// Records this run's per-host limits that 429s and 503s brought below `maximum` (for `status`).
@@ -207,6 +210,8 @@ extension QueueStore {
     public func abandonedFinishing() throws -> [JobRecord] { try jobs(in: .finishing) }
     public func renewLeases() throws -> Set<String> { [] }
     public var leaseSeconds: Double? { nil }
+    /// A claim in the run's own file costs a fraction of a millisecond: each free slot is filled at once.
+    public var claimsInGroups: Bool { false }
     public func workers() throws -> [WorkerInfo] { [] }
     public func enlist() throws {}
     public func retire() throws {}

@@ -26,6 +26,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// How long a claim holds without a renewal.
     public let lease: Double
     public var leaseSeconds: Double? { lease }
+    /// Each claim is several round trips and an advisory lock: free slots are gathered first.
+    public var claimsInGroups: Bool { true }
     private let connection: PostgresConnection
     private let lock = NSLock()
     /// The jobs this worker holds, with the epoch of its claim.

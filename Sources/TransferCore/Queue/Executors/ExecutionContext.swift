@@ -16,7 +16,7 @@ struct ExecutionContext: Sendable {
     /// Read once: building the environment dictionary is costly.
     let environment: [String: String]
     /// The run loop's mailbox, for events a job reports while it runs.
-    let post: AsyncStream<QueueRunner.Wake>.Continuation
+    let post: Mailbox<QueueRunner.Wake>
 
     /// The executor for a job of this kind.
     func executor(for spec: JobSpec) -> JobExecutor {
