@@ -157,4 +157,25 @@ final class JobFileParserTests: XCTestCase {
             XCTAssertEqual(PathNormalization.normalize(path), PathNormalization.resolved(path), path)
         }
     }
+
+    func testListLinesSplitWhereCharacterNewlinesDo() {
+        let pieces = ["a", "b", "é", "\u{301}", " ", "\n", "\r", "\r\n", "\u{0B}", "\u{0C}", "\u{85}", "\u{2028}", "\u{2029}",
+                      "\u{C2}", "\u{E2}", "\u{2027}", "\u{202A}", "🇸🇪", "\u{200D}", "x\u{301}\n"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            let text = (0..<Int.random(in: 0...12, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            let expected = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).map(String.init)
+            XCTAssertEqual(JobFileParser.lines(text).map(String.init), expected, text.debugDescription)
+        }
+    }
+
+    func testListWordsSplitWhereCharacterSpacesDo() {
+        let pieces = ["a", "é", "\u{301}", " ", "\t", "  ", "x", "\u{1}", "%20", "/"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            let line = Substring((0..<Int.random(in: 0...10, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined())
+            let expected = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            XCTAssertEqual(JobFileParser.words(line), expected, line.debugDescription)
+        }
+    }
 }

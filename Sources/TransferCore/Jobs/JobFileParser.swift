@@ -106,12 +106,11 @@ struct Context {
     // MARK: URL lists
 
     mutating func parseList(_ text: String) {
-        // "\r\n" is one Character, a newline like "\n".
-        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        let lines = JobFileParser.lines(text)
         for (offset, rawLine) in lines.enumerated() {
             let line = rawLine.trimmingSpaces()
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
-            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let parts = JobFileParser.words(line)
             let number = offset + 1
             guard parts.count <= 2 else {
                 fail(number, nil, nil, "line \(number) has \(parts.count) words", fix: "write `URL [DEST_DIR]`")
@@ -449,6 +448,55 @@ struct Context {
             return nil
         }
         return resolveInsideRoot(source, field: "source", job: job, id: id)
+    }
+}
+
+
+extension JobFileParser {
+    /// A list line's words: what spaces and tabs separate. An ASCII line (nearly every one) is
+    /// split by bytes, where a Character is a byte; any other as Characters, since a combining
+    /// mark after a space makes one Character that is not a space. Splitting every line as
+    /// Characters was 12% of the time to ingest 10,000 URLs (perf).
+    static func words(_ line: Substring) -> [String] {
+        let split = line.utf8.withContiguousStorageIfAvailable { bytes -> [String]? in
+            guard !bytes.contains(where: { $0 >= 0x80 }) else { return nil }
+            return bytes.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 }).map { String(decoding: $0, as: UTF8.self) }
+        }
+        return (split ?? nil) ?? line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+    }
+
+    /// The lines of `text`, split where a split on `Character.isNewline` splits them (LF, CR,
+    /// CR LF as one, VT, FF, NEL, LS, PS; none of them joins a grapheme with what is next to it),
+    /// empty lines kept. By UTF-8 bytes: splitting by Character was 17% of the time to ingest a
+    /// list of 10,000 URLs (perf).
+    static func lines(_ text: String) -> [Substring] {
+        let bytes = text.utf8
+        var lines: [Substring] = []
+        var start = bytes.startIndex
+        var index = start
+        func byte(after offset: Int) -> UInt8? {
+            guard let next = bytes.index(index, offsetBy: offset, limitedBy: bytes.endIndex), next < bytes.endIndex else { return nil }
+            return bytes[next]
+        }
+        while index < bytes.endIndex {
+            var width = 0
+            switch bytes[index] {
+            case 0x0A, 0x0B, 0x0C: width = 1
+            case 0x0D: width = byte(after: 1) == 0x0A ? 2 : 1
+            case 0xC2: width = byte(after: 1) == 0x85 ? 2 : 0
+            case 0xE2: width = byte(after: 1) == 0x80 && (byte(after: 2) == 0xA8 || byte(after: 2) == 0xA9) ? 3 : 0
+            default: break
+            }
+            guard width > 0 else {
+                index = bytes.index(after: index)
+                continue
+            }
+            lines.append(Substring(bytes[start..<index]))
+            index = bytes.index(index, offsetBy: width)
+            start = index
+        }
+        lines.append(Substring(bytes[start..<bytes.endIndex]))
+        return lines
     }
 }
 

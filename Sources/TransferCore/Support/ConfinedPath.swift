@@ -68,9 +68,10 @@ public enum URLFileName {
     /// becomes `.._.._x`, inside the chosen folder.
     public static func of(_ url: URL) -> String {
         let raw = url.lastPathComponent
-        let cleaned = String(raw.unicodeScalars.map { scalar -> Character in
-            scalar == "/" || scalar.value < 0x20 || scalar.value == 0x7F ? "_" : Character(scalar)
-        })
+        let replaced = { (scalar: Unicode.Scalar) in scalar == "/" || scalar.value < 0x20 || scalar.value == 0x7F }
+        // Most names need no replacing: kept as they are, without rebuilding them scalar by scalar.
+        let cleaned = !raw.unicodeScalars.contains(where: replaced) ? raw
+            : String(raw.unicodeScalars.map { scalar -> Character in replaced(scalar) ? "_" : Character(scalar) })
         if cleaned.isEmpty || cleaned == "." || cleaned == ".." || cleaned == "_" && raw == "/" { return "index.html" }
         return cleaned
     }
