@@ -46,6 +46,19 @@ final class QueueSchedulerTests: XCTestCase {
         XCTAssertEqual(scheduler.claimSize(now: 1), 3, "the slots freed together are claimed together")
     }
 
+    func testWithTheHostsAsTheLimitCheapClaimsGatherRoomToo() {
+        var scheduler = QueueScheduler(maxJobs: 64, defaultConnections: 1, maxConnectionsPerHost: 16, claimsInGroups: false)
+        XCTAssertEqual(scheduler.claimSize(now: 0), 64)
+        var round = scheduler.claimRound()
+        for i in 0..<16 { XCTAssertNotNil(round.accept(candidate("\(i)"))) }
+        XCTAssertNil(round.accept(candidate("16")), "the host is full")
+        scheduler.claimed(found: 16, asked: 64, in: round, now: 0)
+        for i in 0..<16 { scheduler.started("\(i)", download("/d/\(i)")) }
+        _ = scheduler.settle("0", outcome: .failed("x"), attempts: 0, sent: 0, now: 0.02, serving: 0)
+        XCTAssertNil(scheduler.claimSize(now: 0.02), "room for one of 16 on the host: wait for a group, as a shared store does")
+        XCTAssertEqual(scheduler.claimSize(now: 0.13), 1, "or a slot free for \(QueueScheduler.claimPause) s")
+    }
+
     func testAMailboxHandsOverEverythingWaitingInOrder() async {
         let mailbox = Mailbox<Int>()
         for i in 0..<5 { mailbox.yield(i) }

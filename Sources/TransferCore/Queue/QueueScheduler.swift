@@ -63,7 +63,8 @@ struct QueueScheduler: Sendable {
     /// store), claims come in groups (half the slots, or whatever is free once a slot has
     /// waited `claimPause`) rather than one job per transaction: each claim costs round trips
     /// (with many small jobs, claims of a quarter of the slots were most of PostgreSQL's work).
-    /// A run's own SQLite file claims every free slot at once: waiting for half of them kept
+    /// A run's own SQLite file claims every free slot at once (unless the hosts are the limit,
+    /// below): waiting for half of them kept
     /// `--jobs 16` at 12.4 jobs running on average (1,000 × 256 KiB), and every job that waits
     /// for a free slot against a distant server waits for the slowest of a group. Finished jobs
     /// that arrive together still make one claim (the run reads its mailbox whole).
@@ -79,14 +80,19 @@ struct QueueScheduler: Sendable {
         guard free > 0 else { return nil }
         var wanted = free
         var group = maxJobs
+        var hostsLimit = false
         if let short = shortClaim, now - short.at < Self.recheckInterval {
+            hostsLimit = true
             let current = claimRound()
             guard short.room.contains(where: { current.room(on: $0.key) > $0.value }) else { return nil }
             wanted = min(free, short.room.keys.reduce(0) { $0 + current.room(on: $1) })
             group = min(maxJobs, short.room.keys.reduce(0) { $0 + hostLimits.limit(for: $1) })
         }
         let waited = slotFreeSince.map { now - $0 >= Self.claimPause } ?? true
-        guard !claimsInGroups || wanted >= max(1, group / 2) || running.isEmpty || waited else { return nil }
+        // With the hosts as the limit (a claim came back short), room is gathered whatever the store:
+        // a claim for one slot could read past thousands of a host's rows that do not fit yet.
+        let grouped = claimsInGroups || hostsLimit
+        guard !grouped || wanted >= max(1, group / 2) || running.isEmpty || waited else { return nil }
         return wanted
     }
 
