@@ -8,7 +8,9 @@
 #   * 1,000 x 256 KiB down (a prefix):    transferd get PREFIX/ | s5cmd cp '*' | aws s3 cp --recursive | rclone copy
 #   * sync of an unchanged 10,000-object prefix, down: transferd get --skip-unchanged | aws s3 sync | s5cmd sync | rclone sync
 # Prints each run's wall time, then the medians, ratios to transferd and
-# peak RSS. Runs are interleaved (tool after tool in each round).
+# peak RSS. Runs are interleaved (tool after tool in each round), each row
+# starting from another tool each round, with a `sync` (untimed) before every
+# run so no tool pays for the writeback of what the one before it wrote.
 # Also the CPU each case cost, the client's (user + system, from
 # /usr/bin/time) and the server's (SeaweedFS is one process: its CPU time
 # before and after, from /proc): on this 2-core machine a case cannot take
@@ -62,6 +64,9 @@ ticks=$(getconf CLK_TCK)
 weed_cpu() { awk -v t="$ticks" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$weed_pid/stat"; }
 measure() {  # NAME CHECK COMMAND...
     local name="$1" check="$2" before after; shift 2
+    # What the tool before left unwritten (downloads, SeaweedFS's own volume files) is
+    # written now, untimed: otherwise each tool paid for the last one's writeback.
+    sync
     before=$(weed_cpu)
     /usr/bin/time -f "%e %M %U %S" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
         echo "bench: $name failed" >&2; tail -5 "$work/stderr" >&2; exit 1; }
@@ -85,37 +90,50 @@ files_ok() { [[ $(find "$1" -type f | wc -l) -eq 1000 ]]; }
 rm -rf "$work/down"
 leftovers+=("$work/down")
 
+# in_turn ROUND FUNCTION...: the cases of one row, starting from a different tool each
+# round, so no tool is always the first to run after the row before (the uploads
+# left SeaweedFS busy with its volume files, and the first download paid for it).
+in_turn() {
+    local round=$1 i; shift
+    local cases=("$@")
+    for ((i = 0; i < ${#cases[@]}; i++)); do "${cases[$(((round + i) % ${#cases[@]}))]}"; done
+}
+up_td() { measure "1 GiB up: transferd put" "object_ok td.bin" "$transferd" put "$big" s3://bench/td.bin -q; }
+up_s5() { measure "1 GiB up: s5cmd cp" "object_ok s5.bin" $s5 cp "$big" s3://bench/s5.bin; }
+up_aws() { measure "1 GiB up: aws s3 cp" "object_ok aws.bin" $aws s3 cp "$big" s3://bench/aws.bin --quiet; }
+up_rclone() { measure "1 GiB up: rclone copyto" "object_ok rclone.bin" rclone copyto "$big" sw:bench/rclone.bin; }
+down_td() { measure "1 GiB down: transferd get -c 8" "file_ok $down/td.bin" "$transferd" get s3://bench/td.bin -o "$down/td.bin" -c 8 -q; }
+down_s5() { measure "1 GiB down: s5cmd cp" "file_ok $down/s5.bin" $s5 cp s3://bench/td.bin "$down/s5.bin"; }
+down_aws() { measure "1 GiB down: aws s3 cp" "file_ok $down/aws.bin" $aws s3 cp s3://bench/td.bin "$down/aws.bin" --quiet; }
+down_rclone() { measure "1 GiB down: rclone copyto" "file_ok $down/rclone.bin" rclone copyto sw:bench/td.bin "$down/rclone.bin"; }
+put_td() { measure "1,000 x 256 KiB up: transferd put DIR" "count_ok small-td" "$transferd" put "$small" s3://bench/small-td/ -q; }
+put_s5() { measure "1,000 x 256 KiB up: s5cmd cp" "count_ok small-s5" $s5 cp "$small/*" s3://bench/small-s5/; }
+put_aws() { measure "1,000 x 256 KiB up: aws s3 cp --recursive" "count_ok small-aws" $aws s3 cp "$small" s3://bench/small-aws/ --recursive --quiet; }
+put_rclone() { measure "1,000 x 256 KiB up: rclone copy" "count_ok small-rclone" rclone copy "$small" sw:bench/small-rclone --transfers 16; }
+get_td() { measure "1,000 x 256 KiB down: transferd get PREFIX/" "files_ok $down/td" "$transferd" get s3://bench/small-td/ -o "$down/td" -q -j 16; }
+get_s5() { measure "1,000 x 256 KiB down: s5cmd cp '*'" "files_ok $down/s5" $s5 cp 's3://bench/small-td/*' "$down/s5/"; }
+get_aws() { measure "1,000 x 256 KiB down: aws s3 cp --recursive" "files_ok $down/aws" $aws s3 cp s3://bench/small-td/ "$down/aws" --recursive --quiet; }
+get_rclone() { measure "1,000 x 256 KiB down: rclone copy" "files_ok $down/rclone" rclone copy sw:bench/small-td "$down/rclone" --transfers 16; }
+sync_td() { measure "sync 10,000 unchanged: transferd --skip-unchanged" "true" "$transferd" get s3://sync/many/ -o "$work/sync-out/td" -q --skip-unchanged -j 32; }
+sync_aws() { measure "sync 10,000 unchanged: aws s3 sync" "true" $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors; }
+sync_s5() { measure "sync 10,000 unchanged: s5cmd sync" "true" $s5 sync 's3://sync/many/*' "$work/sync-out/s5/"; }
+sync_rclone() { measure "sync 10,000 unchanged: rclone sync" "true" rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16; }
+
+# Round 0 runs every row in the order printed (transferd first), which fixes the rows' order.
 for ((r = 0; r < runs; r++)); do
     down="$work/down/$r"
     for tool in td s5 aws rclone; do $s5 rm "s3://bench/$tool.bin" >/dev/null 2>&1 || true; done
-    measure "1 GiB up: transferd put" "object_ok td.bin" "$transferd" put "$big" s3://bench/td.bin -q
-    measure "1 GiB up: s5cmd cp" "object_ok s5.bin" $s5 cp "$big" s3://bench/s5.bin
-    measure "1 GiB up: aws s3 cp" "object_ok aws.bin" $aws s3 cp "$big" s3://bench/aws.bin --quiet
-    measure "1 GiB up: rclone copyto" "object_ok rclone.bin" rclone copyto "$big" sw:bench/rclone.bin
+    in_turn "$r" up_td up_s5 up_aws up_rclone
 
     mkdir -p "$down"
-    measure "1 GiB down: transferd get -c 8" "file_ok $down/td.bin" "$transferd" get s3://bench/td.bin -o "$down/td.bin" -c 8 -q
-    measure "1 GiB down: s5cmd cp" "file_ok $down/s5.bin" $s5 cp s3://bench/td.bin "$down/s5.bin"
-    measure "1 GiB down: aws s3 cp" "file_ok $down/aws.bin" $aws s3 cp s3://bench/td.bin "$down/aws.bin" --quiet
-    measure "1 GiB down: rclone copyto" "file_ok $down/rclone.bin" rclone copyto sw:bench/td.bin "$down/rclone.bin"
+    in_turn "$r" down_td down_s5 down_aws down_rclone
     # The 1 GiB files go at once (4 GiB a round), without a thousand inodes.
     rm -f "$down"/*.bin
 
     for tool in td s5 aws rclone; do $s5 rm "s3://bench/small-$tool/*" >/dev/null 2>&1 || true; done
-    measure "1,000 x 256 KiB up: transferd put DIR" "count_ok small-td" "$transferd" put "$small" s3://bench/small-td/ -q
-    measure "1,000 x 256 KiB up: s5cmd cp" "count_ok small-s5" $s5 cp "$small/*" s3://bench/small-s5/
-    measure "1,000 x 256 KiB up: aws s3 cp --recursive" "count_ok small-aws" $aws s3 cp "$small" s3://bench/small-aws/ --recursive --quiet
-    measure "1,000 x 256 KiB up: rclone copy" "count_ok small-rclone" rclone copy "$small" sw:bench/small-rclone --transfers 16
-
-    measure "1,000 x 256 KiB down: transferd get PREFIX/" "files_ok $down/td" "$transferd" get s3://bench/small-td/ -o "$down/td" -q -j 16
-    measure "1,000 x 256 KiB down: s5cmd cp '*'" "files_ok $down/s5" $s5 cp 's3://bench/small-td/*' "$down/s5/"
-    measure "1,000 x 256 KiB down: aws s3 cp --recursive" "files_ok $down/aws" $aws s3 cp s3://bench/small-td/ "$down/aws" --recursive --quiet
-    measure "1,000 x 256 KiB down: rclone copy" "files_ok $down/rclone" rclone copy sw:bench/small-td "$down/rclone" --transfers 16
-
-    measure "sync 10,000 unchanged: transferd --skip-unchanged" "true" "$transferd" get s3://sync/many/ -o "$work/sync-out/td" -q --skip-unchanged -j 32
-    measure "sync 10,000 unchanged: aws s3 sync" "true" $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
-    measure "sync 10,000 unchanged: s5cmd sync" "true" $s5 sync 's3://sync/many/*' "$work/sync-out/s5/"
-    measure "sync 10,000 unchanged: rclone sync" "true" rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
+    in_turn "$r" put_td put_s5 put_aws put_rclone
+    in_turn "$r" get_td get_s5 get_aws get_rclone
+    in_turn "$r" sync_td sync_aws sync_s5 sync_rclone
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
