@@ -90,10 +90,17 @@ def main():
         wait_for("a row for the job to cancel", lambda: row(driver, "running", args.cancel))
         first = wait_for("a row with progress for the watched job",
                          lambda: (r := row(driver, "running", args.watch)) and r.find_element(By.CSS_SELECTOR, ".bar span").text)
+        watched_button = row(driver, "running", args.watch).find_element(By.TAG_NAME, "button")
         later = wait_for("the watched job's progress to move",
                          lambda: (r := row(driver, "running", args.watch)) and
                          (text := r.find_element(By.CSS_SELECTOR, ".bar span").text) != first and text)
         seen["progress"] = [first, later]
+        # Progress changes the row in place: a button under the pointer is never
+        # swapped for a new one between press and release.
+        try:
+            watched_button.is_enabled()
+        except StaleElementReferenceException:
+            raise Failure("a progress event rebuilt the watched job's row (its Cancel button was replaced)")
         seen["bar_width"] = row(driver, "running", args.watch).find_element(By.CSS_SELECTOR, ".bar div").get_attribute("style")
 
         # The failed job is listed with its reason.
@@ -124,12 +131,14 @@ def main():
         seen["console_errors"] = [entry["message"] for entry in console if "401" not in entry["message"]]
         print(json.dumps(seen))
         return 0
-    except Failure as failure:
+    except (Failure, WebDriverException) as failure:
         try:
             driver.save_screenshot(args.screenshot)
         except WebDriverException:
             pass
-        print(f"dashboard_check: {failure}; seen so far: {json.dumps(seen)}", file=sys.stderr)
+        # A WebDriverException's text ends in the driver's native stack, which says nothing: its msg is the reason.
+        reason = failure.msg if isinstance(failure, WebDriverException) else failure
+        print(f"dashboard_check: {reason}; seen so far: {json.dumps(seen)}", file=sys.stderr)
         return 1
     finally:
         driver.quit()

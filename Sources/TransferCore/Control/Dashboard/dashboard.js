@@ -58,43 +58,66 @@ function button(label, action) {
   return b;
 }
 
+// Rows are kept by job id and changed in place, never rebuilt: a progress
+// event several times a second must not replace the button under the pointer
+// between press and release (the click would be lost).
+function reconcile(table, jobs, build, update) {
+  const body = $(table).tBodies[0];
+  const kept = new Map(Array.from(body.rows, (row) => [row.dataset.id, row]));
+  let next = body.firstElementChild;
+  for (const job of jobs) {
+    let row = kept.get(job.id);
+    kept.delete(job.id);
+    if (!row) {
+      row = document.createElement("tr");
+      row.dataset.id = job.id;
+      build(row, job);
+    }
+    update(row, job);
+    if (row === next) next = row.nextElementSibling;
+    else body.insertBefore(row, next);
+  }
+  for (const row of kept.values()) row.remove();
+}
+
 function renderRunning() {
-  const body = $("running").tBodies[0];
-  body.replaceChildren();
-  for (const job of state.running.values()) {
-    const row = body.insertRow();
-    row.dataset.id = job.id;
-    cell(row, job.name || job.id, "name").title = job.url || "";
+  reconcile("running", state.running.values(), (row, job) => {
+    cell(row, "", "name");
     const bar = document.createElement("div");
     bar.className = "bar";
-    const fill = document.createElement("div");
-    const label = document.createElement("span");
-    const fraction = job.bytes_total ? Math.min(1, job.bytes_done / job.bytes_total) : null;
-    fill.style.width = fraction == null ? "0" : (fraction * 100).toFixed(1) + "%";
-    label.textContent = formatBytes(job.bytes_done) + (job.bytes_total ? " of " + formatBytes(job.bytes_total) : "");
-    bar.append(fill, label);
+    bar.append(document.createElement("div"), document.createElement("span"));
     row.insertCell().append(bar);
-    cell(row, formatRate(job.speed));
-    cell(row, formatSeconds(job.eta));
+    cell(row, "", "speed");
+    cell(row, "", "eta");
     row.insertCell().append(button("Cancel", () => api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/cancel")));
-  }
+  }, (row, job) => {
+    const name = row.querySelector(".name");
+    name.textContent = job.name || job.id;
+    name.title = job.url || "";
+    const fraction = job.bytes_total ? Math.min(1, job.bytes_done / job.bytes_total) : null;
+    row.querySelector(".bar div").style.width = fraction == null ? "0" : (fraction * 100).toFixed(1) + "%";
+    row.querySelector(".bar span").textContent = formatBytes(job.bytes_done) + (job.bytes_total ? " of " + formatBytes(job.bytes_total) : "");
+    row.querySelector(".speed").textContent = formatRate(job.speed);
+    row.querySelector(".eta").textContent = formatSeconds(job.eta);
+  });
   $("running-empty").hidden = state.running.size > 0;
 }
 
 function renderFailed() {
-  const body = $("failed").tBodies[0];
-  body.replaceChildren();
-  for (const job of state.failed.values()) {
-    const row = body.insertRow();
-    row.dataset.id = job.id;
-    cell(row, job.id, "name").title = job.url || "";
-    cell(row, job.error || "", "reason");
+  reconcile("failed", state.failed.values(), (row, job) => {
+    cell(row, "", "name");
+    cell(row, "", "reason");
     row.insertCell().append(button("Retry", async () => {
       await api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/retry");
       state.failed.delete(job.id);
       renderFailed();
     }));
-  }
+  }, (row, job) => {
+    const name = row.querySelector(".name");
+    name.textContent = job.id;
+    name.title = job.url || "";
+    row.querySelector(".reason").textContent = job.error || "";
+  });
   $("failed-empty").hidden = state.failed.size > 0;
 }
 
