@@ -181,7 +181,11 @@ public final class QueueRunner: @unchecked Sendable {
         post.yield(.tick)
         do {
             reading: while true {
-                for wake in await post.next() {
+                // Cancelling the task that runs the loop stops the run as a signal does (once: a
+                // cancelled task's handler runs at once, and a .stop in every pass would spin).
+                let wakes = stopping ? await post.next()
+                    : await withTaskCancellationHandler { await post.next() } onCancel: { [post] in post.yield(.stop) }
+                for wake in wakes {
                     switch wake {
                     case .tick:
                         try renewLeasesIfDue()
