@@ -25,7 +25,13 @@ final class CurlExchange {
     private var lastCounts: (Int64, Int64) = (-1, -1)
     private var idleTimedOut = false
     /// Set when the answer is a redirect: the transport follows it by `RedirectPolicy`, not libcurl.
-    private(set) var redirect: (status: Int, location: String)?
+    /// Written on the loop thread, read by the caller once the exchange is over: handed over under a
+    /// lock, not on the continuation's resumption alone (ThreadSanitizer reported the caller's read
+    /// against the loop's write once, in a full run of the suite).
+    var redirect: (status: Int, location: String)? { foundRedirect.current }
+    private let foundRedirect = Locked<(status: Int, location: String)?>(nil)
+    /// The loop thread's own note of the same (read for every piece of the body).
+    private var isRedirect = false
     private var redirectBodyBytes = 0
     static let redirectBodyLimit = 64 << 10
 
@@ -165,7 +171,7 @@ final class CurlExchange {
             try deliverHeadIfNeeded()
             // A redirect's body is not the answer: read and dropped, up to 64 KiB; past that the
             // exchange stops (an endless 3xx body must not keep the connection busy forever).
-            if redirect != nil {
+            if isRedirect {
                 redirectBodyBytes += bytes.count
                 return redirectBodyBytes <= Self.redirectBodyLimit ? bytes.count : 0
             }
@@ -219,7 +225,8 @@ final class CurlExchange {
         let received = ResponseHead(status: status, headers: headers, url: url)
         head = received
         if RedirectPolicy.statuses.contains(status), let location = headers["Location"], !location.isEmpty {
-            redirect = (status, location)
+            isRedirect = true
+            foundRedirect.withLock { $0 = (status, location) }
             return
         }
         try sink.receive(head: received)
@@ -231,7 +238,7 @@ final class CurlExchange {
         guard let continuation else { return }
         self.continuation = nil
         // A redirect whose body was cut short (`redirectBodyLimit`) is still a redirect to follow.
-        let redirectCut = redirect != nil && code == CURLE_WRITE_ERROR && sinkError == nil && !isCancelled
+        let redirectCut = isRedirect && code == CURLE_WRITE_ERROR && sinkError == nil && !isCancelled
         if code == CURLE_OK || redirectCut {
             do {
                 try deliverHeadIfNeeded()
