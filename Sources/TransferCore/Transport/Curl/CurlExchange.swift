@@ -30,8 +30,6 @@ final class CurlExchange {
     /// against the loop's write once, in a full run of the suite).
     var redirect: (status: Int, location: String)? { foundRedirect.current }
     private let foundRedirect = Locked<(status: Int, location: String)?>(nil)
-    /// The loop thread's own note of the same (read for every piece of the body).
-    private var isRedirect = false
     private var redirectBodyBytes = 0
     static let redirectBodyLimit = 64 << 10
 
@@ -171,7 +169,7 @@ final class CurlExchange {
             try deliverHeadIfNeeded()
             // A redirect's body is not the answer: read and dropped, up to 64 KiB; past that the
             // exchange stops (an endless 3xx body must not keep the connection busy forever).
-            if isRedirect {
+            if redirect != nil {
                 redirectBodyBytes += bytes.count
                 return redirectBodyBytes <= Self.redirectBodyLimit ? bytes.count : 0
             }
@@ -225,7 +223,6 @@ final class CurlExchange {
         let received = ResponseHead(status: status, headers: headers, url: url)
         head = received
         if RedirectPolicy.statuses.contains(status), let location = headers["Location"], !location.isEmpty {
-            isRedirect = true
             foundRedirect.withLock { $0 = (status, location) }
             return
         }
@@ -238,7 +235,7 @@ final class CurlExchange {
         guard let continuation else { return }
         self.continuation = nil
         // A redirect whose body was cut short (`redirectBodyLimit`) is still a redirect to follow.
-        let redirectCut = isRedirect && code == CURLE_WRITE_ERROR && sinkError == nil && !isCancelled
+        let redirectCut = redirect != nil && code == CURLE_WRITE_ERROR && sinkError == nil && !isCancelled
         if code == CURLE_OK || redirectCut {
             do {
                 try deliverHeadIfNeeded()
