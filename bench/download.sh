@@ -82,15 +82,53 @@ refetch() {  # CONNECTIONS
     sleep "0.$(( RANDOM % 35 + 10 ))"
     kill -9 "$pid"; wait "$pid" 2>/dev/null || true
     [[ -f $out/f ]] && { echo "bench: the download ended before the kill" >&2; return 1; }
+    # nginx logs a killed connection's request once it sees the connection gone.
+    sleep 0.3
+    local killed_end on_disk
+    killed_end=$(stat -c %s "$log")
+    on_disk=0
+    [[ -f $out/f.part ]] && on_disk=$(bytes_on_disk "$out/f.part")
     "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null
     cmp -s "$source_file" "$out/f" || { echo "bench: kill -9 and resume produced a wrong file" >&2; exit 1; }
     sleep 0.3
-    tail -c +"$((start + 1))" "$log" | awk -v s="$size" '$2 == "/1g.bin" { sent += $5 } END { printf "%.1f", (sent - s) / 1048576 }'
+    # Sent to the killed run (A), to the resumed one (B), and what the killed run had written (D):
+    # A + B - size beyond the size in all; B - (size - D) fetched twice; A - D never written
+    # (the killed connections' socket buffers and whatever the process held unwritten).
+    local sent_killed sent_resumed
+    sent_killed=$(head -c "$killed_end" "$log" | tail -c +"$((start + 1))" | awk '$2 == "/1g.bin" { sent += $5 } END { print sent + 0 }')
+    sent_resumed=$(tail -c +"$((killed_end + 1))" "$log" | awk '$2 == "/1g.bin" { sent += $5 } END { print sent + 0 }')
+    awk -v a="$sent_killed" -v b="$sent_resumed" -v d="$on_disk" -v s="$size" \
+        'BEGIN { m = 1048576; printf "%.1f %.1f %.1f", (a + b - s) / m, (b - (s - d)) / m, (a - d) / m }'
 }
-declare -A extra
+# bytes_on_disk PART: how many bytes of the partial file already hold the source's bytes (in 4 KiB
+# blocks; the source is random, so an unwritten block, zeros or a hole, never matches).
+bytes_on_disk() {
+    python3 - "$source_file" "$1" <<'PY'
+import sys
+block = 4096
+written = 0
+with open(sys.argv[1], "rb") as source, open(sys.argv[2], "rb") as part:
+    while True:
+        a, b = source.read(1 << 20), part.read(1 << 20)
+        if not b:
+            break
+        if a[:len(b)] == b:
+            written += len(b)
+            continue
+        for i in range(0, len(b), block):
+            if a[i:i + block] == b[i:i + block]:
+                written += len(b[i:i + block])
+print(written)
+PY
+}
+declare -A extra refetched unwritten
 for c in 1 8; do
     for ((i = 0; i < 5; i++)); do
-        if mib=$(refetch "$c"); then extra[$c]+="$mib "; echo "bench: kill -9, $c connection(s): $mib MiB beyond the size" >&2; fi
+        if split=$(refetch "$c"); then
+            read -r all twice lost <<< "$split"
+            extra[$c]+="$all "; refetched[$c]+="$twice "; unwritten[$c]+="$lost "
+            echo "bench: kill -9, $c connection(s): $all MiB beyond the size ($twice fetched twice, $lost sent but never written)" >&2
+        fi
     done
 done
 
@@ -106,9 +144,14 @@ for name in "${names[@]}"; do
     awk -v n="$name" -v w="$wall" -v b="$base" -v d="$durable" -v r="$peak" -v s="$size" -v sp="$(spread <<< "${times[$name]}")" 'BEGIN {
         printf "| %-38s | %6.2f | %6.0f | %9.2fx | %14.2fx | %6s | %8.1f |\n", n, w, s / 1048576 / w, b / w, d / w, sp, r / 1024 }'
 done
-printf '\nkill -9 at a random moment, then the same command: MiB nginx sent beyond the size\n'
-printf '(re-fetched bytes plus the killed connections'"'"' socket buffers), 5 kills each\n\n'
+printf '\nkill -9 at a random moment, then the same command, 5 kills each: MiB nginx sent beyond the size,\n'
+printf 'split into bytes the killed run had written and the resumed run fetched again, and bytes sent\n'
+printf 'to the killed run that it never wrote (its sockets'"'"' receive buffers and what it held unwritten)\n\n'
+per_connection() { awk -v m="$1" -v c="$2" 'BEGIN { printf "%.1f", m / c }'; }
 for c in 1 8; do
-    printf '  %d connection(s): %s (median %s MiB, %s MiB per connection)\n' "$c" "${extra[$c]:-none}" \
-        "$(median <<< "${extra[$c]:-0}")" "$(awk -v m="$(median <<< "${extra[$c]:-0}")" -v c="$c" 'BEGIN { printf "%.1f", m / c }')"
+    printf '  %d connection(s): beyond the size %s (median %s MiB, %s per connection)\n' "$c" "${extra[$c]:-none}" \
+        "$(median <<< "${extra[$c]:-0}")" "$(per_connection "$(median <<< "${extra[$c]:-0}")" "$c")"
+    printf '      fetched twice %s (median %s MiB, %s per connection); never written %s (median %s MiB)\n' \
+        "${refetched[$c]:-none}" "$(median <<< "${refetched[$c]:-0}")" "$(per_connection "$(median <<< "${refetched[$c]:-0}")" "$c")" \
+        "${unwritten[$c]:-none}" "$(median <<< "${unwritten[$c]:-0}")"
 done
