@@ -84,50 +84,70 @@ refetch() {  # CONNECTIONS
     [[ -f $out/f ]] && { echo "bench: the download ended before the kill" >&2; return 1; }
     # nginx logs a killed connection's request once it sees the connection gone.
     sleep 0.3
-    local killed_end on_disk
+    local killed_end on_disk=0
     killed_end=$(stat -c %s "$log")
-    on_disk=0
     [[ -f $out/f.part ]] && on_disk=$(bytes_on_disk "$out/f.part")
     "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null
     cmp -s "$source_file" "$out/f" || { echo "bench: kill -9 and resume produced a wrong file" >&2; exit 1; }
     sleep 0.3
-    # Sent to the killed run (A), to the resumed one (B), and what the killed run had written (D):
-    # A + B - size beyond the size in all; B - (size - D) fetched twice; A - D never written
-    # (the killed connections' socket buffers and whatever the process held unwritten).
-    local sent_killed sent_resumed
-    sent_killed=$(head -c "$killed_end" "$log" | tail -c +"$((start + 1))" | awk '$2 == "/1g.bin" { sent += $5 } END { print sent + 0 }')
-    sent_resumed=$(tail -c +"$((killed_end + 1))" "$log" | awk '$2 == "/1g.bin" { sent += $5 } END { print sent + 0 }')
-    awk -v a="$sent_killed" -v b="$sent_resumed" -v d="$on_disk" -v s="$size" \
-        'BEGIN { m = 1048576; printf "%.1f %.1f %.1f", (a + b - s) / m, (b - (s - d)) / m, (a - d) / m }'
+    kill_split "$start" "$killed_end" "$on_disk"
 }
 # bytes_on_disk PART: how many bytes of the partial file already hold the source's bytes (in 4 KiB
 # blocks; the source is random, so an unwritten block, zeros or a hole, never matches).
 bytes_on_disk() {
     python3 - "$source_file" "$1" <<'PY'
 import sys
-block = 4096
-written = 0
+block, written = 4096, 0
 with open(sys.argv[1], "rb") as source, open(sys.argv[2], "rb") as part:
-    while True:
-        a, b = source.read(1 << 20), part.read(1 << 20)
-        if not b:
-            break
-        if a[:len(b)] == b:
-            written += len(b)
-            continue
-        for i in range(0, len(b), block):
-            if a[i:i + block] == b[i:i + block]:
-                written += len(b[i:i + block])
+    while b := part.read(1 << 20):
+        a = source.read(len(b))
+        written += len(b) if a == b else sum(len(b[i:i + block]) for i in range(0, len(b), block) if a[i:i + block] == b[i:i + block])
 print(written)
 PY
 }
-declare -A extra refetched unwritten
+# kill_split LOG_START KILLED_END ON_DISK: splits what nginx sent beyond the file's size after a kill
+# (the log's bytes from LOG_START to KILLED_END are the killed run's requests, the rest the resumed
+# run's; ON_DISK what the killed run had written) into four MiB figures: beyond the size in all;
+# fetched twice, bytes the killed run had written that the resumed run was sent again; range-split
+# overshoot, bytes a connection was sent past the point where its range was cut for another
+# connection (a download without a kill has it too); never written, bytes the killed run received
+# but had not written (its sockets' buffers and what it held). A run's bytes are the union of its
+# requests' ranges as far as nginx sent each ($http_range in the log).
+kill_split() {
+    python3 - "$log" "$1" "$2" "$3" "$size" <<'PY'
+import sys
+log, start, killed_end, written, size = sys.argv[1], *map(int, sys.argv[2:])
+
+def sent(lines):
+    """(bytes sent in all, bytes of the file covered): the sum and the union of the requests' spans."""
+    spans = []
+    for fields in (line.split() for line in lines):
+        if len(fields) < 6 or fields[1] != b"/1g.bin":
+            continue
+        first = int(fields[5].strip(b'"')[6:].split(b"-")[0]) if fields[5].startswith(b'"bytes=') else 0
+        spans.append((first, first + int(fields[4])))
+    covered = reach = 0
+    for a, b in sorted(spans):
+        covered += max(0, b - max(a, reach))
+        reach = max(reach, b)
+    return sum(b - a for a, b in spans), covered
+
+with open(log, "rb") as f:
+    text = f.read()
+killed_sum, killed_union = sent(text[start:killed_end].splitlines())
+resumed_sum, resumed_union = sent(text[killed_end:].splitlines())
+m = 1048576
+print("%.1f %.1f %.1f %.1f" % ((killed_sum + resumed_sum - size) / m, (resumed_union - (size - written)) / m,
+                               (killed_sum - killed_union + resumed_sum - resumed_union) / m, (killed_union - written) / m))
+PY
+}
+declare -A extra refetched overshoot unwritten
 for c in 1 8; do
     for ((i = 0; i < 5; i++)); do
         if split=$(refetch "$c"); then
-            read -r all twice lost <<< "$split"
-            extra[$c]+="$all "; refetched[$c]+="$twice "; unwritten[$c]+="$lost "
-            echo "bench: kill -9, $c connection(s): $all MiB beyond the size ($twice fetched twice, $lost sent but never written)" >&2
+            read -r all twice over lost <<< "$split"
+            extra[$c]+="$all "; refetched[$c]+="$twice "; overshoot[$c]+="$over "; unwritten[$c]+="$lost "
+            echo "bench: kill -9, $c connection(s): $all MiB beyond the size ($twice fetched twice, $over range-split overshoot, $lost never written)" >&2
         fi
     done
 done
@@ -145,13 +165,13 @@ for name in "${names[@]}"; do
         printf "| %-38s | %6.2f | %6.0f | %9.2fx | %14.2fx | %6s | %8.1f |\n", n, w, s / 1048576 / w, b / w, d / w, sp, r / 1024 }'
 done
 printf '\nkill -9 at a random moment, then the same command, 5 kills each: MiB nginx sent beyond the size,\n'
-printf 'split into bytes the killed run had written and the resumed run fetched again, and bytes sent\n'
-printf 'to the killed run that it never wrote (its sockets'"'"' receive buffers and what it held unwritten)\n\n'
+printf 'split into bytes the killed run had written and was sent again, range-split overshoot (sent past\n'
+printf 'a cut range; a download without a kill has it too) and bytes the killed run received but never wrote\n\n'
 per_connection() { awk -v m="$1" -v c="$2" 'BEGIN { printf "%.1f", m / c }'; }
 for c in 1 8; do
     printf '  %d connection(s): beyond the size %s (median %s MiB, %s per connection)\n' "$c" "${extra[$c]:-none}" \
         "$(median <<< "${extra[$c]:-0}")" "$(per_connection "$(median <<< "${extra[$c]:-0}")" "$c")"
-    printf '      fetched twice %s (median %s MiB, %s per connection); never written %s (median %s MiB)\n' \
+    printf '      fetched twice %s (median %s MiB, %s per connection); overshoot %s (median %s MiB); never written %s (median %s MiB)\n' \
         "${refetched[$c]:-none}" "$(median <<< "${refetched[$c]:-0}")" "$(per_connection "$(median <<< "${refetched[$c]:-0}")" "$c")" \
-        "${unwritten[$c]:-none}" "$(median <<< "${unwritten[$c]:-0}")"
+        "${overshoot[$c]:-none}" "$(median <<< "${overshoot[$c]:-0}")" "${unwritten[$c]:-none}" "$(median <<< "${unwritten[$c]:-0}")"
 done
