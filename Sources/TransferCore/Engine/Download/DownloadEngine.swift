@@ -269,15 +269,29 @@ public final class DownloadEngine: @unchecked Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in pending {
                 group.addTask {
-                    // A connection that finishes early takes half of the largest remaining segment.
+                    // A connection that finishes early takes half of another's remainder.
                     var current: Int? = index
                     while let segment = current {
                         try await self.fetchSegment(segment, state: state)
-                        current = state.plan.isSegmented ? state.stealWork(minSegmentSize: self.options.minSegmentSize) : nil
+                        current = try await self.work(forIdleConnectionOf: state)
                     }
                 }
             }
             try await group.waitForAll()
+        }
+    }
+
+    /// Work for a connection whose segment is done: part of another's remainder
+    /// (`SegmentPlan.splitLargestRemainder`), or nil when none is worth taking.
+    /// While a remainder could still be split once its connection shows itself
+    /// slow, the connection looks again every 20 ms (a few polls at the end of
+    /// a fast download; a stalled connection is relieved within a second).
+    private func work(forIdleConnectionOf state: DownloadState) async throws -> Int? {
+        guard state.plan.isSegmented else { return nil }
+        while true {
+            if let index = state.stealWork(minSegmentSize: options.minSegmentSize) { return index }
+            guard state.plan.hasSplittableRemainder(minSegmentSize: options.minSegmentSize) else { return nil }
+            try await Task.sleep(nanoseconds: 20_000_000)
         }
     }
 
@@ -299,19 +313,32 @@ public final class DownloadEngine: @unchecked Sendable {
 
     private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false) async throws {
         var failures = options.priorFailures
+        // What this connection's exchanges showed, for the size of its next request
+        // (`SegmentPlan.requestWindow`): the last one's rate, the shortest wait for a head.
+        var rate: Double?
+        var shortestWait = Double.infinity
+        var exchanges = 0
         while !state.segment(index).isComplete {
             // A single stream that took a changed file in place counted the change in the sink.
             guard state.restarts <= Self.maxRestarts else {
                 throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: state.restarts)
             }
-            let segment = state.segment(index)
+            defer { state.endExchange(index) }
             let furthestBefore = state.furthest
             var headers = options.headers
-            let span = [requestWindow, firstExchangeOnly ? options.minSegmentSize : nil].compactMap { $0 }.min()
-            let sendRange = state.rangesSupported && (segment.offset > 0 || state.plan.isSegmented || span != nil)
-            var requestEnd = segment.end
-            if let span, sendRange {
-                requestEnd = min(segment.end ?? Int64.max, segment.offset + span)
+            let window = SegmentPlan.requestWindow(rate: rate, roundTrip: exchanges >= 2 ? shortestWait : nil)
+            let (segment, sendRange, requestEnd) = state.beginExchange(index) { segment, segmented, rangesSupported in
+                // A request is bounded for a transport without backpressure (its backlog), for the
+                // opening request of a segmented download, and in a segmented download (a split for
+                // an idle connection then falls between two requests, never inside one).
+                let span = [requestWindow, firstExchangeOnly ? options.minSegmentSize : nil, segmented ? window : nil]
+                    .compactMap { $0 }.min()
+                let sendRange = rangesSupported && (segment.offset > 0 || segmented || span != nil)
+                var requestEnd = segment.end
+                if let span, sendRange {
+                    requestEnd = min(segment.end ?? Int64.max, segment.offset + span)
+                }
+                return ((segment, sendRange, requestEnd), sendRange ? requestEnd : nil)
             }
             if segment.offset > 0 && !state.rangesSupported {
                 // The server cannot resume: start the single stream over.
@@ -325,6 +352,7 @@ public final class DownloadEngine: @unchecked Sendable {
             }
             let sink = DownloadSink(state: state, segment: index, requestedOffset: segment.offset,
                                     requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
+            let sent = DispatchTime.now().uptimeNanoseconds
             do {
                 do {
                     _ = try await transport.execute(makeRequest(headers: headers), sink: sink)
@@ -332,6 +360,13 @@ public final class DownloadEngine: @unchecked Sendable {
                 }
                 try sink.finish()
                 let now = state.segment(index)
+                if let head = sink.headArrivedAt, head >= sent {
+                    let ended = DispatchTime.now().uptimeNanoseconds
+                    let wait = Double(head - sent) / 1e9
+                    shortestWait = min(shortestWait, wait)
+                    exchanges += 1
+                    if ended > head { rate = Double(now.offset - segment.offset) / (Double(ended - head) / 1e9) }
+                }
                 if now.end == nil {
                     state.finishOpenSegment(index)
                 } else if !now.isComplete, now.offset < min(now.end!, requestEnd ?? Int64.max) {

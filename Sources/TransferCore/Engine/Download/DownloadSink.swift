@@ -55,9 +55,18 @@ final class DownloadSink: ResponseSink {
     /// as a race once) and costs an uncontended lock per callback.
     private let handoff = PlainLock()
 
+    /// When the response head arrived (`DispatchTime` nanoseconds), for `SegmentPlan.requestWindow`.
+    private var headArrival: UInt64?
+    var headArrivedAt: UInt64? {
+        handoff.lock()
+        defer { handoff.unlock() }
+        return headArrival
+    }
+
     func receive(head: ResponseHead) throws {
         handoff.lock()
         defer { handoff.unlock() }
+        headArrival = DispatchTime.now().uptimeNanoseconds
         let responseValidators = ResponseValidators(headers: head.headers)
         allocateBuffer(expected: head.headers["Content-Length"].flatMap(Int64.init))
         let contentRange = head.headers["Content-Range"]

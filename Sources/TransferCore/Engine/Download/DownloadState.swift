@@ -37,6 +37,10 @@ final class DownloadState: @unchecked Sendable {
         var sinceWrittenRecord: Int64 = 0
         /// Whether the file may carry a `WrittenOffsets` record (one was written, or found).
         var writtenRecorded = false
+        /// For each segment whose connection is receiving a bounded range: where that range
+        /// ends, where it started and when (`DispatchTime` nanoseconds). A split cuts into it
+        /// only when the connection is slow (see `SegmentPlan.splitLargestRemainder`).
+        var requests: [Int: (end: Int64, from: Int64, sent: UInt64)] = [:]
     }
 
     /// Set by the engine from `DownloadOptions.writeBufferSize`.
@@ -242,6 +246,7 @@ final class DownloadState: @unchecked Sendable {
             // A new incarnation: a record of the old one no longer describes the file.
             $0.writtenID = WrittenOffsets.newID()
             $0.sinceWrittenRecord = 0
+            $0.requests = [:]
             $0.plan = plan
             $0.durable = plan
             $0.validators = validators
@@ -258,9 +263,35 @@ final class DownloadState: @unchecked Sendable {
         }
     }
 
-    /// Gives an idle connection half of the largest remaining segment; returns its index.
+    /// Gives an idle connection half of the largest remaining segment, never what a
+    /// connection has already asked for; returns its index.
     func stealWork(minSegmentSize: Int64) -> Int? {
-        fields.withLock { $0.plan.splitLargestRemainder(minSegmentSize: minSegmentSize) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        return fields.withLock {
+            let requests = $0.requests.mapValues {
+                SegmentPlan.Request(end: $0.end, from: $0.from, elapsed: Double(now &- $0.sent) / 1e9)
+            }
+            return $0.plan.splitLargestRemainder(minSegmentSize: minSegmentSize, requests: requests)
+        }
+    }
+
+    /// Starts an exchange of segment `index`: `body` gets the segment as it stands, whether the
+    /// plan is segmented and whether ranges work, and returns what the request asks for. The
+    /// range's end (exclusive) is recorded in the same locked step, so a split made for an idle
+    /// connection sees it and cuts into it only when the connection is slow (`endExchange` forgets it).
+    func beginExchange<T>(_ index: Int,
+                          _ body: (SegmentPlan.Segment, _ segmented: Bool, _ rangesSupported: Bool) -> (T, requestedEnd: Int64?)) -> T {
+        fields.withLock {
+            let segment = $0.plan.segments[index]
+            let (value, end) = body(segment, $0.plan.isSegmented, $0.rangesSupported)
+            $0.requests[index] = end.map { ($0, segment.offset, DispatchTime.now().uptimeNanoseconds) }
+            return value
+        }
+    }
+
+    /// The exchange of segment `index` ended (see `beginExchange`).
+    func endExchange(_ index: Int) {
+        fields.withLock { _ = $0.requests.removeValue(forKey: index) }
     }
 
     /// Replaces the plan (after a probe, or after splitting for an idle connection).
