@@ -51,6 +51,25 @@ final class DownloadConformanceTests: XCTestCase {
         }
     }
 
+    func testACheckpointClaimingMoreThanThePartialFileHoldsIsNotTrusted() async throws {
+        // The partial file was replaced by a shorter one (another tool, a restore): its checkpoint
+        // still claims 8 MiB. Trusted, the next run would keep a hole of zeros; it starts over.
+        let servers = try TestServers.current()
+        let url = servers.http.appendingPathComponent("64m.bin")
+        for (name, transport) in Backends.all {
+            let destination = (try scratchDirectory(#function + name) as NSString).appendingPathComponent("out.bin")
+            let options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
+            var claimed = SegmentPlan.single(totalSize: try servers.size(of: "64m.bin"))
+            claimed.recordWritten(8 << 20, segment: 0)
+            try FileCheckpointStore(path: options.statePath).save(
+                DownloadCheckpoint(url: url.absoluteString, validators: ResponseValidators(), plan: claimed, rangesSupported: true))
+            XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath, contents: Data(repeating: 1, count: 1 << 20)))
+            let result = try await DownloadEngine(transport: transport, options: options).run()
+            XCTAssertEqual(result.resumedFrom, 0, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "64m.bin"), name)
+        }
+    }
+
     func testDroppedConnectionsResumeInsteadOfRestarting() async throws {
         let servers = try TestServers.current()
         let size = try servers.size(of: "64m.bin")

@@ -29,6 +29,9 @@ enum FuzzTarget: String, CaseIterable {
     /// A partial file's record of how far it is written (an extended attribute anyone who can
     /// write the file can set): WrittenOffsets, and what it may add to a checkpoint.
     case writtenOffsets = "written-offsets"
+    /// A download's checkpoint (`NAME.part.state`, or a job row's JSON) as the engine reads it:
+    /// decoded, trusted only when coherent, then every sum a resume makes from it.
+    case checkpoint
 
     func run(_ data: Data) {
         switch self {
@@ -40,6 +43,7 @@ enum FuzzTarget: String, CaseIterable {
         case .byteSize: fuzzByteSize(data)
         case .eventStream: fuzzEventStream(data)
         case .writtenOffsets: fuzzWrittenOffsets(data)
+        case .checkpoint: fuzzCheckpoint(data)
         }
     }
 }
@@ -236,6 +240,29 @@ func fuzzWrittenOffsets(_ data: Data) {
               "claimed \(after.written) bytes from \(after.start), past the segment's end or the file's \(fileSize)")
     }
     check(record.extending(plan, id: record.id + "x", bootID: record.bootID, fileSize: fileSize) == plan, "another incarnation changed the plan")
+}
+
+func fuzzCheckpoint(_ data: Data) {
+    guard let checkpoint = try? JSONDecoder().decode(DownloadCheckpoint.self, from: data), checkpoint.isCoherent else { return }
+    // What a resume computes from a trusted checkpoint: none of it may trap.
+    for trusted in [checkpoint.trusted(inBoot: "boot"), checkpoint.trusted(inBoot: nil), checkpoint.durableOnly] {
+        check(trusted.isCoherent, "trusting a coherent checkpoint made an incoherent one")
+        var plan = trusted.plan
+        let extent = plan.writtenExtent
+        check(plan.bytesWritten >= 0 && plan.bytesWritten <= max(extent, 0), "written \(plan.bytesWritten) past the extent \(extent)")
+        if let total = plan.totalSize { check(extent <= total, "written past the total size") }
+        for segment in plan.segments {
+            _ = (segment.offset, segment.remaining, segment.isComplete)
+        }
+        _ = plan.isComplete
+        _ = plan.hasSplittableRemainder(minSegmentSize: 1)
+        let requests = Dictionary(uniqueKeysWithValues: plan.segments.indices.map {
+            ($0, SegmentPlan.Request(end: plan.segments[$0].end ?? .max, from: plan.segments[$0].start, elapsed: 2))
+        })
+        if plan.splitLargestRemainder(minSegmentSize: 1, requests: requests) != nil {
+            check(plan.isCoherent, "a split left a plan that does not tile the file")
+        }
+    }
 }
 
 func fuzzEventStream(_ data: Data) {

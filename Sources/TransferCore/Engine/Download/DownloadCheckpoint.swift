@@ -76,6 +76,11 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
         return (extended(by: record, bootID: current, fileSize: Int64(info.st_size)), true)
     }
 
+    /// Whether its plans can describe a file at all (see `SegmentPlan.isCoherent`). A checkpoint
+    /// is read back from a file or a database row anyone with access may have edited: one that
+    /// is not coherent is not trusted, and the download starts over.
+    var isCoherent: Bool { plan.isCoherent && (durable?.isCoherent ?? true) }
+
     public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
         self.version = Self.currentVersion
         self.url = url
@@ -91,6 +96,15 @@ public protocol CheckpointStore: Sendable {
     func load() throws -> DownloadCheckpoint?
     func save(_ checkpoint: DownloadCheckpoint) throws
     func remove() throws
+    /// Removes the checkpoint before a running download truncates its partial
+    /// file to start over: the removal must be as lasting as the truncation,
+    /// or a killed process (or a crashed machine) leaves a checkpoint claiming
+    /// bytes the file no longer has, and the next run keeps zeros in their place.
+    func removeBeforeStartingOver() throws
+}
+
+extension CheckpointStore {
+    public func removeBeforeStartingOver() throws { try remove() }
 }
 
 /// A checkpoint kept as JSON beside the partial file (`NAME.part.state`),
@@ -122,6 +136,13 @@ public struct FileCheckpointStore: CheckpointStore {
 
     public func remove() throws {
         if unlink(path) != 0 && errno != ENOENT { throw POSIXFailure(operation: "remove", path: path) }
+    }
+
+    /// The removal is synced (the folder) before the truncation that follows it: a file system
+    /// that does not order the two could otherwise keep the truncation and lose the removal.
+    public func removeBeforeStartingOver() throws {
+        try remove()
+        AtomicFile.syncDirectory(of: path)
     }
 }
 

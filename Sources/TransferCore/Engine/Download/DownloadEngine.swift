@@ -35,8 +35,9 @@ public final class DownloadEngine: @unchecked Sendable {
         // Unsigned: the check is of the job's own headers and the capabilities asked for (each
         // transport checks every signed request it sends as well); a signature here was wasted.
         try transport.checkSupports(makeRequest(headers: options.headers, signed: false))
-        // Read once: nothing below changes it before the partial file is opened.
-        let saved = try? store.load()
+        // Read once: nothing below changes it before the partial file is opened. One whose plan
+        // cannot describe a file (edited, damaged) is not trusted: the download starts over.
+        let saved = (try? store.load()).flatMap { $0.isCoherent ? $0 : nil }
         if let finished = try finishedEarlier(saved) {
             return DownloadResult(path: options.destination, size: finished, sha256: nil, bytesFetched: 0,
                                   resumedFrom: finished, skipped: false, completedPartPath: nil, restarts: 0, segments: 0,
@@ -103,8 +104,10 @@ public final class DownloadEngine: @unchecked Sendable {
     private func openPartialFile(_ saved: DownloadCheckpoint?) throws -> DownloadState {
         let part = options.partPath
         var checkpoint = saved?.trusted(inBoot: BootID.current)
+        // A partial file shorter than the bytes its checkpoint claims is not the file it describes
+        // (replaced, or truncated by another program): the claimed bytes would stay zeros.
         if let existing = checkpoint,
-           existing.url != options.url.absoluteString || !Self.exists(part) {
+           existing.url != options.url.absoluteString || (Self.size(part) ?? -1) < existing.plan.writtenExtent {
             checkpoint = nil
         }
         var startsOver = false
@@ -112,9 +115,9 @@ public final class DownloadEngine: @unchecked Sendable {
             // A partial file without a record cannot be trusted: start it over. Forgotten before the
             // file is truncated, and a store that refuses (a shared store gave the job to another
             // worker meanwhile) stops it here: the other worker's partial file is not truncated.
-            try store.remove()
             var info = stat()
             startsOver = lstat(part, &info) == 0
+            if startsOver { try store.removeBeforeStartingOver() } else { try store.remove() }
         }
         // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
         let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (checkpoint == nil ? O_TRUNC : 0)
@@ -132,7 +135,8 @@ public final class DownloadEngine: @unchecked Sendable {
         }
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
-        let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter)
+        let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
+                                  store: store)
         if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
         if let every = options.writtenRecordBytes {
@@ -152,8 +156,13 @@ public final class DownloadEngine: @unchecked Sendable {
 
     /// Whether `path` names something, following links (as FileManager's `fileExists` does, without its bridging).
     static func exists(_ path: String) -> Bool {
+        size(path) != nil
+    }
+
+    /// The size of what `path` names, following links; nil when it names nothing.
+    static func size(_ path: String) -> Int64? {
         var info = stat()
-        return stat(path, &info) == 0
+        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
     }
 
     /// A previous run finished this download but stopped between renaming the

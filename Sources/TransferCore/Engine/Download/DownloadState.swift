@@ -65,8 +65,13 @@ final class DownloadState: @unchecked Sendable {
     /// is started over, so a record of the old file never lands on the new one. Taken after `persistLock`.
     private let writtenLock = PlainLock()
 
-    init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil) {
+    /// Where the download's checkpoints are kept: emptied before the file starts over (`reset`).
+    private let store: CheckpointStore?
+
+    init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil,
+         store: CheckpointStore? = nil) {
         self.limiter = limiter
+        self.store = store
         self.fd = fd
         self.partPath = partPath
         self.url = url
@@ -238,6 +243,11 @@ final class DownloadState: @unchecked Sendable {
         defer { persistLock.unlock() }
         writtenLock.lock()
         defer { writtenLock.unlock() }
+        // The saved checkpoint claims the old bytes: forgotten first, or a process killed after the
+        // truncation and before the next checkpoint would leave a record the next run trusts, and
+        // where the new bytes stop short of its claim the file would keep zeros. A store that
+        // refuses (a shared store gave the job to another worker) stops the download here.
+        try store?.removeBeforeStartingOver()
         // Removed before the truncation: a process killed between the two leaves a checkpoint of
         // the old incarnation, which a record of that incarnation would extend over new bytes.
         if fields.withLock({ $0.writtenRecorded }) { WrittenOffsets.remove(fd: fd) }

@@ -23,10 +23,25 @@ public struct ResponseValidators: Codable, Equatable, Sendable {
     }
 
     /// False when the response names a different version than these validators.
+    ///
+    /// Two strong ETags decide alone. Equal weak ones (`W/"…"`) only say the
+    /// versions are equivalent, not byte for byte the same, so Last-Modified
+    /// decides when both have it; different tags, weak or strong, are
+    /// different versions. With nothing to compare, a response is taken as the
+    /// same version (as curl and aria2c take every one).
     public func matches(_ other: ResponseValidators) -> Bool {
-        if let etag, let otherTag = other.etag { return etag == otherTag }
+        if let etag, let otherTag = other.etag {
+            let weak = etag.hasPrefix("W/") || otherTag.hasPrefix("W/")
+            guard Self.opaque(etag) == Self.opaque(otherTag) else { return false }
+            if !weak { return true }
+        }
         if let lastModified, let otherDate = other.lastModified { return lastModified == otherDate }
         return true
+    }
+
+    /// The tag without its weakness mark (RFC 9110's weak comparison).
+    private static func opaque(_ tag: String) -> Substring {
+        tag.hasPrefix("W/") ? tag.dropFirst(2) : Substring(tag)
     }
 }
 

@@ -64,6 +64,34 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
         self.totalSize = totalSize
     }
 
+    /// Whether the plan can describe a file: segments that tile it from byte 0 without gap or
+    /// overlap (in any order: splits are appended), written counts within their segments, an
+    /// open end only for a single stream, and the total size where the last segment ends. None
+    /// of its sums can then overflow: every offset is at most the last end.
+    var isCoherent: Bool {
+        let ordered = segments.sorted { $0.start < $1.start }
+        guard let last = ordered.last else { return false }
+        var next: Int64 = 0
+        for segment in ordered {
+            guard segment.start == next, segment.written >= 0 else { return false }
+            if let end = segment.end {
+                guard end >= segment.start, segment.written <= end - segment.start else { return false }
+                next = end
+            } else {
+                guard ordered.count == 1, segment.written <= Int64.max - segment.start else { return false }
+            }
+        }
+        guard let total = totalSize else { return true }
+        if let end = last.end { return total == end }
+        // A single stream that learned its size when the body ended.
+        return last.finished && total == last.offset
+    }
+
+    /// The end of the furthest byte written in any segment: the partial file is at least this long.
+    var writtenExtent: Int64 {
+        segments.reduce(0) { $1.written > 0 ? max($0, $1.offset) : $0 }
+    }
+
     public var isComplete: Bool { segments.allSatisfy(\.isComplete) }
     public var bytesWritten: Int64 { segments.reduce(0) { $0 + $1.written } }
     public var isSegmented: Bool { segments.count > 1 }
@@ -130,7 +158,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
                 if end - cut > (clean?.given ?? 0) { clean = (index, cut, end - cut) }
             } else if let request, request.elapsed >= 0.25 {
                 let rate = Double(max(0, segment.offset - request.from)) / request.elapsed
-                let left = Double(request.end - segment.offset)
+                let left = Double(min(request.end, end) - segment.offset)
                 if left > rate * patience, end - middle > (slow?.given ?? 0) { slow = (index, middle, end - middle) }
             }
         }

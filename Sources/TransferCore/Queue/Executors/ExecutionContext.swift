@@ -124,4 +124,7 @@ struct JobCheckpointStore: CheckpointStore {
         let fenced = row.store.leaseSeconds.map { !row.job.certainlyHeld(lease: $0) } ?? false
         if row.job.record.checkpoint != nil || fenced { try row.save(nil) }
     }
+
+    /// Always a write: the checkpoints saved since the job was claimed are not in its record.
+    func removeBeforeStartingOver() throws { try row.save(nil) }
 }

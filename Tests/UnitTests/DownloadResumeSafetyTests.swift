@@ -1,0 +1,77 @@
+@testable import TransferCore
+import XCTest
+
+/// What a later run may trust of a partial file and its checkpoint: nothing
+/// that a started-over file, a damaged checkpoint or a weak validator no
+/// longer backs.
+final class DownloadResumeSafetyTests: XCTestCase {
+    private func plan(_ segments: [SegmentPlan.Segment], total: Int64?) -> SegmentPlan {
+        SegmentPlan(segments: segments, totalSize: total)
+    }
+
+    func testStartingOverForgetsTheCheckpointBeforeTheFileIsTruncated() throws {
+        // A run had 8 MiB of a file on disk; a server then answered its range request with the
+        // whole file (200), so the file starts over. Were the process killed before its next
+        // checkpoint, a checkpoint still claiming 8 MiB would make the next run keep a hole.
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("resume-safety-" + UUID().uuidString)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = (directory as NSString).appendingPathComponent("f.part")
+        XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data(repeating: 7, count: 8 << 20)))
+        let store = FileCheckpointStore(path: part + ".state")
+        var written = SegmentPlan.single(totalSize: 64 << 20)
+        written.recordWritten(8 << 20, segment: 0)
+        let checkpoint = DownloadCheckpoint(url: "http://127.0.0.1/f", validators: ResponseValidators(etag: "\"v1\""),
+                                            plan: written, rangesSupported: true)
+        try store.save(checkpoint)
+        let fd = open(part, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let state = DownloadState(fd: fd, partPath: part, url: URL(string: "http://127.0.0.1/f")!,
+                                  checkpoint: checkpoint, store: store)
+        try state.reset(plan: SegmentPlan.single(totalSize: 64 << 20), validators: ResponseValidators(etag: "\"v1\""),
+                        rangesSupported: false)
+        var info = stat()
+        XCTAssertEqual(fstat(fd, &info), 0)
+        XCTAssertEqual(info.st_size, 0)
+        XCTAssertEqual(try store.load()?.plan.bytesWritten ?? 0, 0, "no checkpoint may claim the truncated bytes")
+    }
+
+    func testACheckpointWhosePlanCannotDescribeAFileIsNotTrusted() {
+        func coherent(_ plan: SegmentPlan) -> Bool {
+            DownloadCheckpoint(url: "u", validators: ResponseValidators(), plan: plan, rangesSupported: true).isCoherent
+        }
+        XCTAssertTrue(coherent(.single(totalSize: nil)))
+        XCTAssertTrue(coherent(SegmentPlan.split(totalSize: 100, connections: 4, minSegmentSize: 1)))
+        XCTAssertTrue(coherent(plan([.init(start: 0, end: 10, written: 10), .init(start: 10, end: 20, written: 3)], total: 20)))
+        // A written count past the end, or one that overflows.
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: 10, written: 11)], total: 10)))
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: nil, written: .max), .init(start: 5, end: nil, written: .max)], total: nil)))
+        XCTAssertFalse(coherent(plan([.init(start: .max, end: nil, written: 1)], total: nil)))
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: 10, written: -1)], total: 10)))
+        // A gap (never fetched, so zeros), an overlap, an open end among several, a wrong total.
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: 10), .init(start: 20, end: 30)], total: 30)))
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: 10), .init(start: 5, end: 30)], total: 30)))
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: nil), .init(start: 5, end: 30)], total: 30)))
+        XCTAssertFalse(coherent(plan([.init(start: 0, end: 10), .init(start: 10, end: 30)], total: 40)))
+        XCTAssertFalse(coherent(plan([.init(start: 3, end: 10)], total: 10)))
+        XCTAssertFalse(coherent(plan([], total: 0)))
+        // The durable plan is checked too.
+        var checkpoint = DownloadCheckpoint(url: "u", validators: ResponseValidators(), plan: .single(totalSize: 10),
+                                            rangesSupported: true)
+        checkpoint.durable = plan([.init(start: 0, end: 10, written: 99)], total: 10)
+        XCTAssertFalse(checkpoint.isCoherent)
+    }
+
+    func testOnlyStrongValidatorsProveTheSameVersion() {
+        let strong = ResponseValidators(etag: "\"a\"", lastModified: "Mon, 30 Nov 2026 10:00:00 GMT")
+        XCTAssertTrue(strong.matches(ResponseValidators(etag: "\"a\"", lastModified: "Tue, 01 Dec 2026 10:00:00 GMT")))
+        XCTAssertFalse(strong.matches(ResponseValidators(etag: "\"b\"")))
+        // Equal weak tags say "equivalent", not "the same bytes": Last-Modified decides when both have it.
+        let weak = ResponseValidators(etag: "W/\"a\"", lastModified: "Mon, 30 Nov 2026 10:00:00 GMT")
+        XCTAssertTrue(weak.matches(weak))
+        XCTAssertFalse(weak.matches(ResponseValidators(etag: "W/\"a\"", lastModified: "Tue, 01 Dec 2026 10:00:00 GMT")))
+        XCTAssertFalse(weak.matches(ResponseValidators(etag: "W/\"b\"", lastModified: "Mon, 30 Nov 2026 10:00:00 GMT")))
+        XCTAssertTrue(ResponseValidators(etag: "W/\"a\"").matches(ResponseValidators(etag: "W/\"a\"")))
+    }
+}
