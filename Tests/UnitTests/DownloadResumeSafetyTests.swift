@@ -1,3 +1,4 @@
+import TestSupport
 @testable import TransferCore
 import XCTest
 
@@ -73,5 +74,55 @@ final class DownloadResumeSafetyTests: XCTestCase {
         XCTAssertFalse(weak.matches(ResponseValidators(etag: "W/\"a\"", lastModified: "Tue, 01 Dec 2026 10:00:00 GMT")))
         XCTAssertFalse(weak.matches(ResponseValidators(etag: "W/\"b\"", lastModified: "Mon, 30 Nov 2026 10:00:00 GMT")))
         XCTAssertTrue(ResponseValidators(etag: "W/\"a\"").matches(ResponseValidators(etag: "W/\"a\"")))
+    }
+
+    func testARunThatFinishedEarlierIsRecognisedOnlyByItsOwnFile() async throws {
+        // A run renamed the file into place and stopped before forgetting its checkpoint; then
+        // another file of the same size was put at the destination. No request is made: the
+        // URL has no server, and a destination that exists is refused (the default).
+        let directory = try scratchDirectory()
+        let destination = (directory as NSString).appendingPathComponent("out.bin")
+        let url = URL(string: "http://127.0.0.1:9/out.bin")!
+        let lastModified = "Mon, 30 Nov 2026 10:00:00 GMT"
+        var complete = SegmentPlan.single(totalSize: 4)
+        complete.recordWritten(4, segment: 0)
+        let options = DownloadOptions(url: url, destination: destination)
+        let store = FileCheckpointStore(path: options.statePath)
+        let checkpoint = DownloadCheckpoint(url: url.absoluteString, validators: ResponseValidators(lastModified: lastModified),
+                                            plan: complete, rangesSupported: true)
+        let seconds = Int(HTTPDate.parse(lastModified)!.timeIntervalSince1970)
+        func place(_ text: String, modified: Int) {
+            XCTAssertTrue(FileManager.default.createFile(atPath: destination, contents: Data(text.utf8)))
+            var times = [timespec(tv_sec: modified, tv_nsec: 0), timespec(tv_sec: modified, tv_nsec: 0)]
+            XCTAssertEqual(utimensat(AT_FDCWD, destination, &times, 0), 0)
+        }
+        let transport = Backends.all[0].1
+
+        // Its own file (the remote's time): finished, nothing fetched.
+        place("abcd", modified: seconds)
+        try store.save(checkpoint)
+        let finished = try await DownloadEngine(transport: transport, options: options).run()
+        XCTAssertEqual(finished.size, 4)
+        XCTAssertNil(try store.load(), "the checkpoint is forgotten")
+
+        // Another file of the same size: the destination is refused, as any existing file is.
+        place("wxyz", modified: seconds + 3600)
+        try store.save(checkpoint)
+        do {
+            _ = try await DownloadEngine(transport: transport, options: options).run()
+            XCTFail("a replaced destination was taken as this download's")
+        } catch DownloadError.destinationExists {
+        }
+
+        // Its own file, but a checksum asked for now that it does not have.
+        place("abcd", modified: seconds)
+        try store.save(checkpoint)
+        var checked = options
+        checked.sha256 = String(repeating: "0", count: 64)
+        do {
+            _ = try await DownloadEngine(transport: transport, options: checked).run()
+            XCTFail("a file with another checksum was taken as finished")
+        } catch DownloadError.destinationExists {
+        }
     }
 }

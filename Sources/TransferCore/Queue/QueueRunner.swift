@@ -405,8 +405,8 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    /// Makes the finished files durable with one `syncfs` of the root's
-    /// filesystem, then commits their "done" in one transaction.
+    /// Makes the finished files durable with one `syncfs` of each filesystem
+    /// they are on, then commits their "done" in one transaction.
     /// A job whose rename fails (the destination became a folder, a read-only
     /// folder) fails alone, with the reason: it never stops the run.
     /// - Returns: the reasons of the jobs whose rename failed, by job id, and the jobs lost to another worker.
@@ -448,27 +448,49 @@ public final class QueueRunner: @unchecked Sendable {
         return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)
     }
 
-    /// Makes a batch's files durable: one `syncfs` for the filesystem; when that reports an error
-    /// (or the root cannot be opened), each file alone, so only the files whose data did not reach
-    /// the disk fail. Nothing is removed here: the caller removes the failed ones it still holds.
+    /// Makes a batch's files durable (see `syncFiles`). Nothing is removed here: the caller
+    /// removes the failed ones it still holds.
     /// - Returns: the reasons, by job id.
     static func sync(_ batch: [PendingDone], root: String) -> [String: String] {
-        let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 {
-            let synced = linuxSyncfs(fd) == 0
+        syncFiles(batch.compactMap { item in item.result.completedPartPath.map { (item.job.record.id, $0) } }, root: root)
+    }
+
+    /// One `syncfs` for each filesystem the files and the root are on (a destination inside the
+    /// root may sit on another mount, which the root's `syncfs` does not reach); on a filesystem
+    /// whose `syncfs` reports an error (or that cannot be opened), each of its files alone, so
+    /// only the files whose data did not reach the disk fail.
+    /// - Parameters:
+    ///   - files: job id and file path.
+    ///   - syncfs: `syncfs(2)`; a test watches which filesystems it is given.
+    /// - Returns: the reasons, by job id.
+    static func syncFiles(_ files: [(id: String, path: String)], root: String,
+                          syncfs: (Int32) -> Int32 = { linuxSyncfs($0) }) -> [String: String] {
+        func device(_ path: String) -> dev_t? {
+            var info = stat()
+            return stat(path, &info) == 0 ? info.st_dev : nil
+        }
+        // A path on each filesystem, the root's first; files that cannot be looked at are synced alone.
+        var filesystems: [(device: dev_t, path: String)] = []
+        for path in [root] + files.map(\.path) {
+            guard let found = device(path), !filesystems.contains(where: { $0.device == found }) else { continue }
+            filesystems.append((found, path))
+        }
+        var synced: Set<dev_t> = []
+        for filesystem in filesystems {
+            let fd = open(filesystem.path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            if syncfs(fd) == 0 { synced.insert(filesystem.device) }
             close(fd)
-            if synced { return [:] }
         }
         var failures: [String: String] = [:]
-        for item in batch {
-            guard let part = item.result.completedPartPath else { continue }
+        for (id, part) in files where !(device(part).map(synced.contains) ?? false) {
             let file = open(part, O_RDONLY | O_CLOEXEC)
-            let synced = file >= 0 && fsync(file) == 0
+            let ok = file >= 0 && fsync(file) == 0
             let reason = String(cString: strerror(errno))
             if file >= 0 { close(file) }
-            guard !synced else { continue }
-            failures[item.job.record.id] = "sync \(part): \(reason); the disk did not take the file's data, so the download was removed "
-                + "(check the disk, then `transferd retry \(item.job.record.id)` fetches it again)"
+            guard !ok else { continue }
+            failures[id] = "sync \(part): \(reason); the disk did not take the file's data, so the download was removed "
+                + "(check the disk, then `transferd retry \(id)` fetches it again)"
         }
         return failures
     }

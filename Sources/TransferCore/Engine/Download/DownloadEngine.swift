@@ -171,9 +171,19 @@ public final class DownloadEngine: @unchecked Sendable {
     private func finishedEarlier(_ saved: DownloadCheckpoint?) throws -> Int64? {
         guard let checkpoint = saved, checkpoint.url == options.url.absoluteString,
               checkpoint.plan.isComplete, let total = checkpoint.plan.totalSize,
-              !Self.exists(options.partPath),
-              let size = (try? FileManager.default.attributesOfItem(atPath: options.destination))?[.size] as? NSNumber,
-              size.int64Value == total else { return nil }
+              !Self.exists(options.partPath) else { return nil }
+        var info = stat()
+        guard stat(options.destination, &info) == 0, Int64(info.st_size) == total else { return nil }
+        // The file that run renamed into place has the remote Last-Modified as its time; another
+        // of the same size put there since has not (then the destination is judged as any other).
+        if let modified = checkpoint.validators.lastModified.flatMap(HTTPDate.parse),
+           Int(modified.timeIntervalSince1970) != Int(info.st_mtim.tv_sec) {
+            return nil
+        }
+        // A checksum asked for now is checked now: that run may have had none, or another.
+        if let expected = options.sha256, (try? SHA256Hasher.hex(ofFileAt: options.destination)) != expected {
+            return nil
+        }
         try? store.remove()
         return total
     }
