@@ -469,10 +469,12 @@ public final class QueueRunner: @unchecked Sendable {
             var info = stat()
             return stat(path, &info) == 0 ? info.st_dev : nil
         }
-        // A path on each filesystem, the root's first; files that cannot be looked at are synced alone.
+        // Each file's filesystem, looked at once; a path on each filesystem, the root's first.
+        // Files that cannot be looked at are synced alone.
+        let devices = files.map { device($0.path) }
         var filesystems: [(device: dev_t, path: String)] = []
-        for path in [root] + files.map(\.path) {
-            guard let found = device(path), !filesystems.contains(where: { $0.device == found }) else { continue }
+        for (found, path) in zip([device(root)] + devices, [root] + files.map(\.path)) {
+            guard let found, !filesystems.contains(where: { $0.device == found }) else { continue }
             filesystems.append((found, path))
         }
         var synced: Set<dev_t> = []
@@ -483,7 +485,7 @@ public final class QueueRunner: @unchecked Sendable {
             close(fd)
         }
         var failures: [String: String] = [:]
-        for (id, part) in files where !(device(part).map(synced.contains) ?? false) {
+        for ((id, part), found) in zip(files, devices) where !(found.map(synced.contains) ?? false) {
             let file = open(part, O_RDONLY | O_CLOEXEC)
             let ok = file >= 0 && fsync(file) == 0
             let reason = String(cString: strerror(errno))
