@@ -17,9 +17,13 @@
 # less than (client + server) / 2 seconds, which says which side limits it.
 #
 #   bench/s3.sh [RUNS]      (default 3)
+#   BENCH_S3_TOOLS="td s5" bench/s3.sh 10   only those tools (td s5 aws rclone):
+#                           ten rounds of transferd against s5cmd alone
 set -euo pipefail
 
 runs="${1:-3}"
+tools=" ${BENCH_S3_TOOLS:-td s5 aws rclone} "
+[[ $tools == *" td "* ]] || { echo "bench: BENCH_S3_TOOLS must include td (the ratios are to transferd)" >&2; exit 2; }
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 scripts_dir=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
@@ -53,9 +57,9 @@ mkdir -p "$work/sync-out"
 for tool in td aws s5 rclone; do rm -rf "$work/sync-out/$tool"; done
 # Each tool's own first copy, so every measured sync finds everything unchanged.
 "$transferd" get s3://sync/many/ -o "$work/sync-out/td" -q -j 32
-$aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
-$s5 sync 's3://sync/many/*' "$work/sync-out/s5/" >/dev/null
-rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
+[[ $tools != *" aws "* ]] || $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
+[[ $tools != *" s5 "* ]] || $s5 sync 's3://sync/many/*' "$work/sync-out/s5/" >/dev/null
+[[ $tools != *" rclone "* ]] || rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
 
 declare -A times peaks client server
 names=()
@@ -94,8 +98,9 @@ leftovers+=("$work/down")
 # round, so no tool is always the first to run after the row before (the uploads
 # left SeaweedFS busy with its volume files, and the first download paid for it).
 in_turn() {
-    local round=$1 i; shift
-    local cases=("$@")
+    local round=$1 i case; shift
+    local cases=()
+    for case in "$@"; do [[ $tools == *" ${case##*_} "* ]] && cases+=("$case"); done
     for ((i = 0; i < ${#cases[@]}; i++)); do "${cases[$(((round + i) % ${#cases[@]}))]}"; done
 }
 up_td() { measure "1 GiB up: transferd put" "object_ok td.bin" "$transferd" put "$big" s3://bench/td.bin -q; }

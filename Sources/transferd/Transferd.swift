@@ -35,6 +35,14 @@ struct TransferdMain {
         // with 1 and 1.01 s with 4, whose peak RSS was the same with curl and
         // 58 instead of 44 MiB for 8 URLSession connections.
         _ = glibcMallopt(glibcMArenaMax, 4)
+        // As many open files as the hard limit allows: a queue run keeps each finished download
+        // open (its lock held) until its batch is renamed into place, and a soft limit of 1,024
+        // would fail downloads of small files while a slow disk syncs a batch.
+        var files = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files) == 0 && files.rlim_cur < files.rlim_max {
+            files.rlim_cur = files.rlim_max
+            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files)
+        }
         #endif
         var arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else {

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import TransferCore
 import TestSupport
@@ -67,6 +68,101 @@ final class DownloadConformanceTests: XCTestCase {
             let result = try await DownloadEngine(transport: transport, options: options).run()
             XCTAssertEqual(result.resumedFrom, 0, name)
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "64m.bin"), name)
+        }
+    }
+
+    func testACheckpointIsTrustedOnlyForTheFileItTagged() async throws {
+        // A checkpoint names its partial file's tag (an extended attribute). Another file put at
+        // NAME.part since, even of the very size the checkpoint claims, lacks it: started over.
+        let servers = try TestServers.current()
+        let url = servers.http.appendingPathComponent("64m.bin")
+        let size = try servers.size(of: "64m.bin")
+        let source = try XCTUnwrap(FileHandle(forReadingAtPath: servers.www + "/64m.bin"))
+        let head = try XCTUnwrap(try source.read(upToCount: 1 << 20))
+        try source.close()
+        for (name, transport) in Backends.all {
+            for tagged in [false, true] {
+                let destination = (try scratchDirectory(#function + name + "\(tagged)") as NSString).appendingPathComponent("out.bin")
+                let options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
+                var claimed = SegmentPlan.single(totalSize: size)
+                claimed.recordWritten(1 << 20, segment: 0)
+                var checkpoint = DownloadCheckpoint(url: url.absoluteString, validators: ResponseValidators(), plan: claimed,
+                                                    rangesSupported: true)
+                checkpoint.fileTag = "t1"
+                try FileCheckpointStore(path: options.statePath).save(checkpoint)
+                // Untagged, the bytes are another file's (zeros here); tagged, the first MiB of the file.
+                XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath,
+                                                             contents: tagged ? head : Data(count: 1 << 20)))
+                if tagged { XCTAssertEqual(setxattr(options.partPath, "user.transferd.file", "t1", 2, 0), 0) }
+                let result = try await DownloadEngine(transport: transport, options: options).run()
+                XCTAssertEqual(result.resumedFrom, tagged ? 1 << 20 : 0, "\(name) tagged: \(tagged)")
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "64m.bin"), name)
+            }
+        }
+    }
+
+    func testAPartialFileAnotherProcessWritesIsLeftAlone() async throws {
+        // Another process holds NAME.part (the same destination downloaded twice at once): the
+        // download stops with the reason before it reads or changes anything of that file.
+        let servers = try TestServers.current()
+        let url = servers.http.appendingPathComponent("1m.bin")
+        for (name, transport) in Backends.all {
+            let destination = (try scratchDirectory(#function + name) as NSString).appendingPathComponent("out.bin")
+            var options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
+            let partBytes = Data(repeating: 7, count: 300 << 10)
+            let stateBytes = Data("the other writer's checkpoint".utf8)
+            XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath, contents: partBytes))
+            XCTAssertTrue(FileManager.default.createFile(atPath: options.statePath, contents: stateBytes))
+            let other = open(options.partPath, O_RDWR)
+            XCTAssertGreaterThanOrEqual(other, 0)
+            XCTAssertEqual(flock(other, LOCK_EX), 0)
+            do {
+                _ = try await DownloadEngine(transport: transport, options: options).run()
+                XCTFail("\(name): downloaded while another process wrote the partial file")
+            } catch DownloadError.partInUse(let path) {
+                XCTAssertEqual(path, options.partPath, name)
+                XCTAssertTrue(String(describing: DownloadError.partInUse(path: path)).contains("another transferd"), name)
+            }
+            // The queue's engine defers the job instead, without counting a failure.
+            options.retryInPlace = false
+            options.priorFailures = 2
+            do {
+                _ = try await DownloadEngine(transport: transport, options: options).run()
+                XCTFail("\(name): downloaded while another process wrote the partial file")
+            } catch let deferred as DownloadDeferred {
+                XCTAssertEqual(deferred.failures, 2, name)
+                XCTAssertTrue(deferred.reason.contains(options.partPath), name)
+            }
+            XCTAssertEqual(FileManager.default.contents(atPath: options.partPath), partBytes, name)
+            XCTAssertEqual(FileManager.default.contents(atPath: options.statePath), stateBytes, name)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: destination), name)
+            close(other)
+
+            // Once the other writer is gone the same download runs. Handed to a caller that renames
+            // it later (the queue), the complete file stays locked until the caller lets go of it.
+            options.deferRename = true
+            try FileManager.default.removeItem(atPath: options.statePath)
+            var result: DownloadResult? = try await DownloadEngine(transport: transport, options: options).run()
+            XCTAssertEqual(result?.completedPartPath, options.partPath, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.partPath), try servers.sha256(of: "1m.bin"), name)
+            let probe = open(options.partPath, O_RDWR)
+            XCTAssertGreaterThanOrEqual(probe, 0)
+            defer { close(probe) }
+            XCTAssertNotEqual(flock(probe, LOCK_EX | LOCK_NB), 0, "\(name): the finished file is still locked for its rename")
+            result = nil
+            XCTAssertNil(result)
+            XCTAssertEqual(flock(probe, LOCK_EX | LOCK_NB), 0, "\(name): released with the result")
+
+            // A queue job its store handed over (the worker that lost it may still hold the file,
+            // frozen) writes the file regardless: the lease, not the lock, says who writes.
+            var takeover = DownloadOptions(url: url, destination: destination + ".taken", retry: quickRetry, idleTimeout: 10)
+            takeover.takesOverBusyPart = true
+            XCTAssertTrue(FileManager.default.createFile(atPath: takeover.partPath, contents: partBytes))
+            let frozen = open(takeover.partPath, O_RDWR)
+            XCTAssertEqual(flock(frozen, LOCK_EX), 0)
+            defer { close(frozen) }
+            _ = try await DownloadEngine(transport: transport, options: takeover).run()
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: takeover.destination), try servers.sha256(of: "1m.bin"), name)
         }
     }
 

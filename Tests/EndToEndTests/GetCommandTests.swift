@@ -197,6 +197,28 @@ final class GetCommandTests: XCTestCase {
         }
     }
 
+    /// The same `get` started twice: the second stops with exit code 4 and the reason, and the
+    /// first, whose partial file it left alone, finishes a correct file.
+    func testASecondGetToTheSameDestinationLeavesTheFirstAlone() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let url = servers.http.appendingPathComponent("slow/64m.bin").absoluteString
+        let arguments = ["get", url, "-o", "out.bin", "-c", "1"]
+        let first = try TransferdProcess(arguments, directory: directory)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, (try? FileManager.default.attributesOfItem(atPath: directory + "/out.bin.part"))?[.size] as? Int ?? 0 == 0 {
+            usleep(20_000)
+        }
+        XCTAssertGreaterThan((try? FileManager.default.attributesOfItem(atPath: directory + "/out.bin.part"))?[.size] as? Int ?? 0, 0,
+                             "the first get wrote nothing")
+        let second = try TransferdProcess.run(arguments, directory: directory)
+        XCTAssertEqual(second.status, 4, second.stderr)
+        XCTAssertTrue(second.stderr.contains("out.bin.part is being written by another transferd process"), second.stderr)
+        let result = first.wait()
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"))
+    }
+
     func testCtrlCStopsResumablyAndTheNextRunFinishes() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()

@@ -38,6 +38,67 @@ final class DownloadResumeSafetyTests: XCTestCase {
         XCTAssertEqual(try store.load()?.plan.bytesWritten ?? 0, 0, "no checkpoint may claim the truncated bytes")
     }
 
+    func testAPartialFileHasOneWriterAtATime() throws {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-lock-" + UUID().uuidString)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = (directory as NSString).appendingPathComponent("f.part")
+        XCTAssertNil(try PartFile.lockExisting(part), "nothing there: nothing locked, nothing created")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: part))
+
+        let first = try PartFile.create(part)
+        XCTAssertFalse(first.existed)
+        // A second writer, whether it comes to create the file or to resume it, is turned away.
+        XCTAssertThrowsError(try PartFile.create(part)) { error in
+            guard case DownloadError.partInUse(let path) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(path, part)
+        }
+        XCTAssertThrowsError(try PartFile.lockExisting(part))
+        // Closing another descriptor of the file (the checksum pass does) keeps the lock.
+        close(open(part, O_RDONLY))
+        XCTAssertThrowsError(try PartFile.lockExisting(part))
+        first.close()
+        first.close()
+
+        let second = try XCTUnwrap(try PartFile.lockExisting(part))
+        XCTAssertTrue(second.existed)
+        second.close()
+        let third = try PartFile.create(part)
+        XCTAssertTrue(third.existed, "opened, not created: the caller decides whether to truncate")
+        third.close()
+
+        // A link planted at NAME.part is not written through.
+        let link = (directory as NSString).appendingPathComponent("g.part")
+        XCTAssertEqual(symlink(part, link), 0)
+        XCTAssertNil(try PartFile.lockExisting(link))
+        XCTAssertThrowsError(try PartFile.create(link)) { error in
+            guard case DownloadError.local = error else { return XCTFail("\(error)") }
+        }
+    }
+
+    func testAPartialFileCarriesTheTagItsCheckpointsName() throws {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-tag-" + UUID().uuidString)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = (directory as NSString).appendingPathComponent("f.part")
+        let file = try PartFile.create(part)
+        defer { file.close() }
+        XCTAssertFalse(file.carries("anything"), "an untagged file carries no tag")
+        let tag = try XCTUnwrap(file.tag(), "this file system keeps user attributes")
+        XCTAssertTrue(file.carries(tag))
+        XCTAssertFalse(file.carries(tag + "x"))
+        XCTAssertNotEqual(file.tag(), tag, "a new tag each time the file starts over")
+        // Kept in the checkpoint, through its JSON.
+        var checkpoint = DownloadCheckpoint(url: "http://127.0.0.1/f", validators: ResponseValidators(),
+                                            plan: .single(totalSize: 10), rangesSupported: true)
+        checkpoint.fileTag = tag
+        let decoded = try JSONDecoder().decode(DownloadCheckpoint.self, from: try JSONEncoder().encode(checkpoint))
+        XCTAssertEqual(decoded.fileTag, tag)
+        var durable = checkpoint
+        durable.durable = .single(totalSize: 10)
+        XCTAssertEqual(durable.durableOnly.fileTag, tag, "the file is the same one after a crash")
+    }
+
     func testACheckpointWhosePlanCannotDescribeAFileIsNotTrusted() {
         func coherent(_ plan: SegmentPlan) -> Bool {
             DownloadCheckpoint(url: "u", validators: ResponseValidators(), plan: plan, rangesSupported: true).isCoherent

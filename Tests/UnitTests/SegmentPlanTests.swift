@@ -132,5 +132,9 @@ final class SegmentPlanTests: XCTestCase {
         XCTAssertEqual(SegmentPlan.requestWindow(rate: 1e9, roundTrip: 0.5), 256 << 20, "never over the ceiling")
         XCTAssertEqual(SegmentPlan.requestWindow(rate: .infinity, roundTrip: 0.5), 256 << 20)
         XCTAssertEqual(SegmentPlan.requestWindow(rate: 0, roundTrip: 0.5), floor)
+        // An S3 source's floor (`S3Client.requestFloor`): 62.5 MB of round trips is under it.
+        XCTAssertEqual(SegmentPlan.requestWindow(rate: 12.5e6, roundTrip: 0.1, floor: S3Client.requestFloor), 64 << 20)
+        XCTAssertEqual(SegmentPlan.requestWindow(rate: 160e6, roundTrip: 0.0002, floor: S3Client.requestFloor), 64 << 20)
+        XCTAssertEqual(SegmentPlan.requestWindow(rate: 25e6, roundTrip: 0.1, floor: S3Client.requestFloor), 125_000_000)
     }
 }

@@ -113,6 +113,7 @@ enum GetCommand {
             maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
             maxRate: try arguments.byteSize("--limit-rate"))
         options.signer = signer
+        if signer != nil { options.requestFloor = S3Client.requestFloor }
         return options
     }
 
@@ -141,7 +142,7 @@ enum GetCommand {
             switch failure {
             case .destinationExists: return .destinationExists
             case .checksumMismatch, .sizeMismatch: return .verificationFailed
-            case .local: return .localError
+            case .local, .partInUse: return .localError
             case .httpStatus, .transport, .unstableSource: return .transferFailed
             }
         case let failure as TransportError:

@@ -29,6 +29,12 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// whenever the file starts over. The file's own record of how far it is
     /// written (`WrittenOffsets`) counts only beside a checkpoint of the same one.
     public var writtenID: String?
+    /// The partial file's tag (an extended attribute, `user.transferd.file`, set when the file
+    /// was created or started over): a checkpoint that names one is trusted only for a file that
+    /// carries it, so another file put at `NAME.part` since, even one of the same size, is started
+    /// over. Absent in checkpoints from before it was kept, and where the file system keeps no
+    /// user attributes: then only the file's size is checked.
+    public var fileTag: String?
 
     /// What a new run may resume from in the boot `current`: all of `plan` in
     /// the boot that wrote it, else only its durable bytes. `durable` stays

@@ -35,6 +35,16 @@ public final class DownloadEngine: @unchecked Sendable {
         // Unsigned: the check is of the job's own headers and the capabilities asked for (each
         // transport checks every signed request it sends as well); a signature here was wasted.
         try transport.checkSupports(makeRequest(headers: options.headers, signed: false))
+        // A partial file already there is locked before its checkpoint is read: another process
+        // writing it (the same destination downloaded twice at once) stops this one here, with
+        // nothing changed. One that is not there yet is locked as it is created.
+        let held: PartFile?
+        do {
+            held = try PartFile.lockExisting(options.partPath)
+        } catch DownloadError.partInUse(let path) {
+            guard options.takesOverBusyPart, let taken = PartFile.openHeld(path) else { throw partBusy(path) }
+            held = taken
+        }
         // Read once: nothing below changes it before the partial file is opened. One whose plan
         // cannot describe a file (edited, damaged) is not trusted: the download starts over.
         let saved = (try? store.load()).flatMap { $0.isCoherent ? $0 : nil }
@@ -59,10 +69,11 @@ public final class DownloadEngine: @unchecked Sendable {
             }
         }
 
-        let state = try openPartialFile(saved)
+        let (state, file) = try openPartialFile(saved, held: held)
+        var handedOver = false
         defer {
             state.drainWriters()
-            close(state.fd)
+            if !handedOver { file.close() }
         }
         let resumedFrom = state.plan.bytesWritten
         var restarts = 0
@@ -91,50 +102,67 @@ public final class DownloadEngine: @unchecked Sendable {
         // No checkpoint due by bytes may land after the final one.
         state.drainWriters()
         let (size, digest) = try finalize(state)
+        handedOver = options.deferRename
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
                               completedPartPath: options.deferRename ? options.partPath : nil,
                               restarts: restarts, segments: state.plan.segments.count,
-                              elapsed: Date().timeIntervalSince(started))
+                              elapsed: Date().timeIntervalSince(started), partFile: options.deferRename ? file : nil)
     }
 
     // MARK: Start
 
-    /// Opens `NAME.part`, resuming from the checkpoint when it describes this URL.
-    private func openPartialFile(_ saved: DownloadCheckpoint?) throws -> DownloadState {
+    /// Another process writes the partial file: a `get` stops with the reason; the queue tries
+    /// again later without counting a failure (the other writer ends).
+    private func partBusy(_ path: String) -> Error {
+        let busy = DownloadError.partInUse(path: path)
+        return options.retryInPlace ? busy : DownloadDeferred(delay: 5, reason: busy.description, failures: options.priorFailures)
+    }
+
+    /// Opens and locks `NAME.part` (or takes the one `run` locked), resuming from the checkpoint
+    /// when it describes this URL and this file.
+    private func openPartialFile(_ saved: DownloadCheckpoint?, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
+        let file: PartFile
+        do {
+            file = try held ?? PartFile.create(part)
+        } catch DownloadError.partInUse(let path) {
+            guard options.takesOverBusyPart, let taken = PartFile.openHeld(path) else { throw partBusy(path) }
+            file = taken
+        }
+        let fd = file.fd
         var checkpoint = saved?.trusted(inBoot: BootID.current)
-        // A partial file shorter than the bytes its checkpoint claims is not the file it describes
-        // (replaced, or truncated by another program): the claimed bytes would stay zeros.
+        // A partial file without the checkpoint's tag, or shorter than the bytes the checkpoint
+        // claims, is not the file it describes (replaced, or truncated by another program): the
+        // claimed bytes would be another file's, or zeros.
         if let existing = checkpoint,
-           existing.url != options.url.absoluteString || (Self.size(part) ?? -1) < existing.plan.writtenExtent {
+           existing.url != options.url.absoluteString || !file.existed || !(existing.fileTag.map(file.carries) ?? true)
+            || (file.size() ?? -1) < existing.plan.writtenExtent {
             checkpoint = nil
         }
-        var startsOver = false
         if checkpoint == nil {
             // A partial file without a record cannot be trusted: start it over. Forgotten before the
             // file is truncated, and a store that refuses (a shared store gave the job to another
             // worker meanwhile) stops it here: the other worker's partial file is not truncated.
-            var info = stat()
-            startsOver = lstat(part, &info) == 0
-            if startsOver { try store.removeBeforeStartingOver() } else { try store.remove() }
+            if file.existed {
+                try store.removeBeforeStartingOver()
+                // Whatever the file recorded of how far it was written is void once it is truncated.
+                WrittenOffsets.remove(fd: fd)
+                guard ftruncate(fd, 0) == 0 else { throw DownloadError.local(POSIXFailure(operation: "truncate", path: part)) }
+            } else {
+                try store.remove()
+            }
         }
-        // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
-        let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (checkpoint == nil ? O_TRUNC : 0)
-        let fd = FileCreation.open(part, flags: flags)
-        guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: part)) }
         var noteRecord = false
         if let trusted = checkpoint {
             let resumed = trusted.resumed(onFile: fd, bootID: BootID.current)
             checkpoint = resumed.checkpoint
             // Removed once the file is complete (one of an older incarnation too).
             if resumed.hadRecord { noteRecord = true }
-        } else if startsOver {
-            // Truncated: whatever the file recorded of how far it was written is void.
-            WrittenOffsets.remove(fd: fd)
         }
-        let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
+        var start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
+        if checkpoint == nil { start.fileTag = file.tag() }
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
                                   store: store)
         if noteRecord { state.noteWrittenRecordFound() }
@@ -151,7 +179,7 @@ public final class DownloadEngine: @unchecked Sendable {
             state.checkpointWriter = writer
             state.persistCheckpoint = { sync in writer.request(sync: sync) }
         }
-        return state
+        return (state, file)
     }
 
     /// Whether `path` names something, following links (as FileManager's `fileExists` does, without its bridging).
@@ -345,8 +373,9 @@ public final class DownloadEngine: @unchecked Sendable {
             defer { state.endExchange(index) }
             let furthestBefore = state.furthest
             var headers = options.headers
-            let window = SegmentPlan.requestWindow(rate: rate, roundTrip: exchanges >= 2 ? shortestWait : nil)
-            let (segment, sendRange, requestEnd) = state.beginExchange(index) { segment, segmented, rangesSupported in
+            let window = SegmentPlan.requestWindow(rate: rate, roundTrip: exchanges >= 2 ? shortestWait : nil,
+                                                   floor: options.requestFloor)
+            let ((segment, sendRange, requestEnd), sent) = state.beginExchange(index) { segment, segmented, rangesSupported in
                 // A request is bounded for a transport without backpressure (its backlog), for the
                 // opening request of a segmented download, and in a segmented download (a split for
                 // an idle connection then falls between two requests, never inside one).
@@ -371,7 +400,6 @@ public final class DownloadEngine: @unchecked Sendable {
             }
             let sink = DownloadSink(state: state, segment: index, requestedOffset: segment.offset,
                                     requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
-            let sent = DispatchTime.now().uptimeNanoseconds
             do {
                 do {
                     _ = try await transport.execute(makeRequest(headers: headers), sink: sink)

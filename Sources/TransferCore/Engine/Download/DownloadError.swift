@@ -16,6 +16,8 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     case local(POSIXFailure)
     /// The remote file kept changing while being downloaded.
     case unstableSource(url: String, restarts: Int)
+    /// Another process is writing the partial file (the same destination downloaded twice at once).
+    case partInUse(path: String)
 
     public var description: String {
         switch self {
@@ -35,6 +37,9 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
             return failure.description
         case .unstableSource(let url, let restarts):
             return "\(url) changed \(restarts) times during the download; try again later"
+        case .partInUse(let path):
+            return "\(path) is being written by another transferd process (a `get` or a queue run to the same destination); "
+                + "nothing was changed — wait for it to finish, or choose another destination"
         }
     }
 }

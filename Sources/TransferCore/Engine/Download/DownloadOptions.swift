@@ -35,6 +35,9 @@ public struct DownloadOptions: Sendable {
     /// Adds authentication to each request just before it is sent (S3's
     /// SigV4): given method, URL and headers, returns the headers to send.
     public var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+    /// The least one request of a segmented download asks for (see `SegmentPlan.requestWindow`);
+    /// an S3 source asks for more (`S3Client.requestFloor`).
+    public var requestFloor: Int64 = 16 << 20
     /// A rate cap shared with other downloads (the queue's `--limit-rate`).
     public var sharedLimiter: BandwidthLimiter?
     /// False in the queue: a failure that needs a backoff delay ends the attempt
@@ -78,6 +81,11 @@ public struct DownloadOptions: Sendable {
     public var deferRename = false
     /// Failed attempts without progress before this run (the job's count in the queue).
     public var priorFailures = 0
+    /// Write `NAME.part` even while another process holds its lock. For a queue job its store
+    /// handed over with a checkpoint: the worker that wrote it lost its lease (it may be frozen,
+    /// still holding the lock), and the store fences it off at its next checkpoint, so the lease,
+    /// not the lock, says who writes. Otherwise a held partial file stops the download.
+    public var takesOverBusyPart = false
     /// The size the file must have, known beforehand (an S3 listing): a body
     /// of another length is never saved as the file.
     public var expectedSize: Int64?
@@ -138,6 +146,9 @@ public struct DownloadResult: Sendable {
     /// Segments in the final plan (more than planned when idle connections took over slow ones).
     public var segments: Int
     public var elapsed: TimeInterval
+    /// With `deferRename`: the partial file, still open and locked against other writers; the
+    /// caller lets go of it (and so of the lock) once the file is renamed into place.
+    var partFile: PartFile? = nil
 }
 
 /// Things a download reports while it runs.

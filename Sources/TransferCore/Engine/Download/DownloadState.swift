@@ -58,6 +58,8 @@ final class DownloadState: @unchecked Sendable {
     var writtenWriter: CheckpointWriter?
 
     private let fields: Locked<Fields>
+    /// See `DownloadCheckpoint.fileTag`: the file keeps it when it starts over.
+    let fileTag: String?
     /// Held while a checkpoint is taken and saved, and while the file is started over
     /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
     let persistLock = PlainLock()
@@ -75,6 +77,7 @@ final class DownloadState: @unchecked Sendable {
         self.fd = fd
         self.partPath = partPath
         self.url = url
+        fileTag = checkpoint.fileTag
         fields = Locked(Fields(plan: checkpoint.plan, durable: checkpoint.durable ?? checkpoint.plan, validators: checkpoint.validators,
                                rangesSupported: checkpoint.rangesSupported,
                                furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten),
@@ -114,6 +117,7 @@ final class DownloadState: @unchecked Sendable {
             checkpoint.furthest = $0.furthest
             checkpoint.restarts = $0.restarts
             checkpoint.writtenID = $0.writtenID
+            checkpoint.fileTag = fileTag
             if $0.durable != $0.plan {
                 checkpoint.durable = $0.durable
                 checkpoint.bootID = BootID.current
@@ -289,13 +293,16 @@ final class DownloadState: @unchecked Sendable {
     /// plan is segmented and whether ranges work, and returns what the request asks for. The
     /// range's end (exclusive) is recorded in the same locked step, so a split made for an idle
     /// connection sees it and cuts into it only when the connection is slow (`endExchange` forgets it).
+    /// - Returns: `body`'s value, and when the exchange began (`DispatchTime` nanoseconds).
     func beginExchange<T>(_ index: Int,
-                          _ body: (SegmentPlan.Segment, _ segmented: Bool, _ rangesSupported: Bool) -> (T, requestedEnd: Int64?)) -> T {
+                          _ body: (SegmentPlan.Segment, _ segmented: Bool, _ rangesSupported: Bool) -> (T, requestedEnd: Int64?))
+        -> (T, began: UInt64) {
         fields.withLock {
             let segment = $0.plan.segments[index]
             let (value, end) = body(segment, $0.plan.isSegmented, $0.rangesSupported)
-            $0.requests[index] = end.map { ($0, segment.offset, DispatchTime.now().uptimeNanoseconds) }
-            return value
+            let began = DispatchTime.now().uptimeNanoseconds
+            $0.requests[index] = end.map { ($0, segment.offset, began) }
+            return (value, began)
         }
     }
 

@@ -295,6 +295,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
                                        retry: options.retry, tls: options.tls, connectTimeout: options.connectTimeout,
                                        idleTimeout: options.idleTimeout, maxRate: share)
         download.signer = signer
+        download.requestFloor = S3Client.requestFloor
         download.sharedLimiter = options.sharedLimiter
         // The object the listing described, or a 412: a newer version is not saved under the old record.
         if !object.etag.isEmpty && HTTPHeaders.problem(name: "If-Match", value: object.etag) == nil {

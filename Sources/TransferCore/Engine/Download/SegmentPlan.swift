@@ -22,6 +22,8 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
         /// The next byte to fetch.
         public var offset: Int64 { start + written }
         public var remaining: Int64? { end.map { $0 - offset } }
+        /// Whether its remainder is large enough to split in two of at least `minSegmentSize`.
+        func isSplittable(minSegmentSize: Int64) -> Bool { (remaining ?? 0) >= 2 * minSegmentSize }
         public var isComplete: Bool { finished || (end.map { offset >= $0 } ?? false) }
     }
 
@@ -150,7 +152,8 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
         var slow: (index: Int, cut: Int64, given: Int64)?
         for index in segments.indices {
             let segment = segments[index]
-            guard let end = segment.end, let remaining = segment.remaining, remaining >= 2 * minSegmentSize else { continue }
+            guard segment.isSplittable(minSegmentSize: minSegmentSize), let end = segment.end,
+                  let remaining = segment.remaining else { continue }
             let middle = segment.offset + remaining / 2
             let request = requests[index]
             let cut = max(middle, request?.end ?? segment.offset)
@@ -171,7 +174,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
     /// Whether a remainder is large enough to split, now or once its
     /// connection shows itself slow: an idle connection waits while one is.
     public func hasSplittableRemainder(minSegmentSize: Int64) -> Bool {
-        segments.contains { ($0.remaining ?? 0) >= 2 * minSegmentSize }
+        segments.contains { $0.isSplittable(minSegmentSize: minSegmentSize) }
     }
 
     /// How much one request of a segmented download asks for: at least

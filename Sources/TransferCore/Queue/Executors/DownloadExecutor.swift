@@ -54,6 +54,7 @@ struct DownloadExecutor: JobExecutor {
             maxRedirects: context.options.maxRedirects, maxRate: spec.limitRate)
         download.sharedLimiter = context.limiter
         download.signer = signer
+        if signer != nil { download.requestFloor = S3Client.requestFloor }
         download.retryInPlace = false
         download.syncEachFile = false
         download.deferRename = true
@@ -65,6 +66,10 @@ struct DownloadExecutor: JobExecutor {
         download.syncBytes = 64 << 20
         download.checkpointInterval = 0.25
         download.priorFailures = job.record.attempts
+        // A job with a checkpoint in the store is this queue's own: if another process still holds
+        // its partial file, that is the worker it was taken from (frozen past its lease), which
+        // the store fences off. A partial file held by anything else (a `get`) waits.
+        download.takesOverBusyPart = job.record.checkpoint != nil
         return download
     }
 }

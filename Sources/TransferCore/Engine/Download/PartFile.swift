@@ -1,0 +1,105 @@
+import CSystem
+import Foundation
+
+/// `NAME.part`, open and locked (`flock`, exclusive) by the one process that
+/// writes it.
+///
+/// Two processes downloading to the same destination (the same `get` started
+/// twice, a `get` and a queue run) would each truncate, write and resume the
+/// one partial file, and the file renamed into place would mix their bytes.
+/// The lock is taken before anything is decided about the file or its
+/// checkpoint and held until the file is in place: the engine closes it after
+/// its rename, or hands it to the caller that renames (`DownloadResult.partFile`).
+///
+/// `flock`, not `fcntl` locks: those belong to the process and vanish when any
+/// descriptor of the file is closed (the checksum pass opens and closes one).
+// @unchecked: one owner at a time closes it (the engine, or the holder of the result it was
+// handed to); `fd` and `existed` never change.
+final class PartFile: @unchecked Sendable {
+    let fd: Int32
+    /// Whether the file was there before this process opened it.
+    let existed: Bool
+    private var isOpen = true
+
+    private init(fd: Int32, existed: Bool) {
+        self.fd = fd
+        self.existed = existed
+    }
+
+    deinit { close() }
+
+    /// Opens and locks a partial file that is already there; nil when there is
+    /// none, or when it cannot be opened (`create` then reports why).
+    /// - Throws: `DownloadError.partInUse` when another process holds it.
+    static func lockExisting(_ path: String) throws -> PartFile? {
+        // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
+        let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        return try locked(fd, path: path, existed: true)
+    }
+
+    /// Opens a partial file another process holds, without its lock: for a queue job its store
+    /// handed over from a worker that lost it (see `DownloadOptions.takesOverBusyPart`).
+    static func openHeld(_ path: String) -> PartFile? {
+        let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        return fd >= 0 ? PartFile(fd: fd, existed: true) : nil
+    }
+
+    /// Opens the partial file, creating it when it is not there (never truncating: the caller
+    /// decides that once it holds the lock), and locks it.
+    /// - Throws: `DownloadError.partInUse` when another process holds it; `DownloadError.local` when it cannot be opened.
+    static func create(_ path: String) throws -> PartFile {
+        var existed = false
+        var fd = FileCreation.open(path, flags: O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 && errno == EEXIST {
+            existed = true
+            fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        }
+        guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: path)) }
+        return try locked(fd, path: path, existed: existed)
+    }
+
+    private static func locked(_ fd: Int32, path: String, existed: Bool) throws -> PartFile {
+        var result: Int32
+        repeat { result = flock(fd, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
+        guard result != 0 else { return PartFile(fd: fd, existed: existed) }
+        let code = errno
+        // A filesystem without locks (some network mounts): written unguarded, as curl and aria2c write every file.
+        if code == ENOLCK || code == EOPNOTSUPP || code == ENOSYS { return PartFile(fd: fd, existed: existed) }
+        Foundation.close(fd)
+        if code == EWOULDBLOCK { throw DownloadError.partInUse(path: path) }
+        throw DownloadError.local(POSIXFailure(operation: "lock", path: path, code: code))
+    }
+
+    /// The attribute naming the file's tag (`DownloadCheckpoint.fileTag`).
+    static let tagAttribute = "user.transferd.file"
+
+    /// Marks the file as this download's with a new random tag, kept in its checkpoints: a file
+    /// put at `NAME.part` since (another program's, a copy, one of the same size) lacks it, and
+    /// its checkpoint is not trusted for it. Nil when the file system keeps no user attributes.
+    func tag() -> String? {
+        let tag = WrittenOffsets.newID()
+        let bytes = Array(tag.utf8)
+        return fsetxattr(fd, Self.tagAttribute, bytes, bytes.count, 0) == 0 ? tag : nil
+    }
+
+    /// Whether the file carries `tag` (see `tag()`).
+    func carries(_ tag: String) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = fgetxattr(fd, Self.tagAttribute, &buffer, buffer.count)
+        return count > 0 && String(decoding: buffer[0..<count], as: UTF8.self) == tag
+    }
+
+    /// The file's size now.
+    func size() -> Int64? {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? Int64(info.st_size) : nil
+    }
+
+    /// Closes the file, which releases the lock; later calls do nothing.
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
+        Foundation.close(fd)
+    }
+}
