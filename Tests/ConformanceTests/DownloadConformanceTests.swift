@@ -20,6 +20,23 @@ final class DownloadConformanceTests: XCTestCase {
         return (destination, result)
     }
 
+    /// Options downloading `url` to `out.bin` in a scratch folder of its own (`label`).
+    func scratchOptions(_ url: URL, label: String) throws -> DownloadOptions {
+        let destination = (try scratchDirectory(label) as NSString).appendingPathComponent("out.bin")
+        return DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
+    }
+
+    /// Saves, where `options` keeps its checkpoint, one for `url` (`size` bytes, one segment)
+    /// claiming its first `written` bytes are in the partial file, which carries `tag`.
+    func saveCheckpoint(for options: DownloadOptions, claiming written: Int64, of size: Int64, tag: String? = nil) throws {
+        var claimed = SegmentPlan.single(totalSize: size)
+        claimed.recordWritten(written, segment: 0)
+        var checkpoint = DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(), plan: claimed,
+                                            rangesSupported: true)
+        checkpoint.fileTag = tag
+        try FileCheckpointStore(path: options.statePath).save(checkpoint)
+    }
+
     func testOneGibibyteIsByteIdentical() async throws {
         try skipUnderSanitizer("1 GiB four times; the 64 MiB cases cover the same code")
         let servers = try TestServers.current()
@@ -58,16 +75,12 @@ final class DownloadConformanceTests: XCTestCase {
         let servers = try TestServers.current()
         let url = servers.http.appendingPathComponent("64m.bin")
         for (name, transport) in Backends.all {
-            let destination = (try scratchDirectory(#function + name) as NSString).appendingPathComponent("out.bin")
-            let options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
-            var claimed = SegmentPlan.single(totalSize: try servers.size(of: "64m.bin"))
-            claimed.recordWritten(8 << 20, segment: 0)
-            try FileCheckpointStore(path: options.statePath).save(
-                DownloadCheckpoint(url: url.absoluteString, validators: ResponseValidators(), plan: claimed, rangesSupported: true))
+            let options = try scratchOptions(url, label: #function + name)
+            try saveCheckpoint(for: options, claiming: 8 << 20, of: try servers.size(of: "64m.bin"))
             XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath, contents: Data(repeating: 1, count: 1 << 20)))
             let result = try await DownloadEngine(transport: transport, options: options).run()
             XCTAssertEqual(result.resumedFrom, 0, name)
-            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "64m.bin"), name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
         }
     }
 
@@ -82,21 +95,15 @@ final class DownloadConformanceTests: XCTestCase {
         try source.close()
         for (name, transport) in Backends.all {
             for tagged in [false, true] {
-                let destination = (try scratchDirectory(#function + name + "\(tagged)") as NSString).appendingPathComponent("out.bin")
-                let options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
-                var claimed = SegmentPlan.single(totalSize: size)
-                claimed.recordWritten(1 << 20, segment: 0)
-                var checkpoint = DownloadCheckpoint(url: url.absoluteString, validators: ResponseValidators(), plan: claimed,
-                                                    rangesSupported: true)
-                checkpoint.fileTag = "t1"
-                try FileCheckpointStore(path: options.statePath).save(checkpoint)
+                let options = try scratchOptions(url, label: #function + name + "\(tagged)")
+                try saveCheckpoint(for: options, claiming: 1 << 20, of: size, tag: "t1")
                 // Untagged, the bytes are another file's (zeros here); tagged, the first MiB of the file.
                 XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath,
                                                              contents: tagged ? head : Data(count: 1 << 20)))
                 if tagged { XCTAssertEqual(setxattr(options.partPath, "user.transferd.file", "t1", 2, 0), 0) }
                 let result = try await DownloadEngine(transport: transport, options: options).run()
                 XCTAssertEqual(result.resumedFrom, tagged ? 1 << 20 : 0, "\(name) tagged: \(tagged)")
-                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: destination), try servers.sha256(of: "64m.bin"), name)
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
             }
         }
     }
@@ -107,8 +114,8 @@ final class DownloadConformanceTests: XCTestCase {
         let servers = try TestServers.current()
         let url = servers.http.appendingPathComponent("1m.bin")
         for (name, transport) in Backends.all {
-            let destination = (try scratchDirectory(#function + name) as NSString).appendingPathComponent("out.bin")
-            var options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
+            var options = try scratchOptions(url, label: #function + name)
+            let destination = options.destination
             let partBytes = Data(repeating: 7, count: 300 << 10)
             let stateBytes = Data("the other writer's checkpoint".utf8)
             XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath, contents: partBytes))

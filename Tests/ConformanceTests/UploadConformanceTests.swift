@@ -248,10 +248,10 @@ final class UploadConformanceTests: XCTestCase {
                 state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "dir/64m.bin",
                                             environment: ["HOME": try scratchDirectory(label)])).run()
             let mark = recorder.mark
-            let (url, signer) = client.downloadSource(bucket: bucket, key: "dir/64m.bin")
-            var options = DownloadOptions(url: url, destination: (try scratchDirectory(label) as NSString).appendingPathComponent("64m.bin"),
+            let source = client.downloadSource(bucket: bucket, key: "dir/64m.bin")
+            var options = DownloadOptions(url: source.url, destination: (try scratchDirectory(label) as NSString).appendingPathComponent("64m.bin"),
                                           connections: 4, retry: quickRetry)
-            options.signer = signer
+            source.configure(&options)
             let result = try await DownloadEngine(transport: recorder, options: options).run()
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: result.path), try servers.sha256(of: "64m.bin"), label)
             let gets = recorder.operations(since: mark).filter { $0 == "GetObject" }

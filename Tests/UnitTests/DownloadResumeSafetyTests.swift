@@ -43,35 +43,40 @@ final class DownloadResumeSafetyTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let part = (directory as NSString).appendingPathComponent("f.part")
-        XCTAssertNil(try PartFile.lockExisting(part), "nothing there: nothing locked, nothing created")
+        XCTAssertNil(try PartFile.lockExisting(part, takingOver: false), "nothing there: nothing locked, nothing created")
         XCTAssertFalse(FileManager.default.fileExists(atPath: part))
 
-        let first = try PartFile.create(part)
+        let first = try PartFile.create(part, takingOver: false)
         XCTAssertFalse(first.existed)
         // A second writer, whether it comes to create the file or to resume it, is turned away.
-        XCTAssertThrowsError(try PartFile.create(part)) { error in
+        XCTAssertThrowsError(try PartFile.create(part, takingOver: false)) { error in
             guard case DownloadError.partInUse(let path) = error else { return XCTFail("\(error)") }
             XCTAssertEqual(path, part)
         }
-        XCTAssertThrowsError(try PartFile.lockExisting(part))
+        XCTAssertThrowsError(try PartFile.lockExisting(part, takingOver: false))
+        // A queue job handed over from a lost worker writes it regardless (its store fences the worker).
+        let taken = try XCTUnwrap(try PartFile.lockExisting(part, takingOver: true))
+        XCTAssertTrue(taken.existed)
+        taken.close()
+        XCTAssertTrue(try PartFile.create(part, takingOver: true).existed)
         // Closing another descriptor of the file (the checksum pass does) keeps the lock.
         close(open(part, O_RDONLY))
-        XCTAssertThrowsError(try PartFile.lockExisting(part))
+        XCTAssertThrowsError(try PartFile.lockExisting(part, takingOver: false))
         first.close()
         first.close()
 
-        let second = try XCTUnwrap(try PartFile.lockExisting(part))
+        let second = try XCTUnwrap(try PartFile.lockExisting(part, takingOver: false))
         XCTAssertTrue(second.existed)
         second.close()
-        let third = try PartFile.create(part)
+        let third = try PartFile.create(part, takingOver: false)
         XCTAssertTrue(third.existed, "opened, not created: the caller decides whether to truncate")
         third.close()
 
         // A link planted at NAME.part is not written through.
         let link = (directory as NSString).appendingPathComponent("g.part")
         XCTAssertEqual(symlink(part, link), 0)
-        XCTAssertNil(try PartFile.lockExisting(link))
-        XCTAssertThrowsError(try PartFile.create(link)) { error in
+        XCTAssertNil(try PartFile.lockExisting(link, takingOver: false))
+        XCTAssertThrowsError(try PartFile.create(link, takingOver: false)) { error in
             guard case DownloadError.local = error else { return XCTFail("\(error)") }
         }
     }
@@ -81,7 +86,7 @@ final class DownloadResumeSafetyTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let part = (directory as NSString).appendingPathComponent("f.part")
-        let file = try PartFile.create(part)
+        let file = try PartFile.create(part, takingOver: false)
         defer { file.close() }
         XCTAssertFalse(file.carries("anything"), "an untagged file carries no tag")
         let tag = try XCTUnwrap(file.tag(), "this file system keeps user attributes")

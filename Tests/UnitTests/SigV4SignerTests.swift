@@ -82,4 +82,22 @@ final class SigV4SignerTests: XCTestCase {
         XCTAssertEqual(lines.last, "UNSIGNED-PAYLOAD")
         XCTAssertEqual(AWSEncoding.encode("a b/ü~", keepSlash: true), "a%20b/%C3%BC~")
     }
+
+    /// Every download from S3 is signed and asks for S3's request size: one call sets both.
+    func testAnObjectsDownloadIsSignedAndAsksForS3sRequestSize() throws {
+        let configuration = S3Configuration(endpoint: URL(string: "http://127.0.0.1:9000")!, region: "us-east-1",
+                                            credentials: AWSCredentials(accessKeyID: "AKID", secretAccessKey: "secret"),
+                                            pathStyle: true)
+        let source = S3Client(configuration: configuration, transport: URLSessionTransport())
+            .downloadSource(bucket: "b", key: "dir/a b.bin")
+        XCTAssertEqual(source.url.absoluteString, "http://127.0.0.1:9000/b/dir/a%20b.bin")
+        var options = DownloadOptions(url: source.url, destination: "/nonexistent/a.bin")
+        XCTAssertNil(options.signer)
+        XCTAssertEqual(options.requestFloor, 16 << 20)
+        source.configure(&options)
+        XCTAssertEqual(options.requestFloor, S3Client.requestFloor)
+        XCTAssertGreaterThan(S3Client.requestFloor, 16 << 20)
+        let signed = try XCTUnwrap(options.signer)("GET", source.url, [:])
+        XCTAssertTrue(signed["Authorization"]?.hasPrefix("AWS4-HMAC-SHA256 Credential=AKID/") ?? false)
+    }
 }

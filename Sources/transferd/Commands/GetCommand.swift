@@ -65,7 +65,7 @@ enum GetCommand {
                              : "one URL at a time (got \(arguments.positionals.count)); use a queue for many")
         }
         let text = arguments.positionals[0]
-        var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+        var source: S3DownloadSource?
         var url: URL
         if text.hasPrefix("s3://"), let problem = S3Location.downloadProblem(text) {
             throw UsageError(problem)
@@ -75,7 +75,8 @@ enum GetCommand {
                                                             region: arguments.value("--region"),
                                                             profile: arguments.value("--profile"))
             let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments))
-            (url, signer) = client.downloadSource(bucket: location.bucket, key: location.key)
+            let object = client.downloadSource(bucket: location.bucket, key: location.key)
+            (source, url) = (object, object.url)
         } else {
             guard let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
                   parsed.host != nil else {
@@ -112,8 +113,7 @@ enum GetCommand {
             idleTimeout: try arguments.seconds("--idle-timeout") ?? 30,
             maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
             maxRate: try arguments.byteSize("--limit-rate"))
-        options.signer = signer
-        if signer != nil { options.requestFloor = S3Client.requestFloor }
+        source?.configure(&options)
         return options
     }
 

@@ -38,13 +38,7 @@ public final class DownloadEngine: @unchecked Sendable {
         // A partial file already there is locked before its checkpoint is read: another process
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
-        let held: PartFile?
-        do {
-            held = try PartFile.lockExisting(options.partPath)
-        } catch DownloadError.partInUse(let path) {
-            guard options.takesOverBusyPart, let taken = PartFile.openHeld(path) else { throw partBusy(path) }
-            held = taken
-        }
+        let held = try deferringBusyPart { try PartFile.lockExisting(options.partPath, takingOver: options.takesOverBusyPart) }
         // Read once: nothing below changes it before the partial file is opened. One whose plan
         // cannot describe a file (edited, damaged) is not trusted: the download starts over.
         let saved = (try? store.load()).flatMap { $0.isCoherent ? $0 : nil }
@@ -112,24 +106,23 @@ public final class DownloadEngine: @unchecked Sendable {
 
     // MARK: Start
 
-    /// Another process writes the partial file: a `get` stops with the reason; the queue tries
-    /// again later without counting a failure (the other writer ends).
-    private func partBusy(_ path: String) -> Error {
-        let busy = DownloadError.partInUse(path: path)
-        return options.retryInPlace ? busy : DownloadDeferred(delay: 5, reason: busy.description, failures: options.priorFailures)
+    /// Runs `open` (one of `PartFile`'s openers). When another process writes the partial file,
+    /// a `get` stops with the reason; the queue tries again later without counting a failure (the
+    /// other writer ends).
+    private func deferringBusyPart<T>(_ open: () throws -> T) throws -> T {
+        do {
+            return try open()
+        } catch let busy as DownloadError {
+            guard case .partInUse = busy, !options.retryInPlace else { throw busy }
+            throw DownloadDeferred(delay: 5, reason: busy.description, failures: options.priorFailures)
+        }
     }
 
     /// Opens and locks `NAME.part` (or takes the one `run` locked), resuming from the checkpoint
     /// when it describes this URL and this file.
     private func openPartialFile(_ saved: DownloadCheckpoint?, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
-        let file: PartFile
-        do {
-            file = try held ?? PartFile.create(part)
-        } catch DownloadError.partInUse(let path) {
-            guard options.takesOverBusyPart, let taken = PartFile.openHeld(path) else { throw partBusy(path) }
-            file = taken
-        }
+        let file = try held ?? deferringBusyPart { try PartFile.create(part, takingOver: options.takesOverBusyPart) }
         let fd = file.fd
         var checkpoint = saved?.trusted(inBoot: BootID.current)
         // A partial file without the checkpoint's tag, or shorter than the bytes the checkpoint

@@ -30,25 +30,20 @@ final class PartFile: @unchecked Sendable {
 
     /// Opens and locks a partial file that is already there; nil when there is
     /// none, or when it cannot be opened (`create` then reports why).
+    /// - Parameter takingOver: a lock another process holds is ignored (see `DownloadOptions.takesOverBusyPart`).
     /// - Throws: `DownloadError.partInUse` when another process holds it.
-    static func lockExisting(_ path: String) throws -> PartFile? {
+    static func lockExisting(_ path: String, takingOver: Bool) throws -> PartFile? {
         // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
         let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return nil }
-        return try locked(fd, path: path, existed: true)
-    }
-
-    /// Opens a partial file another process holds, without its lock: for a queue job its store
-    /// handed over from a worker that lost it (see `DownloadOptions.takesOverBusyPart`).
-    static func openHeld(_ path: String) -> PartFile? {
-        let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        return fd >= 0 ? PartFile(fd: fd, existed: true) : nil
+        return try locked(fd, path: path, existed: true, takingOver: takingOver)
     }
 
     /// Opens the partial file, creating it when it is not there (never truncating: the caller
     /// decides that once it holds the lock), and locks it.
+    /// - Parameter takingOver: as for `lockExisting`.
     /// - Throws: `DownloadError.partInUse` when another process holds it; `DownloadError.local` when it cannot be opened.
-    static func create(_ path: String) throws -> PartFile {
+    static func create(_ path: String, takingOver: Bool) throws -> PartFile {
         var existed = false
         var fd = FileCreation.open(path, flags: O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW)
         if fd < 0 && errno == EEXIST {
@@ -56,16 +51,17 @@ final class PartFile: @unchecked Sendable {
             fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         }
         guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: path)) }
-        return try locked(fd, path: path, existed: existed)
+        return try locked(fd, path: path, existed: existed, takingOver: takingOver)
     }
 
-    private static func locked(_ fd: Int32, path: String, existed: Bool) throws -> PartFile {
+    private static func locked(_ fd: Int32, path: String, existed: Bool, takingOver: Bool) throws -> PartFile {
         var result: Int32
         repeat { result = flock(fd, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
         guard result != 0 else { return PartFile(fd: fd, existed: existed) }
         let code = errno
         // A filesystem without locks (some network mounts): written unguarded, as curl and aria2c write every file.
         if code == ENOLCK || code == EOPNOTSUPP || code == ENOSYS { return PartFile(fd: fd, existed: existed) }
+        if code == EWOULDBLOCK && takingOver { return PartFile(fd: fd, existed: existed) }
         Foundation.close(fd)
         if code == EWOULDBLOCK { throw DownloadError.partInUse(path: path) }
         throw DownloadError.local(POSIXFailure(operation: "lock", path: path, code: code))

@@ -120,6 +120,8 @@ public final class S3PrefixDownload: @unchecked Sendable {
         let path: String
         let size: Int64
         let inPage: Bool
+        /// The partial file, open and locked against other writers until it is renamed into place.
+        let lock: PartFile?
     }
     private let finished = Locked<[Finished]>([])
     private let flushLock = NSLock()
@@ -254,9 +256,10 @@ public final class S3PrefixDownload: @unchecked Sendable {
                 record(object, inPage: inPage) { $0.unchanged += 1 }
                 return
             }
-            let (part, size) = try await download(object, to: path)
+            let result = try await download(object, to: path)
             let count = finished.withLock { pending -> Int in
-                pending.append(Finished(object: object, part: part, path: path, size: size, inPage: inPage))
+                pending.append(Finished(object: object, part: result.completedPartPath ?? path, path: path, size: result.size,
+                                        inPage: inPage, lock: result.partFile))
                 return pending.count
             }
             if count >= Self.flushBatch { try flush() }
@@ -286,16 +289,15 @@ public final class S3PrefixDownload: @unchecked Sendable {
         return nil
     }
 
-    /// Downloads one object to its partial path, complete and verified; returns that path and the size.
-    private func download(_ object: S3ListedObject, to path: String) async throws -> (String, Int64) {
-        let (url, signer) = client.downloadSource(bucket: options.bucket, key: object.key)
+    /// Downloads one object to its partial path (`completedPartPath`), complete and verified.
+    private func download(_ object: S3ListedObject, to path: String) async throws -> DownloadResult {
+        let source = client.downloadSource(bucket: options.bucket, key: object.key)
         let share = options.maxRate.map { max(1, $0 / Int64(max(1, options.filesInFlight))) }
-        var download = DownloadOptions(url: url, destination: path, connections: options.connections,
+        var download = DownloadOptions(url: source.url, destination: path, connections: options.connections,
                                        overwrite: options.overwrite == .refuse ? .refuse : .overwrite,
                                        retry: options.retry, tls: options.tls, connectTimeout: options.connectTimeout,
                                        idleTimeout: options.idleTimeout, maxRate: share)
-        download.signer = signer
-        download.requestFloor = S3Client.requestFloor
+        source.configure(&download)
         download.sharedLimiter = options.sharedLimiter
         // The object the listing described, or a 412: a newer version is not saved under the old record.
         if !object.etag.isEmpty && HTTPHeaders.problem(name: "If-Match", value: object.etag) == nil {
@@ -315,8 +317,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
         defer {
             inFlight.withLock { _ = $0.removeValue(forKey: key) }
         }
-        let result = try await engine.run()
-        return (result.completedPartPath ?? path, result.size)
+        return try await engine.run()
     }
 
     /// Makes the finished files durable: one syncfs for all their data, the

@@ -37,13 +37,14 @@ struct DownloadExecutor: JobExecutor {
         guard var url = URL(string: spec.url), let destination = spec.destination else {
             throw QueueError.unknownJob(spec.id)
         }
-        var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+        var source: S3DownloadSource?
         if let location = S3Location(spec.url) {
             let configuration = try S3Configuration.resolve(endpoint: spec.endpoint, region: spec.region, profile: spec.profile,
                                                             environment: context.environment)
             let client = S3Client(configuration: configuration,
                                   transport: context.transports.transport(named: spec.transport ?? context.options.transport))
-            (url, signer) = client.downloadSource(bucket: location.bucket, key: location.key)
+            let object = client.downloadSource(bucket: location.bucket, key: location.key)
+            (source, url) = (object, object.url)
         }
         try context.ensureFolder(of: destination)
         var download = DownloadOptions(
@@ -53,8 +54,7 @@ struct DownloadExecutor: JobExecutor {
             tls: context.options.tls, connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout,
             maxRedirects: context.options.maxRedirects, maxRate: spec.limitRate)
         download.sharedLimiter = context.limiter
-        download.signer = signer
-        if signer != nil { download.requestFloor = S3Client.requestFloor }
+        source?.configure(&download)
         download.retryInPlace = false
         download.syncEachFile = false
         download.deferRename = true
