@@ -19,9 +19,11 @@
 #   * kill -9 at a random moment of a full-speed download, then the same
 #     command: what nginx sent beyond the file's size (re-fetched bytes plus
 #     what sat in the killed connections' socket buffers).
-# The first row is not a tool: `dd` writing 1 GiB into the page cache, the
-# machine's own state in each round (on this VM its speed varies up to 10x
-# from run to run, which every row shares).
+# The first two rows are not tools but the machine's own state in each round:
+# `dd` writing 1 GiB into the page cache (on this VM its speed varies up to 10x
+# from run to run, which every row shares), and `dd conv=fdatasync` writing it
+# to the disk, the floor under any download that is durable when it ends, and
+# the spread that download inherits from the disk.
 set -euo pipefail
 
 rounds="${1:-10}"
@@ -56,6 +58,7 @@ once() {
 
 cases() {
     once "dd 1 GiB to the page cache (control)" dd if=/dev/zero of="$out/f" bs=1M count=1024
+    once "dd 1 GiB to disk, fdatasync (control)" dd if=/dev/zero of="$out/f" bs=1M count=1024 conv=fdatasync
     once "curl -o"                            curl -s -o "$out/f" "$url"
     once "curl -o && sync"                    sh -c 'curl -s -o "$1" "$2" && sync "$1"' sh "$out/f" "$url"
     once "aria2c -x8 -s8 -k1M"                aria2c -q -x8 -s8 -k1M --file-allocation=none -d "$out" -o f "$url"
