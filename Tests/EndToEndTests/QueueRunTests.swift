@@ -187,6 +187,37 @@ final class QueueRunTests: XCTestCase {
         XCTAssertLessThan(Double(fetched), 1.1 * 3 * 64 * 1048576, "resumed, not restarted")
     }
 
+    func testAPausedJobWaitsWhileAnotherProcessWritesItsPartialFile() throws {
+        // A job paused with a checkpoint, then its partial file taken by another writer (a `get`
+        // to the same destination): the next run leaves that file alone until it is free.
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        try fixture.drop("slow.json", jobs: [["id": "slow", "url": servers.http.appendingPathComponent("slow/64m.bin").absoluteString,
+                                              "dest": "out/0.bin", "connections": 1]])
+        let run = try fixture.start()
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(run.process.processIdentifier, SIGINT)
+        XCTAssertEqual(run.wait().status, 130)
+        XCTAssertNotNil(try fixture.store().jobs().first?.checkpoint)
+
+        let part = "\(fixture.root)/out/0.bin.part"
+        let other = open(part, O_RDWR)
+        XCTAssertGreaterThanOrEqual(other, 0)
+        XCTAssertEqual(flock(other, LOCK_EX), 0)
+        let before = try SHA256Hasher.hex(ofFileAt: part)
+        let waiting = try fixture.start()
+        Thread.sleep(forTimeInterval: 3)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: part), before, "written while another process held it")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/0.bin"))
+        kill(waiting.process.processIdentifier, SIGINT)
+        _ = waiting.wait()
+        close(other)
+
+        let finished = try fixture.run()
+        XCTAssertEqual(finished.status, 0, finished.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/0.bin"), try servers.sha256(of: "64m.bin"))
+    }
+
     func testAddRetryAndCancel() throws {
         let servers = try TestServers.current()
         let fixture = try QueueFixture()

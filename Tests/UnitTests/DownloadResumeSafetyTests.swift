@@ -81,6 +81,25 @@ final class DownloadResumeSafetyTests: XCTestCase {
         }
     }
 
+    func testALockIsKeptOnlyOnTheFileThePathStillNames() throws {
+        // Another writer may rename its finished file into place (or remove it) between this
+        // process's open and its lock: the lock would then be on that file, not on NAME.part.
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-names-" + UUID().uuidString)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = (directory as NSString).appendingPathComponent("f.part")
+        let file = try PartFile.create(part, takingOver: false)
+        XCTAssertTrue(PartFile.names(file.fd, part))
+        XCTAssertEqual(rename(part, (directory as NSString).appendingPathComponent("f")), 0)
+        XCTAssertFalse(PartFile.names(file.fd, part), "renamed away")
+        XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data("another".utf8)))
+        XCTAssertFalse(PartFile.names(file.fd, part), "another file at the path")
+        file.close()
+        let next = try XCTUnwrap(try PartFile.lockExisting(part, takingOver: false))
+        XCTAssertTrue(PartFile.names(next.fd, part))
+        next.close()
+    }
+
     func testAPartialFileCarriesTheTagItsCheckpointsName() throws {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-tag-" + UUID().uuidString)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

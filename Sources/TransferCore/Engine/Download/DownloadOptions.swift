@@ -81,10 +81,10 @@ public struct DownloadOptions: Sendable {
     public var deferRename = false
     /// Failed attempts without progress before this run (the job's count in the queue).
     public var priorFailures = 0
-    /// Write `NAME.part` even while another process holds its lock. For a queue job its store
-    /// handed over with a checkpoint: the worker that wrote it lost its lease (it may be frozen,
-    /// still holding the lock), and the store fences it off at its next checkpoint, so the lease,
-    /// not the lock, says who writes. Otherwise a held partial file stops the download.
+    /// Write `NAME.part` even while another process holds its lock. For a queue job a shared
+    /// store handed over with a checkpoint: the worker that wrote it lost its lease (it may be
+    /// frozen, still holding the lock), and the store fences it off at its next checkpoint, so the
+    /// lease, not the lock, says who writes. Otherwise a held partial file stops the download.
     public var takesOverBusyPart = false
     /// The size the file must have, known beforehand (an S3 listing): a body
     /// of another length is never saved as the file.

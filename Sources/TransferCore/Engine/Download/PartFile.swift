@@ -33,10 +33,13 @@ final class PartFile: @unchecked Sendable {
     /// - Parameter takingOver: a lock another process holds is ignored (see `DownloadOptions.takesOverBusyPart`).
     /// - Throws: `DownloadError.partInUse` when another process holds it.
     static func lockExisting(_ path: String, takingOver: Bool) throws -> PartFile? {
-        // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
-        let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
-        return try locked(fd, path: path, existed: true, takingOver: takingOver)
+        for _ in 0..<attempts {
+            // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
+            let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { return nil }
+            if let file = try locked(fd, path: path, existed: true, takingOver: takingOver) { return file }
+        }
+        throw DownloadError.partInUse(path: path)
     }
 
     /// Opens the partial file, creating it when it is not there (never truncating: the caller
@@ -44,27 +47,50 @@ final class PartFile: @unchecked Sendable {
     /// - Parameter takingOver: as for `lockExisting`.
     /// - Throws: `DownloadError.partInUse` when another process holds it; `DownloadError.local` when it cannot be opened.
     static func create(_ path: String, takingOver: Bool) throws -> PartFile {
-        var existed = false
-        var fd = FileCreation.open(path, flags: O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 && errno == EEXIST {
-            existed = true
-            fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        for _ in 0..<attempts {
+            var existed = false
+            var fd = FileCreation.open(path, flags: O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW)
+            if fd < 0 && errno == EEXIST {
+                existed = true
+                fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+                // Renamed into place or removed by its writer between the two opens: created anew.
+                if fd < 0 && errno == ENOENT { continue }
+            }
+            guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: path)) }
+            if let file = try locked(fd, path: path, existed: existed, takingOver: takingOver) { return file }
         }
-        guard fd >= 0 else { throw DownloadError.local(POSIXFailure(operation: "open", path: path)) }
-        return try locked(fd, path: path, existed: existed, takingOver: takingOver)
+        throw DownloadError.partInUse(path: path)
     }
 
-    private static func locked(_ fd: Int32, path: String, existed: Bool, takingOver: Bool) throws -> PartFile {
+    /// How often a path that keeps naming another file by the time it is locked is opened again.
+    private static let attempts = 8
+
+    /// Locks `fd`, opened at `path`; nil (closed) when `path` no longer names it.
+    private static func locked(_ fd: Int32, path: String, existed: Bool, takingOver: Bool) throws -> PartFile? {
         var result: Int32
         repeat { result = flock(fd, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
-        guard result != 0 else { return PartFile(fd: fd, existed: existed) }
-        let code = errno
+        let code = result == 0 ? 0 : errno
         // A filesystem without locks (some network mounts): written unguarded, as curl and aria2c write every file.
-        if code == ENOLCK || code == EOPNOTSUPP || code == ENOSYS { return PartFile(fd: fd, existed: existed) }
-        if code == EWOULDBLOCK && takingOver { return PartFile(fd: fd, existed: existed) }
+        let unguarded = code == ENOLCK || code == EOPNOTSUPP || code == ENOSYS
+        if code == 0 || unguarded || (code == EWOULDBLOCK && takingOver) {
+            // The writer that held it may have renamed it into place (or removed it) and let go
+            // in the meantime: this lock would then be on the finished file, not on NAME.part.
+            guard names(fd, path) else {
+                Foundation.close(fd)
+                return nil
+            }
+            return PartFile(fd: fd, existed: existed)
+        }
         Foundation.close(fd)
         if code == EWOULDBLOCK { throw DownloadError.partInUse(path: path) }
         throw DownloadError.local(POSIXFailure(operation: "lock", path: path, code: code))
+    }
+
+    /// Whether `path` (not followed) names the file open at `fd`.
+    static func names(_ fd: Int32, _ path: String) -> Bool {
+        var opened = stat(), named = stat()
+        return fstat(fd, &opened) == 0 && lstat(path, &named) == 0 && opened.st_dev == named.st_dev
+            && opened.st_ino == named.st_ino
     }
 
     /// The attribute naming the file's tag (`DownloadCheckpoint.fileTag`).

@@ -66,10 +66,11 @@ struct DownloadExecutor: JobExecutor {
         download.syncBytes = 64 << 20
         download.checkpointInterval = 0.25
         download.priorFailures = job.record.attempts
-        // A job with a checkpoint in the store is this queue's own: if another process still holds
-        // its partial file, that is the worker it was taken from (frozen past its lease), which
-        // the store fences off. A partial file held by anything else (a `get`) waits.
-        download.takesOverBusyPart = job.record.checkpoint != nil
+        // In a shared store, a job with a checkpoint may have been taken from a worker frozen past
+        // its lease, still holding the partial file: the store fences that worker off, so this
+        // one writes. A partial file held by anything else (a `get`, and always with a local
+        // store, where no job changes hands) waits.
+        download.takesOverBusyPart = context.store.leaseSeconds != nil && job.record.checkpoint != nil
         return download
     }
 }
