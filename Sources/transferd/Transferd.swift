@@ -35,6 +35,14 @@ struct TransferdMain {
         // with 1 and 1.01 s with 4, whose peak RSS was the same with curl and
         // 58 instead of 44 MiB for 8 URLSession connections.
         _ = glibcMallopt(glibcMArenaMax, 4)
+        // Freed buffers stay with the process. Each transfer's libcurl handle takes a 256 KiB
+        // receive buffer; with glibc's defaults such blocks came from mmap or were trimmed back
+        // to the kernel when freed, and every job faulted its pages in again. 1,000 x 256 KiB
+        // through the queue: 13,950 minor page faults with the defaults, 3,551 with these; 0.60
+        // CPU-seconds against 0.66, 0.51 s against 0.53 s (medians of 8 paired runs). Peak RSS
+        // for 1 GiB stayed 30-33 MiB (curl backend) and 43-48 MiB (urlsession).
+        _ = glibcMallopt(glibcMMmapThreshold, 4 << 20)
+        _ = glibcMallopt(glibcMTrimThreshold, 64 << 20)
         // As many open files as the hard limit allows: a queue run keeps each finished download
         // open (its lock held) until its batch is renamed into place, and a soft limit of 1,024
         // would fail downloads of small files while a slow disk syncs a batch.
@@ -94,4 +102,8 @@ enum TransferdVersion {
 private func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32
 /// `M_ARENA_MAX` from malloc.h.
 private let glibcMArenaMax: Int32 = -8
+/// `M_MMAP_THRESHOLD` from malloc.h.
+private let glibcMMmapThreshold: Int32 = -3
+/// `M_TRIM_THRESHOLD` from malloc.h.
+private let glibcMTrimThreshold: Int32 = -1
 #endif

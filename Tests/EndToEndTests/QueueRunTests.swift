@@ -218,6 +218,60 @@ final class QueueRunTests: XCTestCase {
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/0.bin"), try servers.sha256(of: "64m.bin"))
     }
 
+    func testAFinishingJobIsNotRenamedWhileAnotherProcessWritesItsPartialFile() throws {
+        // A run died between recording a job finishing and renaming its file; since then a `get`
+        // to the same destination writes a new NAME.part. The next run must not put that file in
+        // place as the job's: it leaves the job finishing until the file is free.
+        let fixture = try QueueFixture()
+        try fixture.drop("one.json", jobs: [["id": "f", "url": "http://127.0.0.1:9/x.bin", "dest": "out/x.bin"]])
+        XCTAssertEqual(try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root).status, 0)
+        let store = try fixture.store()
+        XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["f"])
+        XCTAssertEqual(try store.markFinishing([(id: "f", bytes: 10, sha256: nil)]), [])
+        try FileManager.default.createDirectory(atPath: "\(fixture.root)/out", withIntermediateDirectories: true)
+        let part = "\(fixture.root)/out/x.bin.part"
+        XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data("0123456789".utf8)))
+        let other = open(part, O_RDWR)
+        XCTAssertGreaterThanOrEqual(other, 0)
+        XCTAssertEqual(flock(other, LOCK_EX), 0)
+
+        let waiting = try fixture.run()
+        XCTAssertEqual(waiting.status, 0, waiting.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: part), "renamed while another process held it")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/x.bin"))
+        XCTAssertEqual(try store.job("f")?.state, .finishing)
+        close(other)
+
+        let finished = try fixture.run()
+        XCTAssertEqual(finished.status, 0, finished.stderr)
+        XCTAssertEqual(try store.job("f")?.state, .done)
+        XCTAssertEqual(try String(contentsOfFile: "\(fixture.root)/out/x.bin", encoding: .utf8), "0123456789")
+    }
+
+    func testARunWithFewFileDescriptorsFinishesEveryJob() throws {
+        // Each finished download stays open (its lock) until its batch is renamed. With 64
+        // descriptors, 200 small files through 16 slots failed 187 jobs with "Too many open
+        // files" before the run held back its claims; none may fail.
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let folder = "fd-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: servers.path(folder), withIntermediateDirectories: true)
+        var lines = ""
+        for index in 0..<200 {
+            try Data(repeating: UInt8(index % 251), count: 16 << 10).write(to: URL(fileURLWithPath: servers.path("\(folder)/f\(index).bin")))
+            lines += servers.http.appendingPathComponent("\(folder)/f\(index).bin").absoluteString + " out\n"
+        }
+        try fixture.drop("many.urls", lines)
+        let result = try TransferdProcess.run(["run", fixture.queue, "--jobs", "16", "--quiet"], directory: fixture.root,
+                                              wrapper: ["/usr/bin/prlimit", "--nofile=64:64", "--"])
+        XCTAssertEqual(result.status, 0, String(result.stdout.prefix(2000)) + String(result.stderr.prefix(2000)))
+        for index in 0..<200 {
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(fixture.root)/out/f\(index).bin")),
+                           Data(repeating: UInt8(index % 251), count: 16 << 10))
+        }
+        XCTAssertEqual(try fixture.store().counts()[.done], 200)
+    }
+
     func testAddRetryAndCancel() throws {
         let servers = try TestServers.current()
         let fixture = try QueueFixture()

@@ -16,10 +16,16 @@ public struct TransferdProcess {
         return path
     }
 
-    public init(_ arguments: [String], directory: String, environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: try Self.binary())
+    /// - Parameter wrapper: a command that runs the binary (`prlimit --nofile=64:64 --`), if any.
+    public init(_ arguments: [String], directory: String, environment: [String: String]? = nil, wrapper: [String] = []) throws {
+        if let command = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = Array(wrapper.dropFirst()) + [try Self.binary()] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: try Self.binary())
+            process.arguments = arguments
+        }
         if let environment { process.environment = environment }
-        process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.standardOutput = stdout
         process.standardError = stderr
@@ -40,7 +46,8 @@ public struct TransferdProcess {
                       stderr: String(decoding: err, as: UTF8.self))
     }
 
-    public static func run(_ arguments: [String], directory: String, environment: [String: String]? = nil) throws -> Result {
-        try TransferdProcess(arguments, directory: directory, environment: environment).wait()
+    public static func run(_ arguments: [String], directory: String, environment: [String: String]? = nil,
+                           wrapper: [String] = []) throws -> Result {
+        try TransferdProcess(arguments, directory: directory, environment: environment, wrapper: wrapper).wait()
     }
 }

@@ -14,8 +14,7 @@ final class DownloadResumeSafetyTests: XCTestCase {
         // A run had 8 MiB of a file on disk; a server then answered its range request with the
         // whole file (200), so the file starts over. Were the process killed before its next
         // checkpoint, a checkpoint still claiming 8 MiB would make the next run keep a hole.
-        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("resume-safety-" + UUID().uuidString)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let part = (directory as NSString).appendingPathComponent("f.part")
         XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data(repeating: 7, count: 8 << 20)))
@@ -39,8 +38,7 @@ final class DownloadResumeSafetyTests: XCTestCase {
     }
 
     func testAPartialFileHasOneWriterAtATime() throws {
-        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-lock-" + UUID().uuidString)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let part = (directory as NSString).appendingPathComponent("f.part")
         XCTAssertNil(try PartFile.lockExisting(part, takingOver: false), "nothing there: nothing locked, nothing created")
@@ -84,8 +82,7 @@ final class DownloadResumeSafetyTests: XCTestCase {
     func testALockIsKeptOnlyOnTheFileThePathStillNames() throws {
         // Another writer may rename its finished file into place (or remove it) between this
         // process's open and its lock: the lock would then be on that file, not on NAME.part.
-        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-names-" + UUID().uuidString)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let part = (directory as NSString).appendingPathComponent("f.part")
         let file = try PartFile.create(part, takingOver: false)
@@ -101,8 +98,7 @@ final class DownloadResumeSafetyTests: XCTestCase {
     }
 
     func testAPartialFileCarriesTheTagItsCheckpointsName() throws {
-        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("part-tag-" + UUID().uuidString)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let part = (directory as NSString).appendingPathComponent("f.part")
         let file = try PartFile.create(part, takingOver: false)

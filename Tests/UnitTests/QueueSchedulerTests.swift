@@ -154,6 +154,41 @@ final class QueueSchedulerTests: XCTestCase {
         XCTAssertNil(scheduler.writer(of: "/d/x"))
     }
 
+    func testFilesHeldOpenUntilTheirRenameLimitTheClaims() {
+        // Running downloads and finished ones waiting for their batch each hold a file open.
+        var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4, claimsInGroups: false,
+                                       heldFilesLimit: 3)
+        XCTAssertEqual(scheduler.claimSize(now: 0), 3, "four slots, room for three open files")
+        scheduler.claimed(found: 3, asked: 3, in: scheduler.claimRound(), now: 0)
+        for id in ["a", "b", "c"] { scheduler.started(id, download("/d/\(id)")) }
+        XCTAssertNil(scheduler.claimSize(now: 1))
+        for id in ["a", "b"] {
+            XCTAssertEqual(scheduler.settle(id, outcome: .done(result("/d/\(id)")), attempts: 0, sent: 0, now: 1, serving: 0),
+                           .awaitBatch)
+        }
+        _ = scheduler.settle("c", outcome: .failed("x"), attempts: 0, sent: 0, now: 1, serving: 0)
+        XCTAssertEqual(scheduler.claimSize(now: 1), 1, "two files wait for their rename, one failed and closed")
+        scheduler.renamed(["a", "b"])
+        XCTAssertEqual(scheduler.claimSize(now: 1), 3)
+    }
+
+    func testAQueueJobWaitsForABusyPartialFileOrForFileDescriptors() {
+        let busy = DownloadEngine.deferral(of: DownloadError.partInUse(path: "/d/x.part"), failures: 2)
+        XCTAssertEqual(busy?.delay, 5)
+        XCTAssertEqual(busy?.failures, 2, "waiting counts no failure")
+        for code in [EMFILE, ENFILE] {
+            let out = DownloadEngine.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: code)),
+                                              failures: 2)
+            XCTAssertEqual(out?.failures, 2)
+            XCTAssertTrue(out?.reason.contains("/d/x.part") ?? false, out?.reason ?? "nil")
+        }
+        let folder = DownloadEngine.deferral(of: POSIXFailure(operation: "open", path: "/d", code: EMFILE), failures: 0)
+        XCTAssertEqual(folder?.failures, 0, "the folder of its file, out of descriptors too")
+        XCTAssertNil(DownloadEngine.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: EACCES)),
+                                             failures: 2), "a file it may not open fails, with the reason")
+        XCTAssertNil(DownloadEngine.deferral(of: POSIXFailure(operation: "open", path: "/d", code: ENOSPC), failures: 2))
+    }
+
     func testOutcomesBecomeStoreDispositions() {
         var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
         for id in ["1", "2", "3", "4", "5"] { scheduler.started(id, .init(host: "a.example", connections: 1, destination: nil)) }

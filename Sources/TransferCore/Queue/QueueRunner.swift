@@ -140,10 +140,25 @@ public final class QueueRunner: @unchecked Sendable {
         self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
         self.results = ResultFiles(layout: layout, store: store)
         self.scheduler = QueueScheduler(maxJobs: options.maxJobs, defaultConnections: options.connections,
-                                        maxConnectionsPerHost: options.maxConnectionsPerHost, claimsInGroups: store.claimsInGroups)
+                                        maxConnectionsPerHost: options.maxConnectionsPerHost, claimsInGroups: store.claimsInGroups,
+                                        heldFilesLimit: Self.heldFilesLimit())
         self.hooks = HookRunner(store: store, layout: layout, hooks: options.hooks, notifyBaseDelay: options.notifyBaseDelay)
         self.context = ExecutionContext(layout: layout, store: store, options: options, transports: transports, limiter: limiter,
                                         environment: ProcessInfo.processInfo.environment, post: post)
+    }
+
+    /// A quarter of the files this process may open: what running and finished downloads may
+    /// hold open at once (`QueueScheduler.heldFilesLimit`), the rest left for sockets, the store
+    /// and the files a job reads.
+    static func heldFilesLimit() -> Int {
+        var files = rlimit()
+        #if os(Linux)
+        let found = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files) == 0
+        #else
+        let found = getrlimit(RLIMIT_NOFILE, &files) == 0
+        #endif
+        guard found, files.rlim_cur != rlim_t.max else { return .max } // RLIM_INFINITY
+        return max(2, Int(clamping: files.rlim_cur / 4))
     }
 
     /// Asks the run to stop: no new jobs; running ones checkpoint and pause.
@@ -452,47 +467,53 @@ public final class QueueRunner: @unchecked Sendable {
     /// removes the failed ones it still holds.
     /// - Returns: the reasons, by job id.
     static func sync(_ batch: [PendingDone], root: String) -> [String: String] {
-        syncFiles(batch.compactMap { item in item.result.completedPartPath.map { (item.job.record.id, $0) } }, root: root)
+        syncFiles(batch.compactMap { item in
+            item.result.completedPartPath.map { (item.job.record.id, $0, item.result.partFile?.fd) }
+        }, root: root)
     }
 
     /// One `syncfs` for each filesystem the files and the root are on (a destination inside the
     /// root may sit on another mount, which the root's `syncfs` does not reach); on a filesystem
-    /// whose `syncfs` reports an error (or that cannot be opened), each of its files alone, so
+    /// whose `syncfs` reports an error (or that cannot be reached), each of its files alone, so
     /// only the files whose data did not reach the disk fail.
+    ///
+    /// A file still open (the queue holds each finished download's partial file until its rename)
+    /// is looked at and synced through its descriptor: nothing is opened for it, so a process
+    /// with as many files open as it may still syncs them.
     /// - Parameters:
-    ///   - files: job id and file path.
+    ///   - files: job id, file path, and the file's descriptor when it is open.
     ///   - syncfs: `syncfs(2)`; a test watches which filesystems it is given.
     /// - Returns: the reasons, by job id.
-    static func syncFiles(_ files: [(id: String, path: String)], root: String,
+    static func syncFiles(_ files: [(id: String, path: String, fd: Int32?)], root: String,
                           syncfs: (Int32) -> Int32 = { linuxSyncfs($0) }) -> [String: String] {
-        func device(_ path: String) -> dev_t? {
+        func device(_ path: String, _ fd: Int32?) -> dev_t? {
             var info = stat()
-            return stat(path, &info) == 0 ? info.st_dev : nil
+            let found = fd.map { fstat($0, &info) } ?? stat(path, &info)
+            return found == 0 ? info.st_dev : nil
         }
-        // Each file's filesystem, looked at once; a path on each filesystem, the root's first.
-        // Files that cannot be looked at are synced alone.
-        let devices = files.map { device($0.path) }
-        var filesystems: [(device: dev_t, path: String)] = []
-        for (found, path) in zip([device(root)] + devices, [root] + files.map(\.path)) {
-            guard let found, !filesystems.contains(where: { $0.device == found }) else { continue }
-            filesystems.append((found, path))
-        }
+        // Each file's filesystem, looked at once. Files that cannot be looked at are synced alone.
+        let devices = files.map { device($0.path, $0.fd) }
+        var seen: Set<dev_t> = []
         var synced: Set<dev_t> = []
-        for filesystem in filesystems {
-            let fd = open(filesystem.path, O_RDONLY | O_CLOEXEC)
+        // The root's filesystem first, then the others in the order of their files.
+        for (found, path) in zip([device(root, nil)] + devices, [root] + files.map(\.path)) {
+            guard let found, seen.insert(found).inserted else { continue }
+            // An open file of that filesystem serves; otherwise the path is opened.
+            let held = zip(files, devices).first { $0.1 == found && $0.0.fd != nil }?.0.fd
+            let fd = held ?? open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }
-            if syncfs(fd) == 0 { synced.insert(filesystem.device) }
-            close(fd)
+            if syncfs(fd) == 0 { synced.insert(found) }
+            if held == nil { close(fd) }
         }
         var failures: [String: String] = [:]
-        for ((id, part), found) in zip(files, devices) where !(found.map(synced.contains) ?? false) {
-            let file = open(part, O_RDONLY | O_CLOEXEC)
-            let ok = file >= 0 && fsync(file) == 0
+        for (file, found) in zip(files, devices) where !(found.map(synced.contains) ?? false) {
+            let fd = file.fd ?? open(file.path, O_RDONLY | O_CLOEXEC)
+            let ok = fd >= 0 && fsync(fd) == 0
             let reason = String(cString: strerror(errno))
-            if file >= 0 { close(file) }
+            if fd >= 0 && file.fd == nil { close(fd) }
             guard !ok else { continue }
-            failures[id] = "sync \(part): \(reason); the disk did not take the file's data, so the download was removed "
-                + "(check the disk, then `transferd retry \(id)` fetches it again)"
+            failures[file.id] = "sync \(file.path): \(reason); the disk did not take the file's data, so the download was removed "
+                + "(check the disk, then `transferd retry \(file.id)` fetches it again)"
         }
         return failures
     }
@@ -572,7 +593,20 @@ public final class QueueRunner: @unchecked Sendable {
                 continue
             }
             let size = job.bytesTotal ?? job.bytesDone
-            if FileManager.default.fileExists(atPath: part), let reason = Self.moveIntoPlace(part: part, destination: destination),
+            // Renamed under its lock: a `get` to the same destination may be writing a new
+            // NAME.part since, and that file is not this job's to put in place. Left finishing
+            // while another process holds it (a later run, or sweep, completes it).
+            let held: PartFile?
+            do {
+                held = try PartFile.lockExisting(part, takingOver: false)
+            } catch DownloadError.partInUse {
+                continue
+            } catch {
+                try fail(job, String(describing: error))
+                continue
+            }
+            defer { held?.close() }
+            if held != nil, let reason = Self.moveIntoPlace(part: part, destination: destination),
                !Self.isInPlace(destination, size: size) {
                 // Fails alone, with the reason: it must not stop this run or the next. (Another worker
                 // may have renamed it a moment ago: then it is in place, and done.)

@@ -43,10 +43,15 @@ struct QueueScheduler: Sendable {
 
     /// Whether free slots are gathered into groups before a claim (see `claimSize`).
     let claimsInGroups: Bool
+    /// How many completed downloads may wait for their rename at once: each keeps its partial
+    /// file open (its lock), and a run out of descriptors could open neither files nor sockets.
+    let heldFilesLimit: Int
 
-    init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int, claimsInGroups: Bool = true) {
+    init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int, claimsInGroups: Bool = true,
+         heldFilesLimit: Int = .max) {
         self.maxJobs = maxJobs
         self.claimsInGroups = claimsInGroups
+        self.heldFilesLimit = heldFilesLimit
         self.defaultConnections = defaultConnections
         self.hostLimits = HostLimits(maximum: maxConnectionsPerHost)
     }
@@ -76,7 +81,7 @@ struct QueueScheduler: Sendable {
     /// every finished job read past all of a full host's queued jobs each time: `--jobs 64`
     /// against one host (limit 16), 10,000 jobs, spent 1.4 ms of CPU per job against 0.26.
     func claimSize(now: TimeInterval) -> Int? {
-        let free = maxJobs - running.count
+        let free = min(maxJobs - running.count, heldFilesLimit - renaming.count - running.count)
         guard free > 0 else { return nil }
         var wanted = free
         var group = maxJobs

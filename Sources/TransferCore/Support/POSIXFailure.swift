@@ -15,6 +15,9 @@ public struct POSIXFailure: Error, CustomStringConvertible, Sendable {
     /// True when the disk (or quota) is full: the user must free space.
     public var isDiskFull: Bool { code == ENOSPC || code == EDQUOT }
 
+    /// True when the process (or the system) has as many files open as it may.
+    var isOutOfDescriptors: Bool { code == EMFILE || code == ENFILE }
+
     public var description: String {
         let reason = String(cString: strerror(code))
         if isDiskFull {

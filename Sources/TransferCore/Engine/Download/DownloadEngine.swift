@@ -107,14 +107,32 @@ public final class DownloadEngine: @unchecked Sendable {
     // MARK: Start
 
     /// Runs `open` (one of `PartFile`'s openers). When another process writes the partial file,
-    /// a `get` stops with the reason; the queue tries again later without counting a failure (the
-    /// other writer ends).
+    /// or this one has as many files open as it may, a `get` stops with the reason; the queue
+    /// tries again later (`deferral(of:failures:)`).
     private func deferringBusyPart<T>(_ open: () throws -> T) throws -> T {
         do {
             return try open()
-        } catch let busy as DownloadError {
-            guard case .partInUse = busy, !options.retryInPlace else { throw busy }
-            throw DownloadDeferred(delay: 5, reason: busy.description, failures: options.priorFailures)
+        } catch {
+            guard !options.retryInPlace, let deferred = Self.deferral(of: error, failures: options.priorFailures) else {
+                throw error
+            }
+            throw deferred
+        }
+    }
+
+    /// What a queue job makes of a partial file it could not open: waits without counting a
+    /// failure when another process writes it (that writer ends) or when the process is out of
+    /// file descriptors (finished files close as their batch is renamed); nil: it fails.
+    static func deferral(of failure: Error, failures: Int) -> DownloadDeferred? {
+        switch failure {
+        case DownloadError.partInUse:
+            return DownloadDeferred(delay: 5, reason: String(describing: failure), failures: failures)
+        case DownloadError.local(let local) where local.isOutOfDescriptors:
+            return DownloadDeferred(delay: 1, reason: "\(local); the job waits for other files to close", failures: failures)
+        case let local as POSIXFailure where local.isOutOfDescriptors:
+            return DownloadDeferred(delay: 1, reason: "\(local); the job waits for other files to close", failures: failures)
+        default:
+            return nil
         }
     }
 
@@ -177,13 +195,8 @@ public final class DownloadEngine: @unchecked Sendable {
 
     /// Whether `path` names something, following links (as FileManager's `fileExists` does, without its bridging).
     static func exists(_ path: String) -> Bool {
-        size(path) != nil
-    }
-
-    /// The size of what `path` names, following links; nil when it names nothing.
-    static func size(_ path: String) -> Int64? {
         var info = stat()
-        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
+        return stat(path, &info) == 0
     }
 
     /// A previous run finished this download but stopped between renaming the

@@ -12,6 +12,10 @@ struct DownloadExecutor: JobExecutor {
         do {
             options = try downloadOptions(for: job)
         } catch {
+            // Out of file descriptors making its folder: it waits, as the engine's own opens do.
+            if let deferred = DownloadEngine.deferral(of: error, failures: job.record.attempts) {
+                return .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures, throttled: false)
+            }
             return .failed(String(describing: error))
         }
         let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
