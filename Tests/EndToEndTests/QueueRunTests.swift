@@ -221,7 +221,7 @@ final class QueueRunTests: XCTestCase {
     func testAFinishingJobIsNotRenamedWhileAnotherProcessWritesItsPartialFile() throws {
         // A run died between recording a job finishing and renaming its file; since then a `get`
         // to the same destination writes a new NAME.part. The next run must not put that file in
-        // place as the job's: it leaves the job finishing until the file is free.
+        // place as the job's: it leaves the job finishing, says so, and waits until the file is free.
         let fixture = try QueueFixture()
         try fixture.drop("one.json", jobs: [["id": "f", "url": "http://127.0.0.1:9/x.bin", "dest": "out/x.bin"]])
         XCTAssertEqual(try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root).status, 0)
@@ -231,19 +231,23 @@ final class QueueRunTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: "\(fixture.root)/out", withIntermediateDirectories: true)
         let part = "\(fixture.root)/out/x.bin.part"
         XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data("0123456789".utf8)))
-        let other = open(part, O_RDWR)
+        var other = open(part, O_RDWR)
         XCTAssertGreaterThanOrEqual(other, 0)
+        defer { if other >= 0 { close(other) } }
         XCTAssertEqual(flock(other, LOCK_EX), 0)
 
-        let waiting = try fixture.run()
-        XCTAssertEqual(waiting.status, 0, waiting.stderr)
+        let waiting = try fixture.start()
+        Thread.sleep(forTimeInterval: 2)
         XCTAssertTrue(FileManager.default.fileExists(atPath: part), "renamed while another process held it")
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/x.bin"))
         XCTAssertEqual(try store.job("f")?.state, .finishing)
         close(other)
+        other = -1
 
-        let finished = try fixture.run()
+        // Tried again every 5 s: the same run puts it in place once the file is free.
+        let finished = waiting.wait()
         XCTAssertEqual(finished.status, 0, finished.stderr)
+        XCTAssertTrue((finished.stdout + finished.stderr).contains("is being written by another process"), finished.stdout)
         XCTAssertEqual(try store.job("f")?.state, .done)
         XCTAssertEqual(try String(contentsOfFile: "\(fixture.root)/out/x.bin", encoding: .utf8), "0123456789")
     }
@@ -252,6 +256,7 @@ final class QueueRunTests: XCTestCase {
         // Each finished download stays open (its lock) until its batch is renamed. With 64
         // descriptors, 200 small files through 16 slots failed 187 jobs with "Too many open
         // files" before the run held back its claims; none may fail.
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit"), "needs prlimit (util-linux)")
         let servers = try TestServers.current()
         let fixture = try QueueFixture()
         let folder = "fd-\(UUID().uuidString.prefix(8))"

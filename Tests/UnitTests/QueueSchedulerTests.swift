@@ -179,11 +179,12 @@ final class QueueSchedulerTests: XCTestCase {
         for code in [EMFILE, ENFILE] {
             let out = DownloadEngine.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: code)),
                                               failures: 2)
-            XCTAssertEqual(out?.failures, 2)
+            XCTAssertEqual(out?.delay, 1)
+            XCTAssertEqual(out?.failures, 3, "counted: a process that never frees a descriptor ends its jobs")
             XCTAssertTrue(out?.reason.contains("/d/x.part") ?? false, out?.reason ?? "nil")
         }
         let folder = DownloadEngine.deferral(of: POSIXFailure(operation: "open", path: "/d", code: EMFILE), failures: 0)
-        XCTAssertEqual(folder?.failures, 0, "the folder of its file, out of descriptors too")
+        XCTAssertEqual(folder?.failures, 1, "the folder of its file, out of descriptors too")
         XCTAssertNil(DownloadEngine.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: EACCES)),
                                              failures: 2), "a file it may not open fails, with the reason")
         XCTAssertNil(DownloadEngine.deferral(of: POSIXFailure(operation: "open", path: "/d", code: ENOSPC), failures: 2))

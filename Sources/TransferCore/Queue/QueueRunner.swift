@@ -125,6 +125,11 @@ public final class QueueRunner: @unchecked Sendable {
     private var lastLeaseRenewal = Date()
     /// When finishing jobs of workers that died were last looked for (a shared store's).
     private var lastFinishingSweep = Date()
+    /// Finishing jobs of a dead run whose partial file another process holds, by id: tried
+    /// again every `busyFinishingRetry` seconds; the run does not end before they are.
+    private var busyFinishing: [String: JobRecord] = [:]
+    private var lastBusyFinishingTry = Date()
+    static let busyFinishingRetry: TimeInterval = 5
     /// The limits last written to the store (for `status`).
     private var savedHostLimits: [String: Int] = [:]
     /// Runs the hooks of jobs that ended (`on_done`, `on_failed`, `notify`).
@@ -152,7 +157,7 @@ public final class QueueRunner: @unchecked Sendable {
     /// and the files a job reads.
     static func heldFilesLimit() -> Int {
         var files = rlimit()
-        #if os(Linux)
+        #if canImport(Glibc)
         let found = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files) == 0
         #else
         let found = getrlimit(RLIMIT_NOFILE, &files) == 0
@@ -204,6 +209,9 @@ public final class QueueRunner: @unchecked Sendable {
                     switch wake {
                     case .tick:
                         try renewLeasesIfDue()
+                        if !busyFinishing.isEmpty && Date().timeIntervalSince(lastBusyFinishingTry) >= Self.busyFinishingRetry {
+                            try complete(Array(busyFinishing.values))
+                        }
                         try saveProgressAndHonourCancels()
                         if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
                         let use = scheduler.hostUse
@@ -249,7 +257,7 @@ public final class QueueRunner: @unchecked Sendable {
                         if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
                         break reading
                     }
-                    if !options.watch, try store.nextWakeup() == nil { break reading }
+                    if !options.watch, busyFinishing.isEmpty, try store.nextWakeup() == nil { break reading }
                 }
             }
         } catch {
@@ -568,7 +576,19 @@ public final class QueueRunner: @unchecked Sendable {
     /// Jobs an earlier run (or a worker that died) left `finishing`: rename what is still at the
     /// partial path, then done.
     private func completeFinishing() throws {
-        let jobs = try store.abandonedFinishing()
+        // A shared store hands this worker the jobs of dead ones, not those it holds already:
+        // the busy ones it took earlier are tried again with them.
+        try complete(try store.abandonedFinishing() + busyFinishing.values.map { $0 })
+    }
+
+    /// Renames what is still at the partial path of each of `jobs` (finishing jobs no run of this
+    /// store is finishing), then records them done.
+    private func complete(_ given: [JobRecord]) throws {
+        var seenIDs: Set<String> = []
+        let jobs = given.filter { seenIDs.insert($0.id).inserted }
+        let reported = Set(busyFinishing.keys)
+        busyFinishing = [:]
+        lastBusyFinishingTry = Date()
         guard !jobs.isEmpty else { return }
         var finished: [(id: String, bytes: Int64, sha256: String?)] = []
         var finishedJobs: [JobRecord] = []
@@ -600,13 +620,22 @@ public final class QueueRunner: @unchecked Sendable {
             do {
                 held = try PartFile.lockExisting(part, takingOver: false)
             } catch DownloadError.partInUse {
+                if !reported.contains(job.id) {
+                    onEvent(.retrying(JobRetry(id: job.id, attempt: job.attempts, delay: Self.busyFinishingRetry,
+                                               reason: "\(part) is being written by another process; the job stays finishing "
+                                                   + "until it is free, then puts its file in place")))
+                }
+                busyFinishing[job.id] = job
                 continue
             } catch {
                 try fail(job, String(describing: error))
                 continue
             }
             defer { held?.close() }
-            if held != nil, let reason = Self.moveIntoPlace(part: part, destination: destination),
+            // A partial file that is there but could not be opened to lock (no permission, no
+            // descriptor free) is renamed without its lock, as before there were locks: a rename
+            // needs only the folder.
+            if held != nil || DownloadEngine.exists(part), let reason = Self.moveIntoPlace(part: part, destination: destination),
                !Self.isInPlace(destination, size: size) {
                 // Fails alone, with the reason: it must not stop this run or the next. (Another worker
                 // may have renamed it a moment ago: then it is in place, and done.)
@@ -657,6 +686,7 @@ public final class QueueRunner: @unchecked Sendable {
             try completeFinishing()
         }
         for id in try store.renewLeases() {
+            busyFinishing[id] = nil
             guard let job = active[id] else { continue }
             job.leaseLost.withLock { $0 = true }
             job.task?.cancel()

@@ -120,20 +120,26 @@ public final class DownloadEngine: @unchecked Sendable {
         }
     }
 
-    /// What a queue job makes of a partial file it could not open: waits without counting a
-    /// failure when another process writes it (that writer ends) or when the process is out of
-    /// file descriptors (finished files close as their batch is renamed); nil: it fails.
+    /// What a queue job makes of a partial file it could not open: waits 5 s without counting a
+    /// failure when another process writes it (that writer ends); when the process is out of file
+    /// descriptors, tries again in 1 s (finished files close as their batch is renamed), counted
+    /// as a failure so that a process that never frees one ends its jobs; nil: it fails now.
     static func deferral(of failure: Error, failures: Int) -> DownloadDeferred? {
         switch failure {
         case DownloadError.partInUse:
             return DownloadDeferred(delay: 5, reason: String(describing: failure), failures: failures)
         case DownloadError.local(let local) where local.isOutOfDescriptors:
-            return DownloadDeferred(delay: 1, reason: "\(local); the job waits for other files to close", failures: failures)
+            return outOfDescriptors(local, failures: failures)
         case let local as POSIXFailure where local.isOutOfDescriptors:
-            return DownloadDeferred(delay: 1, reason: "\(local); the job waits for other files to close", failures: failures)
+            return outOfDescriptors(local, failures: failures)
         default:
             return nil
         }
+    }
+
+    private static func outOfDescriptors(_ failure: POSIXFailure, failures: Int) -> DownloadDeferred {
+        DownloadDeferred(delay: 1, reason: "\(failure); the process has as many files open as it may (raise `ulimit -n`)",
+                         failures: failures + 1)
     }
 
     /// Opens and locks `NAME.part` (or takes the one `run` locked), resuming from the checkpoint
