@@ -615,7 +615,7 @@ public final class QueueRunner: @unchecked Sendable {
             let size = job.bytesTotal ?? job.bytesDone
             // Renamed under its lock: a `get` to the same destination may be writing a new
             // NAME.part since, and that file is not this job's to put in place. Left finishing
-            // while another process holds it (a later run, or sweep, completes it).
+            // while another process holds it, and tried again (`busyFinishing`).
             let held: PartFile?
             do {
                 held = try PartFile.lockExisting(part, takingOver: false)

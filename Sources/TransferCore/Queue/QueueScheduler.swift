@@ -43,8 +43,9 @@ struct QueueScheduler: Sendable {
 
     /// Whether free slots are gathered into groups before a claim (see `claimSize`).
     let claimsInGroups: Bool
-    /// How many completed downloads may wait for their rename at once: each keeps its partial
-    /// file open (its lock), and a run out of descriptors could open neither files nor sockets.
+    /// How many jobs may hold a file open at once, running ones and completed downloads waiting
+    /// for their rename (each keeps its partial file open, its lock): a run out of descriptors
+    /// could open neither files nor sockets.
     let heldFilesLimit: Int
 
     init(maxJobs: Int, defaultConnections: Int, maxConnectionsPerHost: Int, claimsInGroups: Bool = true,
