@@ -236,7 +236,7 @@ final class QueueRunTests: XCTestCase {
         defer { if other >= 0 { close(other) } }
         XCTAssertEqual(flock(other, LOCK_EX), 0)
 
-        let waiting = try fixture.start()
+        let waiting = try fixture.start(["--json"])
         Thread.sleep(forTimeInterval: 2)
         XCTAssertTrue(FileManager.default.fileExists(atPath: part), "renamed while another process held it")
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/x.bin"))
@@ -247,7 +247,12 @@ final class QueueRunTests: XCTestCase {
         // Tried again every 5 s: the same run puts it in place once the file is free.
         let finished = waiting.wait()
         XCTAssertEqual(finished.status, 0, finished.stderr)
-        XCTAssertTrue((finished.stdout + finished.stderr).contains("is being written by another process"), finished.stdout)
+        // Said once, after the run's start (the live view knows no job before it).
+        let events = finished.stdout.split(separator: "\n")
+        let started = events.firstIndex { $0.contains("\"run_started\"") }
+        let busy = events.indices.filter { events[$0].contains("is being written by another process") }
+        XCTAssertEqual(busy.count, 1, finished.stdout)
+        XCTAssertLessThan(started ?? .max, busy.first ?? -1, finished.stdout)
         XCTAssertEqual(try store.job("f")?.state, .done)
         XCTAssertEqual(try String(contentsOfFile: "\(fixture.root)/out/x.bin", encoding: .utf8), "0123456789")
     }

@@ -173,21 +173,21 @@ final class QueueSchedulerTests: XCTestCase {
     }
 
     func testAQueueJobWaitsForABusyPartialFileOrForFileDescriptors() {
-        let busy = DownloadEngine.deferral(of: DownloadError.partInUse(path: "/d/x.part"), failures: 2)
+        let busy = DownloadExecutor.deferral(of: DownloadError.partInUse(path: "/d/x.part"), failures: 2)
         XCTAssertEqual(busy?.delay, 5)
         XCTAssertEqual(busy?.failures, 2, "waiting counts no failure")
         for code in [EMFILE, ENFILE] {
-            let out = DownloadEngine.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: code)),
-                                              failures: 2)
+            let out = DownloadExecutor.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: code)),
+                                                failures: 2)
             XCTAssertEqual(out?.delay, 1)
             XCTAssertEqual(out?.failures, 3, "counted: a process that never frees a descriptor ends its jobs")
             XCTAssertTrue(out?.reason.contains("/d/x.part") ?? false, out?.reason ?? "nil")
         }
-        let folder = DownloadEngine.deferral(of: POSIXFailure(operation: "open", path: "/d", code: EMFILE), failures: 0)
+        let folder = DownloadExecutor.deferral(of: POSIXFailure(operation: "open", path: "/d", code: EMFILE), failures: 0)
         XCTAssertEqual(folder?.failures, 1, "the folder of its file, out of descriptors too")
-        XCTAssertNil(DownloadEngine.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: EACCES)),
-                                             failures: 2), "a file it may not open fails, with the reason")
-        XCTAssertNil(DownloadEngine.deferral(of: POSIXFailure(operation: "open", path: "/d", code: ENOSPC), failures: 2))
+        XCTAssertNil(DownloadExecutor.deferral(of: DownloadError.local(POSIXFailure(operation: "open", path: "/d/x.part", code: EACCES)),
+                                               failures: 2), "a file it may not open fails, with the reason")
+        XCTAssertNil(DownloadExecutor.deferral(of: POSIXFailure(operation: "open", path: "/d", code: ENOSPC), failures: 2))
     }
 
     func testOutcomesBecomeStoreDispositions() {

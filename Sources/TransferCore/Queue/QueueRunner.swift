@@ -54,6 +54,11 @@ public final class QueueRunner: @unchecked Sendable {
         case failed(String)
         case interrupted
         case cancelled
+
+        /// A job that waits `deferred.delay` before its next attempt.
+        static func waiting(_ deferred: DownloadDeferred) -> JobOutcome {
+            .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures, throttled: deferred.throttled)
+        }
     }
 
     /// A job being transferred.
@@ -130,6 +135,14 @@ public final class QueueRunner: @unchecked Sendable {
     private var busyFinishing: [String: JobRecord] = [:]
     private var lastBusyFinishingTry = Date()
     static let busyFinishingRetry: TimeInterval = 5
+
+    /// What a finishing job whose partial file another process writes reports (once).
+    private static func busyFinishingReport(_ job: JobRecord) -> JobRetry {
+        JobRetry(id: job.id, attempt: job.attempts, delay: busyFinishingRetry,
+                 reason: "\(job.spec.destination.map { $0 + ".part" } ?? job.id) is being written by another process; "
+                     + "the job stays finishing until it is free, then puts its file in place")
+    }
+
     /// The limits last written to the store (for `status`).
     private var savedHostLimits: [String: Int] = [:]
     /// Runs the hooks of jobs that ended (`on_done`, `on_failed`, `notify`).
@@ -180,12 +193,14 @@ public final class QueueRunner: @unchecked Sendable {
         var summary = RunSummary()
         try store.enlist()
         if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
-        try completeFinishing()
+        try completeFinishing(reportingBusy: false)
         _ = try store.recoverInterrupted()
         // Hooks an earlier process owed and did not run (it was killed): at least once.
         try hooks.startLeftovers()
         let counts = try store.counts()
         onEvent(.runStarted(pending: [JobState.queued, .waiting, .paused].reduce(0) { $0 + (counts[$1] ?? 0) }))
+        // Finishing jobs found above whose partial file another process writes, now that the run has started.
+        for job in busyFinishing.values { onEvent(.retrying(Self.busyFinishingReport(job))) }
         try ingest()
         let ticker = Task { [post] in
             while !Task.isCancelled {
@@ -575,15 +590,17 @@ public final class QueueRunner: @unchecked Sendable {
 
     /// Jobs an earlier run (or a worker that died) left `finishing`: rename what is still at the
     /// partial path, then done.
-    private func completeFinishing() throws {
+    /// - Parameter reportingBusy: false before the run has reported its start: the caller reports them.
+    private func completeFinishing(reportingBusy: Bool = true) throws {
         // A shared store hands this worker the jobs of dead ones, not those it holds already:
         // the busy ones it took earlier are tried again with them.
-        try complete(try store.abandonedFinishing() + busyFinishing.values.map { $0 })
+        try complete(try store.abandonedFinishing() + busyFinishing.values.map { $0 }, reportingBusy: reportingBusy)
     }
 
     /// Renames what is still at the partial path of each of `jobs` (finishing jobs no run of this
-    /// store is finishing), then records them done.
-    private func complete(_ given: [JobRecord]) throws {
+    /// store is finishing), then records them done. A job whose partial file another process
+    /// writes stays finishing, reported once (`reportingBusy`).
+    private func complete(_ given: [JobRecord], reportingBusy: Bool = true) throws {
         var seenIDs: Set<String> = []
         let jobs = given.filter { seenIDs.insert($0.id).inserted }
         let reported = Set(busyFinishing.keys)
@@ -620,11 +637,7 @@ public final class QueueRunner: @unchecked Sendable {
             do {
                 held = try PartFile.lockExisting(part, takingOver: false)
             } catch DownloadError.partInUse {
-                if !reported.contains(job.id) {
-                    onEvent(.retrying(JobRetry(id: job.id, attempt: job.attempts, delay: Self.busyFinishingRetry,
-                                               reason: "\(part) is being written by another process; the job stays finishing "
-                                                   + "until it is free, then puts its file in place")))
-                }
+                if reportingBusy && !reported.contains(job.id) { onEvent(.retrying(Self.busyFinishingReport(job))) }
                 busyFinishing[job.id] = job
                 continue
             } catch {

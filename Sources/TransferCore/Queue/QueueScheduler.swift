@@ -82,7 +82,8 @@ struct QueueScheduler: Sendable {
     /// every finished job read past all of a full host's queued jobs each time: `--jobs 64`
     /// against one host (limit 16), 10,000 jobs, spent 1.4 ms of CPU per job against 0.26.
     func claimSize(now: TimeInterval) -> Int? {
-        let free = min(maxJobs - running.count, heldFilesLimit - renaming.count - running.count)
+        // Running jobs count against both limits: the job slots and the files held open.
+        let free = min(maxJobs, heldFilesLimit - renaming.count) - running.count
         guard free > 0 else { return nil }
         var wanted = free
         var group = maxJobs

@@ -38,7 +38,7 @@ public final class DownloadEngine: @unchecked Sendable {
         // A partial file already there is locked before its checkpoint is read: another process
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
-        let held = try deferringBusyPart { try PartFile.lockExisting(options.partPath, takingOver: options.takesOverBusyPart) }
+        let held = try PartFile.lockExisting(options.partPath, takingOver: options.takesOverBusyPart)
         // Read once: nothing below changes it before the partial file is opened. One whose plan
         // cannot describe a file (edited, damaged) is not trusted: the download starts over.
         let saved = (try? store.load()).flatMap { $0.isCoherent ? $0 : nil }
@@ -106,47 +106,11 @@ public final class DownloadEngine: @unchecked Sendable {
 
     // MARK: Start
 
-    /// Runs `open` (one of `PartFile`'s openers). When another process writes the partial file,
-    /// or this one has as many files open as it may, a `get` stops with the reason; the queue
-    /// tries again later (`deferral(of:failures:)`).
-    private func deferringBusyPart<T>(_ open: () throws -> T) throws -> T {
-        do {
-            return try open()
-        } catch {
-            guard !options.retryInPlace, let deferred = Self.deferral(of: error, failures: options.priorFailures) else {
-                throw error
-            }
-            throw deferred
-        }
-    }
-
-    /// What a queue job makes of a partial file it could not open: waits 5 s without counting a
-    /// failure when another process writes it (that writer ends); when the process is out of file
-    /// descriptors, tries again in 1 s (finished files close as their batch is renamed), counted
-    /// as a failure so that a process that never frees one ends its jobs; nil: it fails now.
-    static func deferral(of failure: Error, failures: Int) -> DownloadDeferred? {
-        switch failure {
-        case DownloadError.partInUse:
-            return DownloadDeferred(delay: 5, reason: String(describing: failure), failures: failures)
-        case DownloadError.local(let local) where local.isOutOfDescriptors:
-            return outOfDescriptors(local, failures: failures)
-        case let local as POSIXFailure where local.isOutOfDescriptors:
-            return outOfDescriptors(local, failures: failures)
-        default:
-            return nil
-        }
-    }
-
-    private static func outOfDescriptors(_ failure: POSIXFailure, failures: Int) -> DownloadDeferred {
-        DownloadDeferred(delay: 1, reason: "\(failure); the process has as many files open as it may (raise `ulimit -n`)",
-                         failures: failures + 1)
-    }
-
     /// Opens and locks `NAME.part` (or takes the one `run` locked), resuming from the checkpoint
     /// when it describes this URL and this file.
     private func openPartialFile(_ saved: DownloadCheckpoint?, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
-        let file = try held ?? deferringBusyPart { try PartFile.create(part, takingOver: options.takesOverBusyPart) }
+        let file = try held ?? PartFile.create(part, takingOver: options.takesOverBusyPart)
         let fd = file.fd
         var checkpoint = saved?.trusted(inBoot: BootID.current)
         // A partial file without the checkpoint's tag, or shorter than the bytes the checkpoint

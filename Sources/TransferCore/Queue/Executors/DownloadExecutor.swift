@@ -7,32 +7,46 @@ struct DownloadExecutor: JobExecutor {
     let context: ExecutionContext
 
     func execute(_ job: QueueRunner.ActiveJob) async -> QueueRunner.JobOutcome {
-        let spec = job.record.spec
-        let options: DownloadOptions
         do {
-            options = try downloadOptions(for: job)
-        } catch {
-            // Out of file descriptors making its folder: it waits, as the engine's own opens do.
-            if let deferred = DownloadEngine.deferral(of: error, failures: job.record.attempts) {
-                return .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures, throttled: false)
-            }
-            return .failed(String(describing: error))
-        }
-        let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
-        let engine = DownloadEngine(transport: transport, options: options,
-                                    store: JobCheckpointStore(store: context.store, job: job))
-        job.engine.withLock { $0 = engine }
-        do {
+            let options = try downloadOptions(for: job)
+            let transport = context.transports.transport(named: job.record.spec.transport ?? context.options.transport)
+            let engine = DownloadEngine(transport: transport, options: options,
+                                        store: JobCheckpointStore(store: context.store, job: job))
+            job.engine.withLock { $0 = engine }
             return .done(try await engine.run())
         } catch let deferred as DownloadDeferred {
             if Task.isCancelled { return job.cancelledByUser.current ? .cancelled : .interrupted }
-            return .retry(delay: deferred.delay, reason: deferred.reason, failures: deferred.failures, throttled: deferred.throttled)
+            return .waiting(deferred)
         } catch {
             if error is CancellationError || Task.isCancelled {
                 return job.cancelledByUser.current ? .cancelled : .interrupted
             }
+            if let deferred = Self.deferral(of: error, failures: job.record.attempts) { return .waiting(deferred) }
             return .failed(String(describing: error))
         }
+    }
+
+    /// What a job makes of a file it could not open (its partial file, or the folder it goes in):
+    /// waits 5 s without counting a failure when another process writes the partial file (that
+    /// writer ends); when the process is out of file descriptors, tries again in 1 s (finished
+    /// files close as their batch is renamed), counted as a failure so that a process that never
+    /// frees one ends its jobs; nil: it fails now.
+    static func deferral(of failure: Error, failures: Int) -> DownloadDeferred? {
+        switch failure {
+        case DownloadError.partInUse:
+            return DownloadDeferred(delay: 5, reason: String(describing: failure), failures: failures)
+        case DownloadError.local(let local) where local.isOutOfDescriptors:
+            return outOfDescriptors(local, failures: failures)
+        case let local as POSIXFailure where local.isOutOfDescriptors:
+            return outOfDescriptors(local, failures: failures)
+        default:
+            return nil
+        }
+    }
+
+    private static func outOfDescriptors(_ failure: POSIXFailure, failures: Int) -> DownloadDeferred {
+        DownloadDeferred(delay: 1, reason: "\(failure); the process has as many files open as it may (raise `ulimit -n`)",
+                         failures: failures + 1)
     }
 
     private func downloadOptions(for job: QueueRunner.ActiveJob) throws -> DownloadOptions {
