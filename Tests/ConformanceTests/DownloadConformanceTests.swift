@@ -104,6 +104,60 @@ final class DownloadConformanceTests: XCTestCase {
                 let result = try await DownloadEngine(transport: transport, options: options).run()
                 XCTAssertEqual(result.resumedFrom, tagged ? 1 << 20 : 0, "\(name) tagged: \(tagged)")
                 XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
+                XCTAssertEqual(getxattr(options.destination, "user.transferd.file", nil, 0), -1, "the tag is off the file in place")
+                XCTAssertEqual(errno, ENODATA, name)
+            }
+        }
+    }
+
+    /// Records, at each save, whether the partial file carried the tag the checkpoint names.
+    final class TagWatchingStore: CheckpointStore, @unchecked Sendable {
+        let partPath: String
+        let saves = Locked<[(tag: String?, fileTag: String?)]>([])
+        init(partPath: String) { self.partPath = partPath }
+        func load() throws -> DownloadCheckpoint? { nil }
+        func save(_ checkpoint: DownloadCheckpoint) throws {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let count = getxattr(partPath, "user.transferd.file", &buffer, buffer.count)
+            let onFile = count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : nil
+            saves.withLock { $0.append((checkpoint.fileTag, onFile)) }
+        }
+        func remove() throws {}
+    }
+
+    func testANewPartialFileIsTaggedAtItsFirstCheckpointAndUntaggedInPlace() async throws {
+        // A new partial file carries its tag before any checkpoint naming it is saved, and not
+        // before: one complete before its first checkpoint is tagged only for a `get`'s completion
+        // record, and in the queue (which renames later) not at all.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            for deferRename in [false, true] {
+                for (file, every) in [("1m.bin", Int64(64) << 20), ("64m.bin", Int64(1) << 20)] {
+                    let label = "\(name) \(file) deferRename: \(deferRename)"
+                    var options = try scratchOptions(servers.http.appendingPathComponent(file),
+                                                     label: #function + name + file + "\(deferRename)")
+                    options.checkpointBytes = every
+                    options.deferRename = deferRename
+                    let store = TagWatchingStore(partPath: options.partPath)
+                    var result: DownloadResult? = try await DownloadEngine(transport: transport, options: options, store: store).run()
+                    let saves = store.saves.current
+                    if file == "1m.bin" {
+                        XCTAssertEqual(saves.count, deferRename ? 0 : 1, "\(label): only a get's completion is saved")
+                    } else {
+                        XCTAssertGreaterThan(saves.count, 2, label)
+                    }
+                    for save in saves {
+                        XCTAssertNotNil(save.tag, "\(label): a checkpoint names the file's tag")
+                        XCTAssertEqual(save.tag, save.fileTag, "\(label): saved before the file carried its tag")
+                    }
+                    let path = deferRename ? options.partPath : options.destination
+                    XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: file), label)
+                    // A get takes the tag off once the file is in place; the queue, after its rename.
+                    let tagged = deferRename && file == "64m.bin"
+                    XCTAssertEqual(getxattr(path, "user.transferd.file", nil, 0) > 0, tagged, label)
+                    result = nil
+                    XCTAssertNil(result)
+                }
             }
         }
     }

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import TestSupport
 import TransferCore
@@ -32,6 +33,8 @@ final class QueueRunTests: XCTestCase {
         XCTAssertEqual(try store.counts(), [.done: 190, .failed: 10])
         for (index, file) in files.enumerated() {
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: file), file)
+            // Files past the first checkpoint (256 KiB) were tagged for it; the tag is off once in place.
+            XCTAssertEqual(getxattr("\(fixture.root)/out/\(index).bin", "user.transferd.file", nil, 0), -1, file)
         }
         for index in 0..<10 {
             let job = try XCTUnwrap(try store.job("missing-\(index)"))

@@ -465,8 +465,12 @@ public final class QueueRunner: @unchecked Sendable {
         }
         var failures = unsynced
         for item in batch where !lost.contains(item.job.record.id) && unsynced[item.job.record.id] == nil {
-            if let part = item.result.completedPartPath, let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
+            guard let part = item.result.completedPartPath else { continue }
+            if let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
                 failures[item.job.record.id] = reason
+            } else {
+                // Recorded finishing: the job's checkpoint, and with it the file's tag, have served.
+                item.result.partFile?.untag()
             }
         }
         let owedFailed = try hooks.owe(batch.compactMap { item in

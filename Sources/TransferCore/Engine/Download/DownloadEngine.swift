@@ -95,7 +95,7 @@ public final class DownloadEngine: @unchecked Sendable {
         }
         // No checkpoint due by bytes may land after the final one.
         state.drainWriters()
-        let (size, digest) = try finalize(state)
+        let (size, digest) = try finalize(state, file)
         handedOver = options.deferRename
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
@@ -143,9 +143,12 @@ public final class DownloadEngine: @unchecked Sendable {
         }
         var start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
-        if checkpoint == nil { start.fileTag = file.tag() }
+        // A file that was there is tagged anew now: whatever checkpoint named its old tag is void.
+        // A new one, at its first checkpoint (`DownloadState.checkpoint()`).
+        if checkpoint == nil && file.existed { start.fileTag = file.tag() }
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
                                   store: store)
+        if checkpoint == nil && !file.existed { state.tagWhenSaved { file.tag() } }
         if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
         if let every = options.writtenRecordBytes {
@@ -509,7 +512,7 @@ public final class DownloadEngine: @unchecked Sendable {
     // MARK: Finish
 
     /// Checks length and checksum, syncs, and renames the partial file into place.
-    private func finalize(_ state: DownloadState) throws -> (Int64, String?) {
+    private func finalize(_ state: DownloadState, _ file: PartFile) throws -> (Int64, String?) {
         let plan = state.plan
         var info = stat()
         guard fstat(state.fd, &info) == 0 else {
@@ -559,12 +562,14 @@ public final class DownloadEngine: @unchecked Sendable {
         state.removeWrittenRecord()
         // What this file is, for a later --skip-unchanged to ask the server about.
         RecordedValidators.write(state.validators, url: options.url, fd: state.fd)
+        // The queue renames it later, and takes the tag off then (`PartFile.untag`).
         if options.deferRename { return (size, digest) }
         // Record completion first: a crash right after the rename is then recognised as done.
         try saveCheckpoint(state)
         guard rename(state.partPath, options.destination) == 0 else {
             throw DownloadError.local(POSIXFailure(operation: "rename", path: options.destination))
         }
+        file.untag()
         if options.syncEachFile { AtomicFile.syncDirectory(of: options.destination) }
         try? store.remove()
         return (size, digest)

@@ -58,8 +58,12 @@ final class DownloadState: @unchecked Sendable {
     var writtenWriter: CheckpointWriter?
 
     private let fields: Locked<Fields>
-    /// See `DownloadCheckpoint.fileTag`: the file keeps it when it starts over.
-    let fileTag: String?
+    /// See `DownloadCheckpoint.fileTag`: the file keeps it when it starts over. A file the download
+    /// created is tagged when its first checkpoint is saved (`tagFile`, set by `tagWhenSaved`): one
+    /// that is complete before that (most small files) needs no tag, and gets none.
+    private var fileTag: String?
+    private var tagFile: (() -> String?)?
+    private let tagLock = PlainLock()
     /// Held while a checkpoint is taken and saved, and while the file is started over
     /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
     let persistLock = PlainLock()
@@ -110,14 +114,35 @@ final class DownloadState: @unchecked Sendable {
 
     func segment(_ index: Int) -> SegmentPlan.Segment { fields.withLock { $0.plan.segments[index] } }
 
+    /// Tags the file with `tag` when the first checkpoint is saved (`checkpoint()`), not now.
+    func tagWhenSaved(_ tag: @escaping () -> String?) {
+        tagLock.lock()
+        defer { tagLock.unlock() }
+        tagFile = tag
+    }
+
+    /// The file's tag, tagging it first if that waits for a checkpoint.
+    private func currentTag() -> String? {
+        tagLock.lock()
+        defer { tagLock.unlock() }
+        if let tag = tagFile {
+            fileTag = tag()
+            tagFile = nil
+        }
+        return fileTag
+    }
+
+    /// The checkpoint to save now. A file not yet tagged is tagged first: no saved checkpoint
+    /// names a file that does not carry its tag.
     func checkpoint() -> DownloadCheckpoint {
-        fields.withLock {
+        let tag = currentTag()
+        return fields.withLock {
             var checkpoint = DownloadCheckpoint(url: url.absoluteString, validators: $0.validators, plan: $0.plan,
                                                 rangesSupported: $0.rangesSupported)
             checkpoint.furthest = $0.furthest
             checkpoint.restarts = $0.restarts
             checkpoint.writtenID = $0.writtenID
-            checkpoint.fileTag = fileTag
+            checkpoint.fileTag = tag
             if $0.durable != $0.plan {
                 checkpoint.durable = $0.durable
                 checkpoint.bootID = BootID.current

@@ -20,6 +20,8 @@ final class PartFile: @unchecked Sendable {
     /// Whether the file was there before this process opened it.
     let existed: Bool
     private var isOpen = true
+    /// Whether the file is known to carry a tag (`tag()`, or `carries` found one).
+    private let tagged = Locked(false)
 
     private init(fd: Int32, existed: Bool) {
         self.fd = fd
@@ -102,14 +104,25 @@ final class PartFile: @unchecked Sendable {
     func tag() -> String? {
         let tag = WrittenOffsets.newID()
         let bytes = Array(tag.utf8)
-        return fsetxattr(fd, Self.tagAttribute, bytes, bytes.count, 0) == 0 ? tag : nil
+        guard fsetxattr(fd, Self.tagAttribute, bytes, bytes.count, 0) == 0 else { return nil }
+        tagged.withLock { $0 = true }
+        return tag
+    }
+
+    /// Takes the tag off the complete file, once it is in place: it has served, and a copy of the
+    /// file would carry it.
+    func untag() {
+        guard tagged.withLock({ was in defer { was = false }; return was }) else { return }
+        _ = fremovexattr(fd, Self.tagAttribute)
     }
 
     /// Whether the file carries `tag` (see `tag()`).
     func carries(_ tag: String) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = fgetxattr(fd, Self.tagAttribute, &buffer, buffer.count)
-        return count > 0 && String(decoding: buffer[0..<count], as: UTF8.self) == tag
+        guard count > 0 && String(decoding: buffer[0..<count], as: UTF8.self) == tag else { return false }
+        tagged.withLock { $0 = true }
+        return true
     }
 
     /// The file's size now.
