@@ -234,6 +234,7 @@ final class QueueRunTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: "\(fixture.root)/out", withIntermediateDirectories: true)
         let part = "\(fixture.root)/out/x.bin.part"
         XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data("0123456789".utf8)))
+        XCTAssertEqual(setxattr(part, "user.transferd.file", "t1", 2, 0), 0, "the dead run's tag")
         var other = open(part, O_RDWR)
         XCTAssertGreaterThanOrEqual(other, 0)
         defer { if other >= 0 { close(other) } }
@@ -258,6 +259,7 @@ final class QueueRunTests: XCTestCase {
         XCTAssertLessThan(started ?? .max, busy.first ?? -1, finished.stdout)
         XCTAssertEqual(try store.job("f")?.state, .done)
         XCTAssertEqual(try String(contentsOfFile: "\(fixture.root)/out/x.bin", encoding: .utf8), "0123456789")
+        XCTAssertEqual(getxattr("\(fixture.root)/out/x.bin", "user.transferd.file", nil, 0), -1, "the tag is off the file in place")
     }
 
     func testARunWithFewFileDescriptorsFinishesEveryJob() throws {

@@ -104,10 +104,20 @@ final class DownloadResumeSafetyTests: XCTestCase {
         let file = try PartFile.create(part, takingOver: false)
         defer { file.close() }
         XCTAssertFalse(file.carries("anything"), "an untagged file carries no tag")
-        let tag = try XCTUnwrap(file.tag(), "this file system keeps user attributes")
+        let tag = try XCTUnwrap(file.tag().tag, "this file system keeps user attributes")
         XCTAssertTrue(file.carries(tag))
         XCTAssertFalse(file.carries(tag + "x"))
-        XCTAssertNotEqual(file.tag(), tag, "a new tag each time the file starts over")
+        let second = try XCTUnwrap(file.tag().tag)
+        XCTAssertNotEqual(second, tag, "a new tag each time the file starts over")
+        XCTAssertTrue(file.carries(second))
+        // Taken off once the file is in place; a closed file (its descriptor may be another file's
+        // by then) is neither tagged nor looked at.
+        file.untag()
+        XCTAssertFalse(file.carries(second))
+        let closed = try PartFile.create(part + "2", takingOver: false)
+        closed.close()
+        XCTAssertEqual(closed.tag(), .failed, "a closed file is not tagged: tried again at the next checkpoint")
+        XCTAssertFalse(closed.carries(second))
         // Kept in the checkpoint, through its JSON.
         var checkpoint = DownloadCheckpoint(url: "http://127.0.0.1/f", validators: ResponseValidators(),
                                             plan: .single(totalSize: 10), rangesSupported: true)

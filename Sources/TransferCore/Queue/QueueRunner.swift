@@ -665,6 +665,8 @@ public final class QueueRunner: @unchecked Sendable {
                          + "at the same path. `transferd retry \(job.id)` fetches it again")
                 continue
             }
+            // This process never saw the tag (a dead run set it): taken off whether it is there or not.
+            held?.untag(always: true)
             finished.append((job.id, size, job.sha256))
             finishedJobs.append(job)
         }

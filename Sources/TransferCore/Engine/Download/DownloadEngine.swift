@@ -144,11 +144,14 @@ public final class DownloadEngine: @unchecked Sendable {
         var start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
         // A file that was there is tagged anew now: whatever checkpoint named its old tag is void.
-        // A new one, at its first checkpoint (`DownloadState.checkpoint()`).
-        if checkpoint == nil && file.existed { start.fileTag = file.tag() }
+        // A new one, at its first checkpoint (`DownloadState.checkpoint()`): a file complete before
+        // that needs none. (Where locks do not work, ENOLCK, a first writer's late tag can replace
+        // a second's: two writers of one partial file are not kept apart there anyway.)
+        let tagging = checkpoint == nil && file.existed ? file.tag() : nil
+        if let tagging { start.fileTag = tagging.tag }
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
                                   store: store)
-        if checkpoint == nil && !file.existed { state.tagWhenSaved { file.tag() } }
+        if checkpoint == nil && (!file.existed || tagging == .failed) { state.tagWhenSaved { file.tag() } }
         if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
         if let every = options.writtenRecordBytes {

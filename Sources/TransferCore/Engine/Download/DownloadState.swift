@@ -62,7 +62,7 @@ final class DownloadState: @unchecked Sendable {
     /// created is tagged when its first checkpoint is saved (`tagFile`, set by `tagWhenSaved`): one
     /// that is complete before that (most small files) needs no tag, and gets none.
     private var fileTag: String?
-    private var tagFile: (() -> String?)?
+    private var tagFile: (() -> PartFile.Tagging)?
     private let tagLock = PlainLock()
     /// Held while a checkpoint is taken and saved, and while the file is started over
     /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
@@ -115,7 +115,7 @@ final class DownloadState: @unchecked Sendable {
     func segment(_ index: Int) -> SegmentPlan.Segment { fields.withLock { $0.plan.segments[index] } }
 
     /// Tags the file with `tag` when the first checkpoint is saved (`checkpoint()`), not now.
-    func tagWhenSaved(_ tag: @escaping () -> String?) {
+    func tagWhenSaved(_ tag: @escaping () -> PartFile.Tagging) {
         tagLock.lock()
         defer { tagLock.unlock() }
         tagFile = tag
@@ -126,8 +126,11 @@ final class DownloadState: @unchecked Sendable {
         tagLock.lock()
         defer { tagLock.unlock() }
         if let tag = tagFile {
-            fileTag = tag()
-            tagFile = nil
+            let done = tag()
+            fileTag = done.tag
+            // Set, or never to be: nothing more to do. Failed for now: the next checkpoint tries
+            // again, and this one names no tag (judged by size, as on a file system without them).
+            if done != .failed { tagFile = nil }
         }
         return fileTag
     }

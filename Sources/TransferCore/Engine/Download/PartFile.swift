@@ -14,14 +14,14 @@ import Foundation
 /// `flock`, not `fcntl` locks: those belong to the process and vanish when any
 /// descriptor of the file is closed (the checksum pass opens and closes one).
 // @unchecked: one owner at a time closes it (the engine, or the holder of the result it was
-// handed to); `fd` and `existed` never change.
+// handed to); `fd` and `existed` never change, `state` is locked (a checkpoint writer's thread tags).
 final class PartFile: @unchecked Sendable {
     let fd: Int32
     /// Whether the file was there before this process opened it.
     let existed: Bool
-    private var isOpen = true
-    /// Whether the file is known to carry a tag (`tag()`, or `carries` found one).
-    private let tagged = Locked(false)
+    /// Whether `fd` is still this file's (after `close` the number may name another file), and
+    /// whether the file is known to carry a tag (`tag()`, or `carries` found one).
+    private let state = Locked((open: true, tagged: false))
 
     private init(fd: Int32, existed: Bool) {
         self.fd = fd
@@ -98,31 +98,56 @@ final class PartFile: @unchecked Sendable {
     /// The attribute naming the file's tag (`DownloadCheckpoint.fileTag`).
     static let tagAttribute = "user.transferd.file"
 
+    /// What `tag()` did.
+    enum Tagging: Equatable {
+        case tagged(String)
+        /// The file system keeps no user attributes: its checkpoints are judged by size alone.
+        case unsupported
+        /// Not now (no space for the attribute, the file closed): tried again at the next checkpoint.
+        case failed
+
+        var tag: String? {
+            if case .tagged(let tag) = self { return tag }
+            return nil
+        }
+    }
+
     /// Marks the file as this download's with a new random tag, kept in its checkpoints: a file
     /// put at `NAME.part` since (another program's, a copy, one of the same size) lacks it, and
-    /// its checkpoint is not trusted for it. Nil when the file system keeps no user attributes.
-    func tag() -> String? {
+    /// its checkpoint is not trusted for it.
+    func tag() -> Tagging {
         let tag = WrittenOffsets.newID()
         let bytes = Array(tag.utf8)
-        guard fsetxattr(fd, Self.tagAttribute, bytes, bytes.count, 0) == 0 else { return nil }
-        tagged.withLock { $0 = true }
-        return tag
+        return state.withLock { state in
+            guard state.open else { return .failed }
+            guard fsetxattr(fd, Self.tagAttribute, bytes, bytes.count, 0) == 0 else {
+                return errno == ENOTSUP || errno == EOPNOTSUPP ? .unsupported : .failed
+            }
+            state.tagged = true
+            return .tagged(tag)
+        }
     }
 
     /// Takes the tag off the complete file, once it is in place: it has served, and a copy of the
     /// file would carry it.
-    func untag() {
-        guard tagged.withLock({ was in defer { was = false }; return was }) else { return }
-        _ = fremovexattr(fd, Self.tagAttribute)
+    /// - Parameter always: also when this process neither set nor saw it (a dead run's file).
+    func untag(always: Bool = false) {
+        state.withLock { state in
+            guard state.open, state.tagged || always else { return }
+            state.tagged = false
+            _ = fremovexattr(fd, Self.tagAttribute)
+        }
     }
 
     /// Whether the file carries `tag` (see `tag()`).
     func carries(_ tag: String) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        let count = fgetxattr(fd, Self.tagAttribute, &buffer, buffer.count)
-        guard count > 0 && String(decoding: buffer[0..<count], as: UTF8.self) == tag else { return false }
-        tagged.withLock { $0 = true }
-        return true
+        state.withLock { state in
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let count = state.open ? fgetxattr(fd, Self.tagAttribute, &buffer, buffer.count) : -1
+            guard count > 0 && String(decoding: buffer[0..<count], as: UTF8.self) == tag else { return false }
+            state.tagged = true
+            return true
+        }
     }
 
     /// The file's size now.
@@ -133,8 +158,10 @@ final class PartFile: @unchecked Sendable {
 
     /// Closes the file, which releases the lock; later calls do nothing.
     func close() {
-        guard isOpen else { return }
-        isOpen = false
-        Foundation.close(fd)
+        state.withLock { state in
+            guard state.open else { return }
+            state.open = false
+            Foundation.close(fd)
+        }
     }
 }

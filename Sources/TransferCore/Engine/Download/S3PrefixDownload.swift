@@ -351,6 +351,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
                     continue
                 }
                 unlink(item.path + ".part.state")
+                item.lock?.untag()
             }
             Self.recordETag(item.path, item.object)
             saved.append(item)

@@ -26,11 +26,11 @@ struct DownloadExecutor: JobExecutor {
         }
     }
 
-    /// What a job makes of a file it could not open (its partial file, or the folder it goes in):
-    /// waits 5 s without counting a failure when another process writes the partial file (that
-    /// writer ends); when the process is out of file descriptors, tries again in 1 s (finished
-    /// files close as their batch is renamed), counted as a failure so that a process that never
-    /// frees one ends its jobs; nil: it fails now.
+    /// What a job makes of a failure that passes: waits 5 s without counting a failure when
+    /// another process writes its partial file (that writer ends); when the process is out of
+    /// file descriptors anywhere in the download (its folder, its partial file, the checksum
+    /// pass), tries again in 1 s (finished files close as their batch is renamed), counted as a
+    /// failure so that a process that never frees one ends its jobs; nil: it fails now.
     static func deferral(of failure: Error, failures: Int) -> DownloadDeferred? {
         switch failure {
         case DownloadError.partInUse:
