@@ -141,17 +141,18 @@ public final class DownloadEngine: @unchecked Sendable {
             // Removed once the file is complete (one of an older incarnation too).
             if resumed.hadRecord { noteRecord = true }
         }
-        var start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
+        let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
-        // A file that was there is tagged anew now: whatever checkpoint named its old tag is void.
-        // A new one, at its first checkpoint (`DownloadState.checkpoint()`): a file complete before
-        // that needs none. (Where locks do not work, ENOLCK, a first writer's late tag can replace
-        // a second's: two writers of one partial file are not kept apart there anyway.)
-        let tagging = checkpoint == nil && file.existed ? file.tag() : nil
-        if let tagging { start.fileTag = tagging.tag }
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
                                   store: store)
-        if checkpoint == nil && (!file.existed || tagging == .failed) { state.tagWhenSaved { file.tag() } }
+        if checkpoint == nil {
+            // A new tag at its first checkpoint (`DownloadState.checkpoint()`): a file complete before
+            // that needs none. A file that was there is tagged anew at once: whatever checkpoint named
+            // its old tag is void. (Where locks do not work, ENOLCK, a first writer's late tag can
+            // replace a second's: two writers of one partial file are not kept apart there anyway.)
+            state.tagWhenSaved { file.tag() }
+            if file.existed { state.tagNow() }
+        }
         if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
         if let every = options.writtenRecordBytes {

@@ -121,6 +121,10 @@ final class DownloadState: @unchecked Sendable {
         tagFile = tag
     }
 
+    /// Tags the file now if `tagWhenSaved` set a tag to come (tried again at each checkpoint
+    /// should it fail now).
+    func tagNow() { _ = currentTag() }
+
     /// The file's tag, tagging it first if that waits for a checkpoint.
     private func currentTag() -> String? {
         tagLock.lock()
