@@ -113,4 +113,24 @@ final class RetryPolicyTests: XCTestCase {
             XCTAssertNil(HTTPDate.exactIMFFixdate(Array(bad.utf8)), bad)
         }
     }
+
+    /// The hand-written IMF-fixdate writer says what a DateFormatter says, for times from year 0
+    /// to 9999, before 1970 included, and reads back through the parser to the same second.
+    func testIMFFixdateMatchesDateFormatter() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        var generator = SystemRandomNumberGenerator()
+        // 0001-01-01 to 9999-12-31 (DateFormatter's proleptic Gregorian calendar switches to Julian before 1582).
+        var seconds: [Int64] = [0, -1, 784_111_777, 951_782_400, 253_402_300_799, -12_219_292_800]
+        for _ in 0..<2000 { seconds.append(Int64.random(in: -12_219_292_800...253_402_300_799, using: &generator)) }
+        for value in seconds {
+            let text = HTTPDate.imfFixdate(seconds: value)
+            XCTAssertEqual(text, formatter.string(from: Date(timeIntervalSince1970: TimeInterval(value))), "\(value)")
+            XCTAssertEqual(text.flatMap(HTTPDate.parse), Date(timeIntervalSince1970: TimeInterval(value)), "\(value)")
+        }
+        XCTAssertNil(HTTPDate.imfFixdate(seconds: 253_402_300_800), "year 10000 has no four-digit form")
+        XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777.9)), "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
 }

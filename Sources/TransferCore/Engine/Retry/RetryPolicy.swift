@@ -197,6 +197,22 @@ public enum HTTPDate {
 
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
+    private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+
+    /// `seconds` since 1970 as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), without a
+    /// formatter (each saved file's record asks: `RecordedValidators`); nil for a time
+    /// without a four-digit year.
+    static func imfFixdate(seconds: Int64) -> String? {
+        var time = time_t(seconds)
+        var fields = tm()
+        guard gmtime_r(&time, &fields) != nil, (0...9999).contains(Int(fields.tm_year) + 1900) else { return nil }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let year = String(Int(fields.tm_year) + 1900)
+        return "\(weekdays[Int(fields.tm_wday)]), \(two(fields.tm_mday)) \(months[Int(fields.tm_mon)]) "
+            + String(repeating: "0", count: 4 - year.count) + year
+            + " \(two(fields.tm_hour)):\(two(fields.tm_min)):\(two(fields.tm_sec)) GMT"
+    }
+
     /// The one format servers send today (`Sun, 06 Nov 1994 08:49:37 GMT`), parsed
     /// without a formatter: it is on the path of every download.
     static func parseIMFFixdate(_ text: String) -> Date? {
@@ -253,6 +269,8 @@ public enum HTTPDate {
     }
 
     public static func format(_ date: Date) -> String {
-        withFormatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'") { $0.string(from: date) }
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        if abs(seconds) < 1e15, let text = imfFixdate(seconds: Int64(seconds)) { return text }
+        return withFormatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'") { $0.string(from: date) }
     }
 }
