@@ -46,11 +46,8 @@ enum GetCommand {
         let reporter = ProgressLine(name: (options.destination as NSString).lastPathComponent,
                                     quiet: arguments.has("--quiet"))
         let engine = DownloadEngine(transport: transport, options: options) { reporter.handle($0) }
-        let task = Task { try await engine.run() }
-        let signals = SignalHandler { task.cancel() }
-        defer { signals.restore() }
         do {
-            let result = try await task.value
+            let result = try await SignalHandler.cancelling { try await engine.run() }
             reporter.finish(result)
             return .success
         } catch {

@@ -49,11 +49,8 @@ enum GetPrefix {
             Output.err("transferd get: \(error)\n")
             return .usage
         }
-        let task = Task { try await download.run() }
-        let signals = SignalHandler { task.cancel() }
-        defer { signals.restore() }
         do {
-            let result = try await task.value
+            let result = try await SignalHandler.cancelling { try await download.run() }
             line.finish(result)
             return .success
         } catch is CancellationError {
@@ -89,12 +86,11 @@ enum GetPrefix {
 final class PrefixLine: @unchecked Sendable {
     private let name: String
     private let quiet: Bool
-    private let interactive = Output.stderrIsTerminal
     private let lock = NSLock()
     private var lastDraw = Date.distantPast
     private var lastSample: (time: Date, bytes: Int64)?
     private var speed: Double = 0
-    private var drawn = false
+    private var live = LiveLine()
 
     init(name: String, quiet: Bool) {
         self.name = name
@@ -111,7 +107,7 @@ final class PrefixLine: @unchecked Sendable {
                 speed = RunProgress.smooth(speed, delta: max(0, bytes - sample.bytes), interval: now.timeIntervalSince(sample.time))
             }
             lastSample = (now, bytes)
-            guard interactive, !quiet, now.timeIntervalSince(lastDraw) >= 0.25 else { return }
+            guard live.interactive, !quiet, now.timeIntervalSince(lastDraw) >= 0.25 else { return }
             lastDraw = now
             let text = "\(name)  \(files) file\(files == 1 ? "" : "s")  \(Format.bytes(bytes))  \(Format.rate(speed))"
             draw(String(text.prefix(max(20, Output.terminalSize(fd: 2).columns - 1))), permanent: false)
@@ -126,19 +122,13 @@ final class PrefixLine: @unchecked Sendable {
 
     private func draw(_ text: String, permanent: Bool, always: Bool = false) {
         guard !quiet || always else { return }
-        if interactive {
-            Output.err("\r\u{1B}[2K" + text + (permanent ? "\n" : ""))
-            drawn = !permanent
-        } else if permanent {
-            Output.err(text + "\n")
-        }
+        live.show(text, permanent: permanent)
     }
 
     func clear() {
         lock.lock()
         defer { lock.unlock() }
-        if interactive && drawn { Output.err("\r\u{1B}[2K") }
-        drawn = false
+        live.erase()
     }
 
     func finish(_ result: S3PrefixResult) {

@@ -50,11 +50,8 @@ enum PutCommand {
         let quiet = arguments.has("--quiet")
         let line = UploadLine(name: (arguments.positionals[0] as NSString).lastPathComponent, quiet: quiet)
         let engine = UploadEngine(transport: transport, options: options) { line.handle($0) }
-        let task = Task { try await engine.run() }
-        let signals = SignalHandler { task.cancel() }
-        defer { signals.restore() }
         do {
-            let result = try await task.value
+            let result = try await SignalHandler.cancelling { try await engine.run() }
             line.finish(result)
             return .success
         } catch is CancellationError {
@@ -99,11 +96,8 @@ enum PutCommand {
                                        state: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key)) {
                 line.handle($0)
             }
-            let task = Task { try await upload.run() }
-            let signals = SignalHandler { task.cancel() }
-            defer { signals.restore() }
             do {
-                let result = try await task.value
+                let result = try await SignalHandler.cancelling { try await upload.run() }
                 line.clear()
                 if result.unchanged {
                     if !arguments.has("--quiet") {
@@ -154,11 +148,8 @@ enum PutCommand {
                 skipUnchanged: arguments.has("--skip-unchanged"),
                 store: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key))
             let started = Date()
-            let task = Task { try await upload.run() }
-            let signals = SignalHandler { task.cancel() }
-            defer { signals.restore() }
             do {
-                let result = try await task.value
+                let result = try await SignalHandler.cancelling { try await upload.run() }
                 if !quiet {
                     let sent = result.files - result.unchanged - result.skippedAsDone
                     var text = "\(path): s3://\(location.bucket)/\(location.key) \(sent) file\(sent == 1 ? "" : "s") sent, "

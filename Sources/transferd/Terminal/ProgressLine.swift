@@ -9,18 +9,16 @@ import TransferCore
 final class ProgressLine: @unchecked Sendable {
     private let name: String
     private let quiet: Bool
-    private let interactive: Bool
     private let lock = NSLock()
     private var started = Date()
     private var lastSample: (time: Date, written: Int64)?
     private var speed: Double = 0
-    private var drawn = false
+    private var live = LiveLine()
     private var announced = false
 
     init(name: String, quiet: Bool) {
         self.name = name
         self.quiet = quiet
-        self.interactive = Output.stderrIsTerminal
     }
 
     func handle(_ event: DownloadEvent) {
@@ -46,7 +44,7 @@ final class ProgressLine: @unchecked Sendable {
                 announced = true
                 line("\(name): \(total.map(Format.bytes) ?? "size unknown")", permanent: true)
             }
-            guard interactive else { return }
+            guard live.interactive else { return }
             line(progressText(written: written, total: total), permanent: false)
         case .retrying(let attempt, let delay, let reason, let resumeAt):
             if let resumeAt, delay == 0 {
@@ -57,7 +55,7 @@ final class ProgressLine: @unchecked Sendable {
         case .restarted(let reason):
             line("\(name): starting over: \(reason)", permanent: true)
         case .verifying:
-            if interactive { line("\(name): verifying SHA-256", permanent: false) }
+            if live.interactive { line("\(name): verifying SHA-256", permanent: false) }
         }
     }
 
@@ -84,20 +82,14 @@ final class ProgressLine: @unchecked Sendable {
     }
 
     private func line(_ text: String, permanent: Bool) {
-        if interactive {
-            Output.err("\r\u{1B}[2K" + text + (permanent ? "\n" : ""))
-            drawn = !permanent
-        } else if permanent {
-            Output.err(text + "\n")
-        }
+        live.show(text, permanent: permanent)
     }
 
     /// Removes the live line before an error message.
     func clear() {
         lock.lock()
         defer { lock.unlock() }
-        if interactive && drawn { Output.err("\r\u{1B}[2K") }
-        drawn = false
+        live.erase()
     }
 
     func finish(_ result: DownloadResult) {
@@ -115,5 +107,29 @@ final class ProgressLine: @unchecked Sendable {
         if result.restarts > 0 { text += ", restarted \(result.restarts)×" }
         if result.sha256 != nil { text += ", sha256 ok" }
         Output.err(text + "\n")
+    }
+}
+
+/// The one live line a command keeps on stderr. On a terminal it is redrawn
+/// in place and a permanent line is printed over it (the live line comes back
+/// with the next update); elsewhere only permanent lines are printed, without
+/// escape codes. Its owner serialises the calls.
+struct LiveLine {
+    let interactive = Output.stderrIsTerminal
+    private var drawn = false
+
+    mutating func show(_ text: String, permanent: Bool) {
+        if interactive {
+            Output.err("\r\u{1B}[2K" + text + (permanent ? "\n" : ""))
+            drawn = !permanent
+        } else if permanent {
+            Output.err(text + "\n")
+        }
+    }
+
+    /// Removes the live line (before an error message or a summary).
+    mutating func erase() {
+        if interactive && drawn { Output.err("\r\u{1B}[2K") }
+        drawn = false
     }
 }

@@ -37,3 +37,14 @@ final class SignalHandler: @unchecked Sendable {
         signal(SIGTERM, SIG_DFL)
     }
 }
+
+extension SignalHandler {
+    /// Runs `work` as a task that the first SIGINT/SIGTERM cancels (it then
+    /// checkpoints and throws `CancellationError`); a second exits at once.
+    static func cancelling<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let task = Task { try await work() }
+        let signals = SignalHandler { task.cancel() }
+        defer { signals.restore() }
+        return try await task.value
+    }
+}
