@@ -38,3 +38,16 @@ make_small_files() {
 # median: of the numbers on stdin, space- or line-separated (the lower middle
 # of an even count).
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# warm_page_cache MIB: writes MIB MiB to a file and removes it, just before a timed
+# run, so that the run writes into memory the host has backed. This VM's balloon
+# hands memory the guest frees back to the host (free page reporting, min_free_ms
+# 0 in /sys/module/page_reporting/parameters), and when the host has taken it,
+# the next write into it faults on the host: measured 137-179 MB/s into such
+# memory against 3.2 GB/s into memory freed a moment before, for the same dd.
+# Which one a run got decided its time (rounds 3-20x slower, for every tool and
+# for dd alike). Every timed command, controls included, gets the same warm-up.
+warm_page_cache() {
+    dd if=/dev/zero of="$work/warm" bs=1M count="$1" status=none
+    rm -f "$work/warm"
+}

@@ -19,9 +19,10 @@
 #   * kill -9 at a random moment of a full-speed download, then the same
 #     command: what nginx sent beyond the file's size (re-fetched bytes plus
 #     what sat in the killed connections' socket buffers).
-# The first two rows are not tools but the machine's own state in each round:
-# `dd` writing 1 GiB into the page cache (on this VM its speed varies up to 10x
-# from run to run, which every row shares), and `dd conv=fdatasync` writing it
+# Every timed run starts right after a page-cache warm-up (warm_page_cache in
+# common.sh: this VM's host takes freed memory back, and writing into memory it
+# took back is up to 20x slower). The first two rows are not tools but the
+# machine's own state in each round: `dd` writing 1 GiB into the page cache, and `dd conv=fdatasync` writing it
 # to the disk, the floor under any download that is durable when it ends, and
 # the spread that download inherits from the disk.
 set -euo pipefail
@@ -46,6 +47,7 @@ once() {
     local name="$1"; shift
     rm -rf "$out" && mkdir -p "$out"
     sync
+    warm_page_cache 1100
     /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
         echo "bench: '$name' failed:" >&2; cat "$work/stderr" >&2; exit 1; }
     [[ $name == dd* ]] || cmp -s "$source_file" "$out/f" || { echo "bench: '$name' produced a wrong file" >&2; exit 1; }

@@ -46,6 +46,7 @@ declare -A times peaks
 measure() {  # NAME DIR COMMAND...
     local name="$1" dir="$2"; shift 2
     sync
+    warm_page_cache 300
     (cd "$dir" && /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr") || {
         echo "bench: $name failed" >&2; cat "$work/stderr" >&2; exit 1; }
     verify "$name"

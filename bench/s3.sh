@@ -71,6 +71,8 @@ measure() {  # NAME CHECK COMMAND...
     # What the tool before left unwritten (downloads, SeaweedFS's own volume files) is
     # written now, untimed: otherwise each tool paid for the last one's writeback.
     sync
+    # Each timed run writes into memory the host has backed (warm_page_cache in common.sh).
+    warm_page_cache 1100
     before=$(weed_cpu)
     /usr/bin/time -f "%e %M %U %S" -o "$work/time" "$@" >/dev/null 2>"$work/stderr" || {
         echo "bench: $name failed" >&2; tail -5 "$work/stderr" >&2; exit 1; }
