@@ -25,6 +25,16 @@ final class RecordedValidatorsTests: XCTestCase {
         return (path, fd)
     }
 
+    /// Skips the test where the temporary folder's file system keeps no user attributes (asked
+    /// with an attribute of the test's own, so a record that is not written fails the test).
+    func requireUserAttributes(_ fd: Int32) throws {
+        let probe = Array("1".utf8)
+        guard fsetxattr(fd, "user.transferd.test-probe", probe, probe.count, 0) == 0 else {
+            throw XCTSkip("the temporary folder's file system keeps no user attributes")
+        }
+        _ = fremovexattr(fd, "user.transferd.test-probe")
+    }
+
     func attribute(_ name: String, of path: String) -> String? {
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = getxattr(path, name, &buffer, buffer.count)
@@ -33,11 +43,10 @@ final class RecordedValidatorsTests: XCTestCase {
 
     func testALastModifiedTheFileTimeSaysIsWrittenShortAndReadBackWhole() throws {
         let file = try savedFile(modified: lastModified)
+        try requireUserAttributes(file.fd)
         let validators = ResponseValidators(etag: "\"6b130a33-40000\"", lastModified: lastModified)
         RecordedValidators.write(validators, url: url, fd: file.fd)
-        guard let raw = attribute(RecordedValidators.attribute, of: file.path) else {
-            throw XCTSkip("the temporary folder's file system keeps no user attributes")
-        }
+        let raw = try XCTUnwrap(attribute(RecordedValidators.attribute, of: file.path), "the record was written")
         XCTAssertTrue(raw.hasSuffix("\n="), raw)
         // 60 bytes is what an ext4 inode of 256 bytes holds beside this attribute's name.
         XCTAssertLessThanOrEqual(raw.utf8.count, 60, raw)
@@ -51,14 +60,18 @@ final class RecordedValidatorsTests: XCTestCase {
 
     func testALastModifiedTheFileTimeDoesNotSayIsWrittenAsItCame() throws {
         let file = try savedFile(modified: lastModified)
+        try requireUserAttributes(file.fd)
         // The obsolete RFC 850 form, and a date the file's time is not: each kept as the server sent it.
         for sent in ["Friday, 04-Dec-26 18:45:07 GMT", "Fri, 04 Dec 2026 18:45:08 GMT"] {
             RecordedValidators.write(ResponseValidators(etag: nil, lastModified: sent), url: url, fd: file.fd)
-            guard attribute(RecordedValidators.attribute, of: file.path) != nil else {
-                throw XCTSkip("the temporary folder's file system keeps no user attributes")
-            }
+            XCTAssertFalse(attribute(RecordedValidators.attribute, of: file.path)?.hasSuffix("\n=") ?? true, sent)
             XCTAssertEqual(RecordedValidators.read(file.path, url: url)?.lastModified, sent)
         }
+        // A Last-Modified of "=" is no date: not kept, so it never reads back as the file's time.
+        RecordedValidators.write(ResponseValidators(etag: "\"e\"", lastModified: "="), url: url, fd: file.fd)
+        let read = RecordedValidators.read(file.path, url: url)
+        XCTAssertEqual(read?.etag, "\"e\"")
+        XCTAssertNil(read?.lastModified)
     }
 
     func testARecordUnderTheFormerNameIsStillRead() throws {
@@ -73,6 +86,10 @@ final class RecordedValidatorsTests: XCTestCase {
         let read = RecordedValidators.read(file.path, url: url)
         XCTAssertEqual(read?.etag, "\"e1\"")
         XCTAssertEqual(read?.lastModified, lastModified)
+        // A former record's "=" is what that server sent, not a shorthand.
+        let literal = Array("262144\n\(RecordedValidators.stamp(info))\n\(fullDigest)\n\"e1\"\n=".utf8)
+        XCTAssertEqual(fsetxattr(file.fd, RecordedValidators.formerAttribute, literal, literal.count, 0), 0)
+        XCTAssertEqual(RecordedValidators.read(file.path, url: url)?.lastModified, "=")
     }
 
     func testAnEqualsSignWithoutAReadableTimeIsNoRecord() {

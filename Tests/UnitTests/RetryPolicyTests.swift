@@ -114,15 +114,17 @@ final class RetryPolicyTests: XCTestCase {
         }
     }
 
-    /// The hand-written IMF-fixdate writer says what a DateFormatter says, for times from year 0
-    /// to 9999, before 1970 included, and reads back through the parser to the same second.
+    /// The hand-written IMF-fixdate writer says what a DateFormatter says for times from
+    /// 1582-10-15 to 9999-12-31, before 1970 included, and reads back through the parser to the
+    /// same second; before 1582 (where DateFormatter's calendar is Julian) it is proleptic
+    /// Gregorian, as the parser is, and still reads back to the same second.
     func testIMFFixdateMatchesDateFormatter() {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         var generator = SystemRandomNumberGenerator()
-        // 0001-01-01 to 9999-12-31 (DateFormatter's proleptic Gregorian calendar switches to Julian before 1582).
+        // 1582-10-15 (the first Gregorian day) to 9999-12-31.
         var seconds: [Int64] = [0, -1, 784_111_777, 951_782_400, 253_402_300_799, -12_219_292_800]
         for _ in 0..<2000 { seconds.append(Int64.random(in: -12_219_292_800...253_402_300_799, using: &generator)) }
         for value in seconds {
@@ -130,6 +132,11 @@ final class RetryPolicyTests: XCTestCase {
             XCTAssertEqual(text, formatter.string(from: Date(timeIntervalSince1970: TimeInterval(value))), "\(value)")
             XCTAssertEqual(text.flatMap(HTTPDate.parse), Date(timeIntervalSince1970: TimeInterval(value)), "\(value)")
         }
+        for value: Int64 in [-62_135_596_800, -30_000_000_000, -12_219_292_801] {  // 0001-01-01, 1019, 1582-10-14
+            let text = HTTPDate.imfFixdate(seconds: value)
+            XCTAssertEqual(text.flatMap(HTTPDate.parse), Date(timeIntervalSince1970: TimeInterval(value)), text ?? "\(value)")
+        }
+        XCTAssertEqual(HTTPDate.imfFixdate(seconds: -62_135_596_800), "Mon, 01 Jan 0001 00:00:00 GMT")
         XCTAssertNil(HTTPDate.imfFixdate(seconds: 253_402_300_800), "year 10000 has no four-digit form")
         XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777.9)), "Sun, 06 Nov 1994 08:49:37 GMT")
     }

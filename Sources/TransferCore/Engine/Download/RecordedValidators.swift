@@ -28,11 +28,12 @@ struct RecordedValidators: Equatable {
     var source: String
 
     /// Text for the attribute: five lines (size, mtime, URL digest, ETag, Last-Modified, or `=`
-    /// when it is the mtime's second as an HTTP date).
+    /// when it is the mtime's second as an HTTP date). A Last-Modified of `=` itself, which is
+    /// no date, is not kept: it would read back as one.
     var encoded: String {
         let seconds = Self.seconds(of: modified)
-        let shownModified = lastModified.map { value in
-            seconds.flatMap(HTTPDate.imfFixdate(seconds:)) == value ? "=" : value
+        let shownModified = lastModified.flatMap { value in
+            value == "=" ? nil : seconds.flatMap(HTTPDate.imfFixdate(seconds:)) == value ? "=" : value
         }
         return [String(size), modified, source, etag ?? "", shownModified ?? ""].joined(separator: "\n")
     }
@@ -53,14 +54,16 @@ struct RecordedValidators: Equatable {
     /// 64 bits of the URL's SHA-256 (a former record's 128 begin with them).
     static func digest(of url: URL) -> String { String(SHA256Hasher.hex(of: url.absoluteString).prefix(16)) }
 
-    init?(encoded text: String) {
+    /// - Parameter shorthand: whether `=` stands for the mtime's date (records under `attribute`);
+    ///   a former record's `=` is what the server sent.
+    init?(encoded text: String, shorthand: Bool = true) {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         guard lines.count == 5, let size = Int64(lines[0]) else { return nil }
         self.size = size
         modified = lines[1]
         source = lines[2]
         etag = lines[3].isEmpty ? nil : lines[3]
-        if lines[4] == "=" {
+        if lines[4] == "=" && shorthand {
             guard let seconds = Self.seconds(of: modified), let date = HTTPDate.imfFixdate(seconds: seconds) else { return nil }
             lastModified = date
         } else {
@@ -90,8 +93,10 @@ struct RecordedValidators: Equatable {
         guard stat(path, &info) == 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 4096)
         var count = getxattr(path, attribute, &buffer, buffer.count)
-        if count <= 0 { count = getxattr(path, formerAttribute, &buffer, buffer.count) }
-        guard count > 0, let record = RecordedValidators(encoded: String(decoding: buffer[0..<count], as: UTF8.self)),
+        let former = count <= 0
+        if former { count = getxattr(path, formerAttribute, &buffer, buffer.count) }
+        guard count > 0,
+              let record = RecordedValidators(encoded: String(decoding: buffer[0..<count], as: UTF8.self), shorthand: !former),
               record.size == Int64(info.st_size), record.modified == stamp(info),
               record.source.hasPrefix(digest(of: url)) else { return nil }
         return record
