@@ -263,9 +263,9 @@ enum PutCommand {
 final class UploadLine: @unchecked Sendable {
     private let name: String
     private let quiet: Bool
-    private let interactive = Output.stderrIsTerminal
     private let lock = NSLock()
     private var lastDraw = Date.distantPast
+    private var live = LiveLine()
 
     init(name: String, quiet: Bool) {
         self.name = name
@@ -278,19 +278,22 @@ final class UploadLine: @unchecked Sendable {
         defer { lock.unlock() }
         switch event {
         case .started(let total):
-            Output.err("\(name): uploading \(Format.bytes(total))\n")
+            live.show("\(name): uploading \(Format.bytes(total))", permanent: true)
         case .progress(let sent, let total):
-            guard interactive, Date().timeIntervalSince(lastDraw) >= 0.25, total > 0 else { return }
+            guard live.interactive, Date().timeIntervalSince(lastDraw) >= 0.25, total > 0 else { return }
             lastDraw = Date()
-            Output.err("\r\u{1B}[2K\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))")
+            live.show("\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))",
+                      permanent: false)
         case .retrying(let attempt, let delay, let reason):
-            if interactive { Output.err("\r\u{1B}[2K") }
-            Output.err("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))\n")
+            live.show("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))",
+                      permanent: true)
         }
     }
 
     func clear() {
-        if interactive && !quiet { Output.err("\r\u{1B}[2K") }
+        lock.lock()
+        defer { lock.unlock() }
+        live.erase()
     }
 
     func finish(_ result: UploadResult) {
