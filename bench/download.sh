@@ -22,9 +22,10 @@
 # Every timed run starts right after a page-cache warm-up (warm_page_cache in
 # common.sh: this VM's host takes freed memory back, and writing into memory it
 # took back is up to 20x slower). The first two rows are not tools but the
-# machine's own state in each round: `dd` writing 1 GiB into the page cache, and `dd conv=fdatasync` writing it
-# to the disk, the floor under any download that is durable when it ends, and
-# the spread that download inherits from the disk.
+# machine's own state in each round: `dd` writing 1 GiB into the page cache,
+# and `dd conv=fdatasync` writing it to the disk, the floor under any download
+# that is durable when it ends, and the spread that download inherits from
+# the disk.
 set -euo pipefail
 
 rounds="${1:-10}"

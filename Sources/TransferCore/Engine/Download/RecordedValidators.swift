@@ -31,9 +31,9 @@ struct RecordedValidators: Equatable {
     /// when it is the mtime's second as an HTTP date). A Last-Modified of `=` itself, which is
     /// no date, is not kept: it would read back as one.
     var encoded: String {
-        let seconds = Self.seconds(of: modified)
-        let shownModified = lastModified.flatMap { value in
-            value == "=" ? nil : seconds.flatMap(HTTPDate.imfFixdate(seconds:)) == value ? "=" : value
+        var shownModified = lastModified == "=" ? nil : lastModified
+        if let value = shownModified, Self.seconds(of: modified).flatMap(HTTPDate.imfFixdate(seconds:)) == value {
+            shownModified = "="
         }
         return [String(size), modified, source, etag ?? "", shownModified ?? ""].joined(separator: "\n")
     }
