@@ -17,6 +17,47 @@ enum Writeback {
         start(fd, offset: 0, count: 0)
     }
 
+    /// Starts writing back the whole file from a thread of its own, so that the
+    /// caller does not wait. sync_file_range can sleep: the block layer's
+    /// writeback throttling (wbt) holds a writer while the disk's queue is full,
+    /// and a finished file's writeback started on one of the two threads Swift's
+    /// concurrency runs jobs on stopped half the queue's work for it (46-200 ms
+    /// of 1,000 x 256 KiB). The descriptor is duplicated and closed when done.
+    /// Skipped when `maxPending` starts are already waiting (the caller's sync
+    /// then writes that file, as it would anyway): a slow disk must not pile up
+    /// descriptors.
+    static func startDetached(_ fd: Int32) {
+        #if os(Linux)
+        guard detachedPending.withLock({ pending -> Bool in
+            guard pending < maxPending else { return false }
+            pending += 1
+            return true
+        }) else { return }
+        let copy = dup(fd)
+        guard copy >= 0 else {
+            detachedPending.withLock { $0 -= 1 }
+            return
+        }
+        detachedQueue.async {
+            start(copy)
+            close(copy)
+            detachedPending.withLock { $0 -= 1 }
+        }
+        #else
+        start(fd)
+        #endif
+    }
+
+    /// Returns when every detached start made so far has finished (for tests).
+    static func waitForDetached() {
+        detachedQueue.sync {}
+    }
+
+    /// Detached starts that may wait at once (each holds a descriptor).
+    static let maxPending = 64
+    private static let detachedPending = Locked(0)
+    private static let detachedQueue = DispatchQueue(label: "transferd.writeback")
+
     /// Starts writing back `count` bytes from `offset` (0: to the end of the file).
     static func start(_ fd: Int32, offset: Int64, count: Int64) {
         #if os(Linux)

@@ -543,8 +543,9 @@ public final class DownloadEngine: @unchecked Sendable {
         } else {
             // The caller syncs in batches; start this file's writeback now so
             // the disk works while other transfers run, and the batch's sync
-            // finds little left to wait for.
-            Writeback.start(state.fd)
+            // finds little left to wait for (from a thread of its own: see
+            // `Writeback.startDetached`).
+            Writeback.startDetached(state.fd)
         }
         var digest: String?
         if let expected = options.sha256 {

@@ -1,0 +1,48 @@
+import Foundation
+import XCTest
+@testable import TransferCore
+
+/// Writeback started from a thread of its own: it holds at most
+/// `Writeback.maxPending` descriptors, closes every one, and leaves the
+/// caller's descriptor and data alone.
+final class WritebackTests: XCTestCase {
+    func testDetachedStartsHoldFewDescriptorsAndCloseThemAll() throws {
+        #if os(Linux)
+        let folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("writeback-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("f.bin").path
+        let fd = open(path, O_CREAT | O_RDWR, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let data = [UInt8](repeating: 0x5a, count: 1 << 20)
+        XCTAssertEqual(data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }, data.count)
+
+        Writeback.waitForDetached()
+        let before = try openDescriptors()
+        var most = before
+        for _ in 0..<(Writeback.maxPending * 8) {
+            Writeback.startDetached(fd)
+            most = max(most, try openDescriptors())
+        }
+        XCTAssertLessThanOrEqual(most, before + Writeback.maxPending, "each waiting start holds one descriptor, no more than the cap")
+        Writeback.waitForDetached()
+        XCTAssertEqual(try openDescriptors(), before, "every duplicated descriptor is closed")
+
+        var info = stat()
+        XCTAssertEqual(fstat(fd, &info), 0, "the caller's descriptor stays open")
+        XCTAssertEqual(info.st_size, off_t(data.count))
+        Writeback.startDetached(fd)
+        XCTAssertEqual(close(fd), 0, "the caller may close its descriptor at once")
+        Writeback.waitForDetached()
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data(data))
+        XCTAssertEqual(try openDescriptors(), before - 1)
+        #else
+        throw XCTSkip("sync_file_range is Linux's")
+        #endif
+    }
+
+    private func openDescriptors() throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+    }
+}
