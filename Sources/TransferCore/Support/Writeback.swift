@@ -33,7 +33,8 @@ enum Writeback {
             pending += 1
             return true
         }) else { return }
-        let copy = dup(fd)
+        // Close-on-exec: a hook's command started meanwhile must not inherit it.
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         guard copy >= 0 else {
             detachedPending.withLock { $0 -= 1 }
             return
