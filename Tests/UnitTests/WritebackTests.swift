@@ -20,14 +20,29 @@ final class WritebackTests: XCTestCase {
 
         Writeback.waitForDetached()
         let before = try openDescriptors()
-        var most = before
-        for _ in 0..<(Writeback.maxPending * 8) {
-            Writeback.startDetached(fd)
-            most = max(most, try openDescriptors())
-        }
-        XCTAssertLessThanOrEqual(most, before + Writeback.maxPending, "each waiting start holds one descriptor, no more than the cap")
+        // The writeback thread held (as a full disk's queue holds it): starts wait, up to the cap.
+        let hold = DispatchSemaphore(value: 0)
+        Writeback.detachedQueue.async { hold.wait() }
+        for _ in 0..<(Writeback.maxPending * 4) { Writeback.startDetached(fd) }
+        XCTAssertEqual(try openDescriptors(), before + Writeback.maxPending,
+                       "each waiting start holds one descriptor, and no more start than the cap")
+        hold.signal()
         Writeback.waitForDetached()
         XCTAssertEqual(try openDescriptors(), before, "every duplicated descriptor is closed")
+        Writeback.detachedQueue.async { hold.wait() }
+        Writeback.startDetached(fd)
+        var own = stat()
+        XCTAssertEqual(fstat(fd, &own), 0)
+        let duplicates = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap(Int32.init)
+            .filter { other in
+                var info = stat()
+                return other != fd && fstat(other, &info) == 0 && info.st_ino == own.st_ino && info.st_dev == own.st_dev
+            }
+        XCTAssertEqual(duplicates.count, 1, "the waiting start holds a duplicate")
+        XCTAssertNotEqual(duplicates.first.map { fcntl($0, F_GETFD) & FD_CLOEXEC } ?? 0, 0,
+                          "the duplicate is close-on-exec: a hook's command does not inherit it")
+        hold.signal()
+        Writeback.waitForDetached()
 
         var info = stat()
         XCTAssertEqual(fstat(fd, &info), 0, "the caller's descriptor stays open")

@@ -57,7 +57,8 @@ enum Writeback {
     /// Detached starts that may wait at once (each holds a descriptor).
     static let maxPending = 64
     private static let detachedPending = Locked(0)
-    private static let detachedQueue = DispatchQueue(label: "transferd.writeback")
+    /// Where detached starts run, one at a time (internal: a test holds it to reach the cap).
+    static let detachedQueue = DispatchQueue(label: "transferd.writeback")
 
     /// Starts writing back `count` bytes from `offset` (0: to the end of the file).
     static func start(_ fd: Int32, offset: Int64, count: Int64) {
