@@ -59,6 +59,101 @@ final class HostileServerTests: XCTestCase {
 
     // MARK: Bodies that are not what was asked for
 
+    func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {
+        // Each range answered 200 with just the range's bytes and no Content-Range: a body that
+        // may be the range or the whole file. `-c 4` once saved the first 4 MiB as the file.
+        let servers = try TestServers.current()
+        let expected = try servers.sha256(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            for connections in [1, 4] {
+                let (url, _) = servers.fault("64m.bin", ["range_bare": "1"])
+                let options = try options(url, transport: name, connections: connections, function: "\(#function)\(connections)")
+                let result = try await DownloadEngine(transport: transport, options: options).run()
+                XCTAssertEqual(result.size, 64 << 20, "\(name) ×\(connections)")
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), expected, "\(name) ×\(connections)")
+            }
+        }
+    }
+
+    func testAResumeAnswered200WithOnlyTheRestIsNeverSavedAsTheWholeFile() async throws {
+        // The first answer is cut 20 MiB short; the resume's range from 44 MiB is answered 200 with
+        // the last 20 MiB and nothing else: not a 20 MiB file.
+        let servers = try TestServers.current()
+        let expected = try servers.sha256(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("64m.bin", ["range_bare": "1", "short_by": String(20 << 20)])
+            let options = try options(url, transport: name)
+            let result = try await DownloadEngine(transport: transport, options: options).run()
+            XCTAssertEqual(result.size, 64 << 20, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), expected, name)
+        }
+    }
+
+    func testAnEmptyFileIsANormalFile() async throws {
+        // The fault server answers a range of an empty file 416 with `Content-Range: bytes */0`,
+        // as S3 servers do: a length, not a change ("changed 4 times" before).
+        let servers = try TestServers.current()
+        let file = "empty-\(UUID().uuidString).bin"
+        XCTAssertTrue(FileManager.default.createFile(atPath: servers.path(file), contents: Data()))
+        defer { try? FileManager.default.removeItem(atPath: servers.path(file)) }
+        for (name, transport) in Backends.all {
+            for connections in [1, 2, 8] {
+                let (url, key) = servers.fault(file)
+                let options = try options(url, transport: name, connections: connections, function: "\(#function)\(connections)")
+                let result = try await DownloadEngine(transport: transport, options: options).run()
+                XCTAssertEqual(result.size, 0, "\(name) ×\(connections)")
+                XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: options.destination)), Data(), "\(name) ×\(connections)")
+                XCTAssertEqual(result.restarts, 0, "\(name) ×\(connections)")
+                XCTAssertLessThanOrEqual(try servers.stats(key: key).requests, 1, "\(name) ×\(connections): one request")
+            }
+        }
+    }
+
+    func testANotFoundLeavesNoPartialFileBehind() async throws {
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("missing-\(UUID().uuidString).bin")
+            let options = try options(url, transport: name)
+            let error = await failure(of: options, with: transport)
+            XCTAssertTrue("\(error.map { "\($0)" } ?? "no error")".contains("404"), "\(name): \(String(describing: error))")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: options.partPath), name)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: options.statePath), name)
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: (options.destination as NSString).deletingLastPathComponent),
+                           [], "\(name): nothing left in the folder")
+        }
+    }
+
+    func testAResumeAnsweredWithTheWholeFileDoesNotSayResuming() async throws {
+        // A run stopped after 8 MiB; by the next run the file has changed, so the resume's
+        // If-Range fails and the server sends the whole new file (200). The run starts from
+        // nothing: it must not say it resumes at 8 MiB.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("64m.bin", ["stall_after": String(1 << 20), "stall_seconds": "30",
+                                                       "change_after": String(1 << 20), "alt": "64m-v2.bin"])
+            let options = try options(url, transport: name)
+            let stopped = Task { try await DownloadEngine(transport: transport, options: options).run() }
+            try await waitUntil { try servers.stats(key: key).bytes_sent >= 1 << 20 }
+            try await Task.sleep(nanoseconds: 300_000_000)
+            stopped.cancel()
+            _ = try? await stopped.value
+            let kept = (try FileManager.default.attributesOfItem(atPath: options.partPath)[.size] as? NSNumber)?.int64Value ?? 0
+            XCTAssertGreaterThan(kept, 0, "\(name): the stopped run kept its bytes")
+            let events = Locked<[DownloadEvent]>([])
+            _ = try await DownloadEngine(transport: transport, options: options) { event in
+                events.withLock { $0.append(event) }
+            }.run()
+            let starts = events.current.compactMap { event -> Int64? in
+                if case .started(_, let resumedFrom, _) = event { return resumedFrom }
+                return nil
+            }
+            XCTAssertEqual(starts, [0], "\(name): started once, from 0")
+            XCTAssertTrue(events.current.contains { if case .restarted = $0 { return true } else { return false } },
+                          "\(name): the bytes thrown away are reported")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m-v2.bin"), name)
+        }
+    }
+
     func testAGzipBodyDespiteIdentityIsSavedAsSentOrRefused() async throws {
         let servers = try TestServers.current()
         for (name, transport) in Backends.all {

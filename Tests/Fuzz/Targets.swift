@@ -32,6 +32,9 @@ enum FuzzTarget: String, CaseIterable {
     /// A download's checkpoint (`NAME.part.state`, or a job row's JSON) as the engine reads it:
     /// decoded, trusted only when coherent, then every sum a resume makes from it.
     case checkpoint
+    /// A download's request, what it knew and the server's answer head: `ResponseDecision`,
+    /// the one judgement of whether (and where) an answer's bytes may be written.
+    case responseDecision = "response-decision"
 
     func run(_ data: Data) {
         switch self {
@@ -44,6 +47,7 @@ enum FuzzTarget: String, CaseIterable {
         case .eventStream: fuzzEventStream(data)
         case .writtenOffsets: fuzzWrittenOffsets(data)
         case .checkpoint: fuzzCheckpoint(data)
+        case .responseDecision: fuzzResponseDecision(data)
         }
     }
 }
@@ -294,3 +298,53 @@ func fuzzEventStream(_ data: Data) {
     check(remote.progress.running.allSatisfy { $0.bytesDone >= 0 }, "negative progress")
 }
 
+
+/// Input: a first line `OFFSET END SENT TOTAL SEGMENTED KNOWN_ETAG` (`-` for none; SENT and
+/// SEGMENTED 0 or 1), a second line with the status, then header lines `Name: value`.
+/// Whatever the answer, the verdict never takes a body that may be only the asked range as
+/// the whole file, never writes outside what was asked, never splices two versions, and a
+/// file is "complete" only at a length the answer or the known size said.
+func fuzzResponseDecision(_ data: Data) {
+    let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+    guard lines.count >= 2 else { return }
+    let fields = lines[0].split(separator: " ").map(String.init)
+    guard fields.count == 6, let offset = Int64(fields[0]), offset >= 0, let status = Int(lines[1]) else { return }
+    let end = fields[1] == "-" ? nil : Int64(fields[1])
+    guard fields[1] == "-" || (end.map { $0 > offset } ?? false) else { return }
+    let total = fields[3] == "-" ? nil : Int64(fields[3])
+    guard fields[3] == "-" || (total.map { $0 >= 0 } ?? false) else { return }
+    var headers = HTTPHeaders()
+    for line in lines.dropFirst(2) {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers.add(String(line[..<colon]), String(HTTPHeaders.trimmed(line[line.index(after: colon)...])))
+    }
+    let asked = ResponseDecision.Asked(offset: offset, end: end, sentRange: fields[2] == "1" || offset > 0 || end != nil)
+    let knownTag = fields[5] == "-" ? nil : fields[5]
+    let known = ResponseDecision.Known(totalSize: total, validators: ResponseValidators(etag: knownTag),
+                                       segmented: fields[4] == "1")
+    let answer = ResponseDecision.Answer(head: ResponseHead(status: status, headers: headers, url: URL(string: "http://h/f")!))
+    let verdict = ResponseDecision.decide(asked: asked, known: known, answer: answer)
+    switch verdict {
+    case .range(let rangeEnd, let complete):
+        check(rangeEnd > asked.offset, "a range that writes nothing or backwards: \(verdict)")
+        check(asked.end.map { rangeEnd <= $0 } ?? true, "wrote past the asked end: \(verdict)")
+        check(known.validators.matches(answer.validators), "spliced another version: \(verdict)")
+        if let complete { check(rangeEnd <= complete, "a range past the file's end: \(verdict)") }
+        if let complete, let total { check(complete == total, "took another size: \(verdict)") }
+    case .whole(let size, _, _):
+        check(size == answer.contentLength, "a size the answer did not give: \(verdict)")
+        if asked.sentRange {
+            check(!known.segmented, "a whole file in place of segments: \(verdict)")
+            check(!ResponseDecision.mayBeTheRangeOnly(asked: asked, known: known, length: answer.contentLength),
+                  "a body that may be only the range taken as the whole file: \(verdict)")
+        }
+    case .nothingLeft(let size):
+        check(size >= 0 && size <= asked.offset, "complete at a length not reached: \(verdict)")
+        check(total.map { $0 == size } ?? true, "complete at another size than known: \(verdict)")
+        check(asked.sentRange, "nothing left without a range asked: \(verdict)")
+    case .withoutRange:
+        check(asked.sentRange, "asked again without a range that was never sent: \(verdict)")
+    case .restart, .refuse, .error:
+        break
+    }
+}

@@ -112,6 +112,7 @@ class FaultPlan:
     endless: bool = False  # 200, no Content-Length, Connection: close, body never ends
     endless_chunked: bool = False  # 200, chunked, the last chunk never comes
     range_lie: bool = False  # a range request gets 200 with Content-Range and the range only
+    range_bare: bool = False  # a range request gets 200 with the range only and no Content-Range
     length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
     max_active: Optional[int] = None  # 429 (Retry-After: 1) while this many file responses of the key are under way
 
@@ -191,6 +192,7 @@ class FaultPlan:
             endless=flag("endless"),
             endless_chunked=flag("endless_chunked"),
             range_lie=flag("range_lie"),
+            range_bare=flag("range_bare"),
             length_lie=integer("length_lie"),
             max_active=integer("max_active", minimum=1),
         )
@@ -775,7 +777,9 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
                     first, last = parsed
                     length = declared = last - first + 1
                     content_range = f"bytes {first}-{last}/{served.size}"
-                    if not plan.range_lie:  # range_lie: the range, but as a 200
+                    if plan.range_bare:  # the range's bytes as a 200, saying nothing of it
+                        content_range = None
+                    elif not plan.range_lie:  # range_lie: the range, but as a 200
                         status = http.HTTPStatus.PARTIAL_CONTENT
 
         self.send_response(status)

@@ -138,11 +138,13 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testAWholeBodyContentRangeOnA200IsHarmless() {
-        let head = ResponseHead(status: 200, headers: ["Content-Length": "1000"], url: URL(string: "http://h/x")!)
-        XCTAssertTrue(DownloadSink.coversWholeBody("bytes 0-999/1000", head: head, sentRange: false))
-        XCTAssertFalse(DownloadSink.coversWholeBody("bytes 0-499/1000", head: head, sentRange: false))
-        XCTAssertFalse(DownloadSink.coversWholeBody("bytes 0-999/1000", head: head, sentRange: true))
-        XCTAssertFalse(DownloadSink.coversWholeBody("bytes 0-999/2000", head: head, sentRange: false))
+        let answer = ResponseDecision.Answer(status: 200, contentLength: 1000)
+        let whole = ResponseDecision.Asked(offset: 0, end: nil, sentRange: false)
+        let ranged = ResponseDecision.Asked(offset: 0, end: nil, sentRange: true)
+        XCTAssertTrue(ResponseDecision.coversWholeBody("bytes 0-999/1000", answer: answer, asked: whole))
+        XCTAssertFalse(ResponseDecision.coversWholeBody("bytes 0-499/1000", answer: answer, asked: whole))
+        XCTAssertFalse(ResponseDecision.coversWholeBody("bytes 0-999/1000", answer: answer, asked: ranged))
+        XCTAssertFalse(ResponseDecision.coversWholeBody("bytes 0-999/2000", answer: answer, asked: whole))
     }
 
     // MARK: Redirects

@@ -75,6 +75,16 @@ public final class DownloadEngine: @unchecked Sendable {
             do {
                 try await fetchAll(state, fresh: state.plan.bytesWritten == 0)
                 break
+            } catch DownloadSignal.withoutRange(let reason) {
+                // Once: without ranges no answer can ask for this again.
+                guard state.rangesSupported else {
+                    try? saveCheckpoint(state)
+                    throw DownloadError.transport(TransportError(.protocolError, url: options.url, message: reason),
+                                                  reason: "the server's answers cannot be saved")
+                }
+                restarts += 1
+                onEvent(.restarted(reason: reason))
+                try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: false)
             } catch DownloadSignal.restart(let reason) {
                 restarts += 1
                 onEvent(.restarted(reason: reason))
@@ -87,9 +97,16 @@ public final class DownloadEngine: @unchecked Sendable {
                 }
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
             } catch {
-                // Keep what is on disk for the next run.
                 state.drainWriters()
-                try? saveCheckpoint(state)
+                if !file.existed && state.plan.bytesWritten == 0 && file.size() == 0 {
+                    // Nothing was saved (a 404, a refused connection): a partial file this run made
+                    // and its record would only be litter.
+                    unlink(options.partPath)
+                    try? store.remove()
+                } else {
+                    // Keep what is on disk for the next run.
+                    try? saveCheckpoint(state)
+                }
                 throw error
             }
         }
@@ -288,14 +305,21 @@ public final class DownloadEngine: @unchecked Sendable {
                 state.update { $0.splitRemainder(connections: options.connections, minSegmentSize: options.minSegmentSize) }
             }
         }
-        onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: resumedFrom,
-                         segments: state.plan.segments.filter { !$0.isComplete }.count))
         let pending = state.plan.segments.indices.filter { !state.segment($0).isComplete }
         if pending.count == 1 && !state.plan.isSegmented {
-            // One stream: no child task needed.
-            try await fetchSegment(pending[0], state: state)
+            // One stream: no child task needed. It starts (and says "resuming") once the server
+            // has agreed: one that sends the whole file instead starts from zero.
+            let announced = Locked(false)
+            let announce: @Sendable () -> Void = { [onEvent] in
+                guard announced.withLock({ done in defer { done = true }; return !done }) else { return }
+                onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: state.plan.bytesWritten, segments: 1))
+            }
+            if resumedFrom == 0 { announce() }
+            try await fetchSegment(pending[0], state: state, onAccepted: announce)
             return
         }
+        onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: resumedFrom,
+                         segments: state.plan.segments.filter { !$0.isComplete }.count))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in pending {
                 group.addTask {
@@ -341,7 +365,8 @@ public final class DownloadEngine: @unchecked Sendable {
     /// Starts over after a remote change, at most this many times for one download.
     static let maxRestarts = 3
 
-    private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false) async throws {
+    private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false,
+                              onAccepted: (@Sendable () -> Void)? = nil) async throws {
         var failures = options.priorFailures
         // What this connection's exchanges showed, for the size of its next request
         // (`SegmentPlan.requestWindow`): the last one's rate, the shortest wait for a head.
@@ -383,6 +408,8 @@ public final class DownloadEngine: @unchecked Sendable {
             }
             let sink = DownloadSink(state: state, segment: index, requestedOffset: segment.offset,
                                     requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
+            sink.onAccepted = onAccepted
+            sink.onRestartInPlace = { [onEvent] reason in onEvent(.restarted(reason: reason)) }
             do {
                 do {
                     _ = try await transport.execute(makeRequest(headers: headers), sink: sink)
@@ -407,6 +434,7 @@ public final class DownloadEngine: @unchecked Sendable {
             } catch {
                 try? sink.flush()
                 if case DownloadSignal.restart = error { throw error }
+                if case DownloadSignal.withoutRange = error { throw error }
                 // Progress is new ground: bytes fetched again after a restart from 0 do not count,
                 // nor do other segments' bytes (a segment only moves forward).
                 let madeProgress = state.plan.isSegmented ? state.segment(index).offset > segment.offset

@@ -3,11 +3,11 @@ import Foundation
 /// Receives one exchange of one segment and writes its bytes into the partial
 /// file at the right offset, in writes of `DownloadOptions.writeBufferSize`.
 ///
-/// It checks the response against what the download expects: a 206 must start
-/// where the segment continues and name the same version; a 200 to a range
-/// request means the server ignored the range or the file changed, so the
-/// download starts over (in place for a single stream) and never splices two
-/// versions. Error statuses keep up to 4 KiB of the body for the message.
+/// What it may write is `ResponseDecision`'s verdict on the response head: a
+/// range where the segment continues, the whole file (in place, for a single
+/// stream), nothing (a 416 at the file's end), or a signal that stops the
+/// exchange before any byte is written. Two versions are never spliced. Error
+/// statuses keep up to 4 KiB of the body for the message.
 final class DownloadSink: ResponseSink {
     private enum Mode {
         case awaitingHead
@@ -67,88 +67,60 @@ final class DownloadSink: ResponseSink {
         handoff.lock()
         defer { handoff.unlock() }
         headArrival = DispatchTime.now().uptimeNanoseconds
-        let responseValidators = ResponseValidators(headers: head.headers)
-        allocateBuffer(expected: head.headers["Content-Length"].flatMap(Int64.init))
-        let contentRange = head.headers["Content-Range"]
-        var status = head.status
-        if status == 200, let contentRange, !Self.coversWholeBody(contentRange, head: head, sentRange: sentRange) {
-            // Some S3 servers answer a range request with 200 and the range's bytes: taken as
-            // the range when everything agrees with what was asked, never as the whole file.
-            guard sentRange, let range = ContentRange(header: contentRange), range.first == requestedOffset else {
-                throw TransportError(.protocolError, url: head.url, message:
-                    "the server answered 200 with Content-Range: \(HTTPHeaders.visible(contentRange)) to "
-                    + (sentRange ? "a request for bytes from \(requestedOffset)" : "a request for the whole file")
-                    + "; a part of the file is not saved as the whole")
-            }
-            status = 206
-        }
-        switch status {
-        case 206:
-            guard let range = contentRange.flatMap(ContentRange.init(header:)) else {
-                throw DownloadSignal.restart(reason: "206 without a usable Content-Range")
-            }
-            if let length = head.headers["Content-Length"].flatMap(Int64.init), length != range.last - range.first + 1 {
-                throw TransportError(.protocolError, url: head.url, message:
-                    "Content-Length \(length) disagrees with Content-Range bytes \(range.first)-\(range.last) (\(range.last - range.first + 1) bytes)")
-            }
-            // Never more than the range the server declared (a chunked body that goes on is cut there).
-            requestedEnd = min(requestedEnd ?? Int64.max, range.last + 1)
-
-            guard range.first == requestedOffset else {
-                throw DownloadSignal.restart(reason: "the server sent bytes from \(range.first), not \(requestedOffset)")
-            }
-            guard state.validators.matches(responseValidators) else {
-                throw DownloadSignal.restart(reason: "the remote file changed (validator differs)")
-            }
+        let answer = ResponseDecision.Answer(head: head)
+        allocateBuffer(expected: answer.contentLength)
+        let asked = ResponseDecision.Asked(offset: requestedOffset, end: requestedEnd, sentRange: sentRange)
+        let known = ResponseDecision.Known(totalSize: state.plan.totalSize, validators: state.validators,
+                                           segmented: state.plan.isSegmented)
+        let verdict = ResponseDecision.decide(asked: asked, known: known, answer: answer)
+        switch verdict {
+        case .range(let end, let completeLength):
+            requestedEnd = end
             if state.validators.isEmpty {
                 // The first response of this download: it names the version every later range must match.
-                state.setValidators(responseValidators, rangesSupported: true)
+                state.setValidators(answer.validators, rangesSupported: true)
             }
-            if let complete = range.completeLength {
-                if let known = state.plan.totalSize, known != complete {
-                    throw DownloadSignal.restart(reason: "the remote size changed from \(known) to \(complete)")
-                }
-                if state.plan.totalSize == nil { state.learnTotalSize(complete) }
-            }
+            if let completeLength, state.plan.totalSize == nil { state.learnTotalSize(completeLength) }
             try startWriting(at: requestedOffset)
-        case 200:
-            let size = head.headers["Content-Length"].flatMap(Int64.init)
-            let ranges = head.headers["Accept-Ranges"].map { $0.lowercased().split(separator: ",").contains { HTTPHeaders.trimmed($0) == "bytes" } } ?? false
+        case .whole(let size, let changed, let rangesSupported):
             if sentRange {
-                let changed = !state.validators.matches(responseValidators)
-                let reason = changed ? "the remote file changed" : "the server ignored the range request"
-                guard !state.plan.isSegmented else { throw DownloadSignal.restart(reason: reason) }
                 if changed { state.noteRemoteChanged() }
                 // A single stream takes the full body in place: start the file over.
                 requestedEnd = nil
-                try state.reset(plan: .single(totalSize: size), validators: responseValidators,
-                                rangesSupported: ranges && state.validators.matches(responseValidators))
+                let discarded = state.plan.bytesWritten
+                try state.reset(plan: .single(totalSize: size), validators: answer.validators, rangesSupported: rangesSupported)
+                if discarded > 0 {
+                    onRestartInPlace?(changed ? ResponseDecision.versionChange(known.validators, answer.validators)
+                        : "the server sent the whole file (200), not bytes from \(requestedOffset)")
+                }
             } else {
-                state.adoptFullResponse(validators: responseValidators, size: size, rangesSupported: ranges)
+                state.adoptFullResponse(validators: answer.validators, size: size, rangesSupported: rangesSupported)
             }
             try startWriting(at: 0)
-        case 416:
-            if let total = state.plan.totalSize, requestedOffset >= total {
-                mode = .nothingLeft
-            } else {
-                throw DownloadSignal.restart(reason: "the server rejected the range (416)")
-            }
-        case 200..<300:
-            throw TransportError(.protocolError, url: head.url, message: "unexpected status \(head.status) for a download")
-        default:
+        case .nothingLeft(let size):
+            if state.plan.totalSize == nil { state.learnTotalSize(size) }
+            if state.validators.isEmpty { state.setValidators(answer.validators, rangesSupported: state.rangesSupported) }
+            mode = .nothingLeft
+        case .withoutRange(let reason):
+            throw DownloadSignal.withoutRange(reason: reason)
+        case .restart(let reason):
+            throw DownloadSignal.restart(reason: reason)
+        case .refuse(let reason):
+            throw TransportError(.protocolError, url: head.url, message: reason)
+        case .error(let status):
             let retryAfter = head.headers["Retry-After"].flatMap(RetryAfter.init(header:))
-            mode = .errorBody(status: head.status, retryAfter: retryAfter, text: Data())
+            mode = .errorBody(status: status, retryAfter: retryAfter, text: Data())
         }
+        if case .errorBody = mode { return }
+        onAccepted?()
+        onAccepted = nil
     }
 
-    /// A `Content-Range` on a 200 to a request without Range that names the
-    /// whole body (`bytes 0-(N-1)/N` with N the Content-Length): harmless, and
-    /// ignored as RFC 9110 says a 200 carries none.
-    static func coversWholeBody(_ header: String, head: ResponseHead, sentRange: Bool) -> Bool {
-        guard !sentRange, let range = ContentRange(header: header), range.first == 0,
-              let complete = range.completeLength, complete == range.last + 1 else { return false }
-        return head.headers["Content-Length"].flatMap(Int64.init).map { $0 == complete } ?? true
-    }
+    /// Called once a head is accepted (the single stream's `started` event waits for it: a
+    /// resume the server answered with the whole file does not say "resuming").
+    var onAccepted: (() -> Void)?
+    /// Called when a single stream discards the bytes it had to take a whole file in place.
+    var onRestartInPlace: ((String) -> Void)?
 
     private func startWriting(at offset: Int64) throws {
         try state.reserveSpaceIfKnown()

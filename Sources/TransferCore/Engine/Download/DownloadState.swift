@@ -362,6 +362,9 @@ enum DownloadSignal: Error {
     case segmentSatisfied
     /// The remote version changed or the server ignored a range: start over from zero.
     case restart(reason: String)
+    /// The server's answers to ranges cannot be trusted (`ResponseDecision.Verdict.withoutRange`):
+    /// start over from zero with one request for the whole file, and ask no range again.
+    case withoutRange(reason: String)
 }
 
 /// An error status from the server, with what the body said about it.
