@@ -133,3 +133,37 @@ final class S3PrefixDownloadTests: XCTestCase {
         }
     }
 }
+
+extension S3PrefixDownloadTests {
+    /// An empty object is a normal file: S3 servers answer its first range with 416 (SeaweedFS
+    /// with `Content-Range: bytes */0`, moto without), which `-c 8` once took for a change
+    /// four times over.
+    func testAnEmptyObjectArrivesWithEightConnections() async throws {
+        let peers = try UploadServers.current()
+        for (server, configuration) in peers.s3Servers {
+            for (backend, transport) in Backends.all {
+                let label = "empty-\(server)-\(backend)"
+                let client = S3Client(configuration: configuration, transport: transport, retry: quickRetry)
+                let bucket = "prefix-\(label)-\(UUID().uuidString.prefix(6).lowercased())"
+                try await client.createBucket(bucket)
+                let directory = try scratchDirectory("seed-\(label)")
+                for (name, size) in [("empty.bin", 0), ("small.bin", 3000)] {
+                    let path = directory + "/" + name
+                    try Data(repeating: 7, count: size).write(to: URL(fileURLWithPath: path))
+                    _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(source: path, bucket: bucket, key: "data/" + name),
+                                                    state: FileUploadStateStore(source: path, bucket: bucket, key: "data/" + name,
+                                                                                environment: ["HOME": directory])).run()
+                }
+                let folder = try scratchDirectory("out-\(label)") + "/mirror"
+                var options = S3PrefixDownloadOptions(bucket: bucket, prefix: "data/", destination: folder)
+                options.connections = 8
+                options.retry = quickRetry
+                let state = FileUploadStateStore.prefixDownload(folder: folder, bucket: bucket, prefix: "data/",
+                                                                environment: ["HOME": try scratchDirectory("state-\(label)")])
+                _ = try await S3PrefixDownload(client: client, transport: transport, options: options, store: state).run()
+                XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: folder + "/empty.bin")), Data(), label)
+                XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: folder + "/small.bin")).count, 3000, label)
+            }
+        }
+    }
+}

@@ -81,9 +81,12 @@ final class S3PrefixCommandTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory + "/inner", withIntermediateDirectories: true)
         let got = try TransferdProcess.run(["get", "s3://\(bucket)/data/", "-o", "out"], directory: directory + "/inner",
                                            environment: target.environment)
-        XCTAssertEqual(got.status, 0, got.stderr)
+        // A copy that left keys out is no success: exit 1, and the keys are named.
+        XCTAssertEqual(got.status, 1, got.stderr)
         XCTAssertTrue(got.stderr.contains("data/../escape.bin: not saved"), got.stderr)
         XCTAssertTrue(got.stderr.contains("2 refused"), got.stderr)
+        XCTAssertTrue(got.stderr.contains("the copy is partial: 2 keys were not saved"), got.stderr)
+        XCTAssertTrue(got.stderr.contains("deep/../../escape2.bin"), got.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/inner/escape.bin"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/escape.bin"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/escape2.bin"))
@@ -179,8 +182,12 @@ final class S3PrefixCommandTests: XCTestCase {
         let fixture = try QueueFixture()
         try fixture.drop("all.json", jobs: [["id": "all", "url": "s3://\(bucket)/data/", "dest": "."]])
         let run = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertEqual(try fixture.store().counts(), [.done: 1], "no job came from a key")
+        // Keys left out make a partial copy: the job fails (exit 1), and its result names them.
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.failed: 1], "no job came from a key, and the one job is not done")
+        let result = "\(try fixture.results("failed", "all.json"))"
+        XCTAssertTrue(result.contains("the copy is partial: 3 keys were not saved"), result)
+        XCTAssertTrue(result.contains("queue.d/evil.json"), result)
         XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.queue + "/evil.json"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/evil.json"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/a.part"))

@@ -52,6 +52,10 @@ enum GetPrefix {
         do {
             let result = try await SignalHandler.cancelling { try await download.run() }
             line.finish(result)
+            if let partial = result.partialCopy {
+                Output.err("transferd get: \(partial)\n")
+                return .transferFailed
+            }
             return .success
         } catch is CancellationError {
             line.clear()

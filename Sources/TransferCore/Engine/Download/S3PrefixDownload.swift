@@ -49,6 +49,16 @@ public enum S3PrefixEvent: Sendable {
 
 /// What one run did (a run that continues an earlier one counts only its own work).
 public struct S3PrefixResult: Sendable {
+    /// What a copy that left keys out says of it (nil when none was refused): the count and the
+    /// first keys with their reasons, shown as the listing named them (controls escaped).
+    public var partialCopy: String? {
+        guard refused > 0 else { return nil }
+        let more = refused > refusedExamples.count ? "; and \(refused - refusedExamples.count) more" : ""
+        return "the copy is partial: \(refused) key\(refused == 1 ? " was" : "s were") not saved "
+            + "(\(refusedExamples.joined(separator: "; "))\(more)); \(files) file\(files == 1 ? "" : "s") saved. "
+            + "Rename those keys in the bucket, or leave them out with an exclude pattern"
+    }
+
     /// Objects downloaded in this run.
     public var files: Int
     public var bytes: Int64

@@ -35,6 +35,8 @@ struct S3PrefixExecutor: JobExecutor {
             ) { event in
                 if case .progress(let bytes, _) = event { job.uploadProgress.withLock { $0 = (bytes, nil) } }
             }.run()
+            // Keys left out are a partial copy, never a done job: the job fails, naming them.
+            if let partial = result.partialCopy { return .failed(partial) }
             return .completed(size: result.bytes)
         } catch {
             if error is CancellationError || Task.isCancelled {
