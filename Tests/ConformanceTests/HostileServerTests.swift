@@ -57,6 +57,20 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testAnAnswerThatCanNeverSucceedIsNotRetried() async throws {
+        // 501 and 505 say the server cannot do it, however often asked (501 was tried five times).
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            for status in ["501", "505"] {
+                let (url, key) = servers.fault("1m.bin", ["status": status])
+                let options = try options(url, transport: name, function: "\(#function)\(status)")
+                let error = await failure(of: options, with: transport)
+                XCTAssertTrue("\(error.map { "\($0)" } ?? "none")".contains("HTTP \(status)"), "\(name): \(String(describing: error))")
+                XCTAssertEqual(try servers.stats(key: key).requests, 1, "\(name): \(status) asked once")
+            }
+        }
+    }
+
     // MARK: Bodies that are not what was asked for
 
     func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {

@@ -148,6 +148,27 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
+    /// S3 may answer CompleteMultipartUpload with 200 and an error document; AWS says to send it
+    /// again when the code is a passing one. It was detected but taken as final.
+    func testACompletionAnswered200WithAPassingErrorIsSentAgain() async throws {
+        let servers = try TestServers.current()
+        for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {
+            let faulty = FaultInjectingTransport(wrapping: transport, rules: [
+                ({ $0.method == "POST" && ($0.url.query ?? "").hasPrefix("uploadId=") }, .status(200, code: "InternalError"), 1),
+            ])
+            let client = S3Client(configuration: configuration, transport: faulty, retry: quickRetry)
+            let bucket = bucket("complete", label)
+            try await client.createBucket(bucket)
+            _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(
+                source: servers.path("64m.bin"), bucket: bucket, key: "done.bin", partSize: 16 << 20, partsInFlight: 2),
+                state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "done.bin",
+                                            environment: ["HOME": try scratchDirectory(label)])).run()
+            XCTAssertEqual(faulty.seen.withLock { $0[0] }, 2, "\(label): sent again once")
+            let head = try await client.send("HeadObject", method: "HEAD", bucket: bucket, key: "done.bin")
+            XCTAssertEqual(head.headers["Content-Length"], String(64 << 20), label)
+        }
+    }
+
     func testPermanentFailureAbortsTheUpload() async throws {
         let servers = try TestServers.current()
         for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {

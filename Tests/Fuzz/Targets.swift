@@ -338,6 +338,9 @@ func fuzzResponseDecision(_ data: Data) {
             check(!ResponseDecision.mayBeTheRangeOnly(asked: asked, known: known, length: answer.contentLength),
                   "a body that may be only the range taken as the whole file: \(verdict)")
         }
+    case .wholeUnlessItEndsAt(let span, _, _):
+        check(asked.sentRange && asked.offset == 0 && asked.end == span && answer.contentLength == nil && !known.segmented,
+              "a provisional whole file where the length or the offset decides: \(verdict)")
     case .nothingLeft(let size):
         check(size >= 0 && size <= asked.offset, "complete at a length not reached: \(verdict)")
         check(total.map { $0 == size } ?? true, "complete at another size than known: \(verdict)")

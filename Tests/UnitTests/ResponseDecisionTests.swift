@@ -49,7 +49,9 @@ final class ResponseDecisionTests: XCTestCase {
             return XCTFail("resume")
         }
         guard case .withoutRange = decide(offset: 44 * mib, status: 200, length: 20 * mib) else { return XCTFail("resume, no size") }
-        guard case .withoutRange = decide(end: 4 * mib, status: 200) else { return XCTFail("no length") }
+        // No length, from 0: written as the whole file, judged when it ends (DownloadSink).
+        XCTAssertEqual(decide(end: 4 * mib, status: 200), .wholeUnlessItEndsAt(span: 4 * mib, changed: false, rangesSupported: true))
+        guard case .withoutRange = decide(offset: 1, end: 4 * mib, status: 200) else { return XCTFail("no length, later offset") }
     }
 
     func testA200ThatCannotBeTheRangeIsTheWholeFile() {

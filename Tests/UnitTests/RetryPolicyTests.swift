@@ -40,6 +40,45 @@ final class RetryPolicyTests: XCTestCase {
         if case .retry = policy.decide(.local, attempt: 1) { XCTFail("local errors must not retry") }
     }
 
+    /// The one classifier, as a table: every path (downloads, uploads, the S3 client, the queue's
+    /// prefix jobs) asks it. 501 was retried five times (13-15 s) before.
+    func testTheClassifierTable() {
+        let table: [(RetryPolicy.Failure, Bool)] = [
+            (.http(status: 408, retryAfter: nil), true), (.http(status: 425, retryAfter: nil), true),
+            (.http(status: 429, retryAfter: nil), true), (.http(status: 500, retryAfter: nil), true),
+            (.http(status: 502, retryAfter: nil), true), (.http(status: 503, retryAfter: nil), true),
+            (.http(status: 504, retryAfter: nil), true), (.http(status: 507, retryAfter: nil), true),
+            (.http(status: 599, retryAfter: nil), true),
+            (.http(status: 501, retryAfter: nil), false), (.http(status: 505, retryAfter: nil), false),
+            (.http(status: 506, retryAfter: nil), false), (.http(status: 508, retryAfter: nil), false),
+            (.http(status: 510, retryAfter: nil), false), (.http(status: 511, retryAfter: nil), false),
+            (.http(status: 400, retryAfter: nil), false), (.http(status: 404, retryAfter: nil), false),
+            (.http(status: 412, retryAfter: nil), false),
+            (.s3(status: 503, code: "SlowDown", retryAfter: nil), true),
+            (.s3(status: 200, code: "InternalError", retryAfter: nil), true),
+            (.s3(status: 400, code: "RequestTimeout", retryAfter: nil), true),
+            (.s3(status: 409, code: "OperationAborted", retryAfter: nil), true),
+            (.s3(status: 500, code: "HTTP 500", retryAfter: nil), true),
+            (.s3(status: 501, code: "NotImplemented", retryAfter: nil), false),
+            (.s3(status: 403, code: "AccessDenied", retryAfter: nil), false),
+            (.s3(status: 404, code: "NoSuchKey", retryAfter: nil), false),
+            (.s3(status: 200, code: "MalformedXML", retryAfter: nil), false),
+            (.transport(.reset), true), (.transport(.timeout), true), (.transport(.protocolError), true),
+            (.transport(.tls), false), (.transport(.redirectRefused), false), (.transport(.unsupported), false),
+            (.local, false), (.restart, true),
+        ]
+        for (failure, retryable) in table {
+            XCTAssertEqual(failure.isRetryable, retryable, "\(failure)")
+            if case .retry = policy.decide(failure, attempt: 1, random: 0.5) {
+                XCTAssertTrue(retryable, "\(failure) retried")
+            } else {
+                XCTAssertFalse(retryable, "\(failure) not retried")
+            }
+        }
+        // Retry-After counts for S3's throttling as for HTTP's.
+        XCTAssertEqual(policy.decide(.s3(status: 503, code: "SlowDown", retryAfter: .seconds(7)), attempt: 1), .retry(after: 7))
+    }
+
     func testGivesUpAfterMaxAttempts() {
         XCTAssertEqual(policy.decide(.transport(.reset), attempt: 4, random: 0.5), .retry(after: 8))
         XCTAssertEqual(policy.decide(.transport(.reset), attempt: 5, random: 0.5), .giveUp(reason: "gave up after 5 attempts"))

@@ -19,21 +19,21 @@ final class WritebackTests: XCTestCase {
         XCTAssertEqual(data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }, data.count)
 
         Writeback.waitForDetached()
-        let before = try openDescriptors()
+        let before = try descriptors().count
         // The writeback thread held (as a full disk's queue holds it): starts wait, up to the cap.
         let hold = DispatchSemaphore(value: 0)
         Writeback.detachedQueue.async { hold.wait() }
         for _ in 0..<(Writeback.maxPending * 4) { Writeback.startDetached(fd) }
-        XCTAssertEqual(try openDescriptors(), before + Writeback.maxPending,
+        XCTAssertEqual(try descriptors().count, before + Writeback.maxPending,
                        "each waiting start holds one descriptor, and no more start than the cap")
         hold.signal()
         Writeback.waitForDetached()
-        XCTAssertEqual(try openDescriptors(), before, "every duplicated descriptor is closed")
+        XCTAssertEqual(try descriptors().count, before, "every duplicated descriptor is closed")
         Writeback.detachedQueue.async { hold.wait() }
         Writeback.startDetached(fd)
         var own = stat()
         XCTAssertEqual(fstat(fd, &own), 0)
-        let duplicates = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap(Int32.init)
+        let duplicates = try descriptors()
             .filter { other in
                 var info = stat()
                 return other != fd && fstat(other, &info) == 0 && info.st_ino == own.st_ino && info.st_dev == own.st_dev
@@ -51,13 +51,14 @@ final class WritebackTests: XCTestCase {
         XCTAssertEqual(close(fd), 0, "the caller may close its descriptor at once")
         Writeback.waitForDetached()
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data(data))
-        XCTAssertEqual(try openDescriptors(), before - 1)
+        XCTAssertEqual(try descriptors().count, before - 1)
         #else
         throw XCTSkip("sync_file_range is Linux's")
         #endif
     }
 
-    private func openDescriptors() throws -> Int {
-        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+    /// This process's open descriptors (the listing's own included, as in every count).
+    private func descriptors() throws -> [Int32] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap(Int32.init)
     }
 }

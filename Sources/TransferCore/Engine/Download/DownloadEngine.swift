@@ -479,8 +479,9 @@ public final class DownloadEngine: @unchecked Sendable {
     private func finalError(_ error: Error, reason: String) -> Error {
         switch error {
         case let failure as HTTPStatusFailure:
+            let retryable = RetryPolicy.Failure.http(status: failure.status, retryAfter: failure.retryAfter).isRetryable
             return DownloadError.httpStatus(status: failure.status, url: Redaction.url(options.url),
-                                            message: failure.message, reason: failure.status >= 500 || failure.status == 429 || failure.status == 408 ? reason : nil)
+                                            message: failure.message, reason: retryable ? reason : nil)
         case let transportError as TransportError:
             if transportError.kind == .cancelled { return CancellationError() }
             return DownloadError.transport(transportError, reason: reason)

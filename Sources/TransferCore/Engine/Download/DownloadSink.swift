@@ -82,21 +82,11 @@ final class DownloadSink: ResponseSink {
             }
             if let completeLength, state.plan.totalSize == nil { state.learnTotalSize(completeLength) }
             try startWriting(at: requestedOffset)
+        case .wholeUnlessItEndsAt(let span, let changed, let rangesSupported):
+            ambiguousAt = span
+            try takeWhole(size: nil, changed: changed, rangesSupported: rangesSupported, answer: answer, known: known)
         case .whole(let size, let changed, let rangesSupported):
-            if sentRange {
-                if changed { state.noteRemoteChanged() }
-                // A single stream takes the full body in place: start the file over.
-                requestedEnd = nil
-                let discarded = state.plan.bytesWritten
-                try state.reset(plan: .single(totalSize: size), validators: answer.validators, rangesSupported: rangesSupported)
-                if discarded > 0 {
-                    onRestartInPlace?(changed ? ResponseDecision.versionChange(known.validators, answer.validators)
-                        : "the server sent the whole file (200), not bytes from \(requestedOffset)")
-                }
-            } else {
-                state.adoptFullResponse(validators: answer.validators, size: size, rangesSupported: rangesSupported)
-            }
-            try startWriting(at: 0)
+            try takeWhole(size: size, changed: changed, rangesSupported: rangesSupported, answer: answer, known: known)
         case .nothingLeft(let size):
             if state.plan.totalSize == nil { state.learnTotalSize(size) }
             if state.validators.isEmpty { state.setValidators(answer.validators, rangesSupported: state.rangesSupported) }
@@ -115,6 +105,28 @@ final class DownloadSink: ResponseSink {
         onAccepted?()
         onAccepted = nil
     }
+
+    /// Takes the body as the whole file from byte 0 (in place for a single stream that had bytes).
+    private func takeWhole(size: Int64?, changed: Bool, rangesSupported: Bool,
+                           answer: ResponseDecision.Answer, known: ResponseDecision.Known) throws {
+        if sentRange {
+            if changed { state.noteRemoteChanged() }
+            // A single stream takes the full body in place: start the file over.
+            requestedEnd = nil
+            let discarded = state.plan.bytesWritten
+            try state.reset(plan: .single(totalSize: size), validators: answer.validators, rangesSupported: rangesSupported)
+            if discarded > 0 {
+                onRestartInPlace?(changed ? ResponseDecision.versionChange(known.validators, answer.validators)
+                    : "the server sent the whole file (200), not bytes from \(requestedOffset)")
+            }
+        } else {
+            state.adoptFullResponse(validators: answer.validators, size: size, rangesSupported: rangesSupported)
+        }
+        try startWriting(at: 0)
+    }
+
+    /// For `.wholeUnlessItEndsAt`: a body that ends exactly here may have been only the range.
+    private var ambiguousAt: Int64?
 
     /// Called once a head is accepted (the single stream's `started` event waits for it: a
     /// resume the server answered with the whole file does not say "resuming").
@@ -228,6 +240,10 @@ final class DownloadSink: ResponseSink {
         handoff.lock()
         defer { handoff.unlock() }
         try flushLocked()
+        if let span = ambiguousAt, case .writing = mode, bufferOffset == span {
+            throw DownloadSignal.withoutRange(reason: "the server answered a request for bytes 0-\(span - 1) with 200, "
+                + "no length and exactly \(span) bytes, which may be that range or the whole file; asking for the whole file")
+        }
         if case .errorBody(let status, let retryAfter, let text) = mode {
             throw HTTPStatusFailure(status: status, retryAfter: retryAfter, message: ServerMessage.summary(text))
         }

@@ -21,7 +21,8 @@ import Foundation
 ///   0 that the file is shorter than. A 200 that may be either (the asked
 ///   range's length exactly, bytes from a later offset, no length) is never
 ///   saved: the download asks for the whole file without `Range`, whose 200 is
-///   unambiguous.
+///   unambiguous. (A body without a length to a range from 0 is written, and
+///   judged when it ends: past the range it was the whole file.)
 /// - A **416** is a length: `Content-Range: bytes */N` says the file is N bytes.
 ///   A range that starts at N has nothing left to fetch (an empty file is a
 ///   normal file); one past N means the file shrank (it changed); one before N
@@ -90,6 +91,11 @@ struct ResponseDecision {
         /// The body is the whole file from byte 0 (`size` when told). `changed` when it names
         /// another version than the one known; `rangesSupported` whether later ranges may be asked.
         case whole(size: Int64?, changed: Bool, rangesSupported: Bool)
+        /// A body without a length, to a range from 0 of `span` bytes: the whole file if it runs
+        /// past `span` (written from 0 as it comes), but if it ends exactly there it may have been
+        /// only the range, and the download asks again without `Range`. (Deciding at the head
+        /// would abandon a long stream at once, which FoundationNetworking is slow to let go of.)
+        case wholeUnlessItEndsAt(span: Int64, changed: Bool, rangesSupported: Bool)
         /// Nothing of this answer may be saved: ask for the whole file again, without `Range`.
         case withoutRange(reason: String)
         /// The range asked starts at the file's end: the file is `size` bytes, nothing is left.
@@ -141,6 +147,9 @@ struct ResponseDecision {
             let changed = !known.validators.matches(answer.validators)
             guard asked.sentRange else {
                 return .whole(size: answer.contentLength, changed: changed, rangesSupported: answer.acceptsRanges)
+            }
+            if answer.contentLength == nil, asked.offset == 0, let span = asked.end, !known.segmented {
+                return .wholeUnlessItEndsAt(span: span, changed: changed, rangesSupported: answer.acceptsRanges && !changed)
             }
             if mayBeTheRangeOnly(asked: asked, known: known, length: answer.contentLength) {
                 let length = answer.contentLength.map { "\($0) bytes" } ?? "no length"

@@ -93,10 +93,26 @@ public struct RetryPolicy: Sendable, Equatable {
 }
 
 extension RetryPolicy {
-    /// A failure as the policy sees it.
+    /// A failure as the policy sees it. `retryability` is the one place that says whether a
+    /// failure is worth another attempt: every engine, the S3 client and the queue ask it.
+    ///
+    /// | failure | decision |
+    /// |---|---|
+    /// | network: DNS, connect, reset, timeout, truncated body, protocol error | retry with backoff |
+    /// | TLS, too many redirects, a refused redirect, an unsupported feature, cancelled | never |
+    /// | HTTP 408, 425, 429, and 5xx | retry with backoff, `Retry-After` honoured |
+    /// | HTTP 501, 505, 506, 508, 510, 511 (the server cannot do it, whenever asked) | never |
+    /// | other HTTP statuses | never |
+    /// | S3 error codes of a busy or failing service (`SlowDown`, `InternalError`, `RequestTimeout`, …) | retry, whatever the status (S3 can answer 200 with one) |
+    /// | other S3 error codes | as their HTTP status |
+    /// | local file errors | never |
+    /// | the remote changed | at once |
     public enum Failure: Sendable, Equatable {
         case transport(TransportError.Kind)
         case http(status: Int, retryAfter: RetryAfter?)
+        /// An S3 error document's code with the status it came with (200 for an error inside a
+        /// CompleteMultipartUpload answer).
+        case s3(status: Int, code: String, retryAfter: RetryAfter?)
         /// Local disk or file problem: retrying will not help.
         case local
         /// The remote content changed or the server ignored a range: start over at once.
@@ -107,6 +123,22 @@ extension RetryPolicy {
             case immediately
             case withBackoff(RetryAfter?)
         }
+
+        /// Whether another attempt may succeed.
+        public var isRetryable: Bool {
+            if case .never = retryability { return false }
+            return true
+        }
+
+        /// HTTP statuses that say the server cannot do what was asked, however often it is asked.
+        static let permanentServerStatuses: Set<Int> = [501, 505, 506, 508, 510, 511]
+
+        /// S3 error codes of a service that is busy or failed this once (AWS's retry guidance).
+        static let transientS3Codes: Set<String> = [
+            "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "OperationAborted", "Throttling",
+            "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestLimitExceeded",
+            "BandwidthLimitExceeded", "TooManyRequestsException", "PriorRequestNotComplete", "InternalFailure",
+        ]
 
         var retryability: Retryability {
             switch self {
@@ -126,10 +158,19 @@ extension RetryPolicy {
                     return .never("not supported by this transport")
                 }
             case .http(let status, let retryAfter):
-                if status == 408 || status == 429 || (500...599).contains(status) {
+                if Self.permanentServerStatuses.contains(status) {
+                    return .never("HTTP \(status): the server cannot do this, however often asked")
+                }
+                if status == 408 || status == 425 || status == 429 || (500...599).contains(status) {
                     return .withBackoff(retryAfter)
                 }
                 return .never("HTTP \(status)")
+            case .s3(let status, let code, let retryAfter):
+                if Self.transientS3Codes.contains(code) { return .withBackoff(retryAfter) }
+                if case .never(let reason) = Failure.http(status: status, retryAfter: retryAfter).retryability {
+                    return .never(status == 200 ? "S3 \(code)" : "\(reason) (S3 \(code))")
+                }
+                return .withBackoff(retryAfter)
             case .local:
                 return .never("local file error")
             case .restart:

@@ -137,9 +137,10 @@ public final class UploadEngine: Sendable {
                 failure = .http(status: outcome.head.status, retryAfter: retryAfter)
                 described = "HTTP \(outcome.head.status)"
                 if case .giveUp(let reason) = options.retry.decide(failure, attempt: attempt) {
-                    let retryable = outcome.head.status >= 500 || outcome.head.status == 429 || outcome.head.status == 408
+                    // The reason ("gave up after N attempts") only where attempts were made.
                     throw UploadError.httpStatus(status: outcome.head.status, url: Redaction.url(options.url),
-                                                 message: ServerMessage.summary(sink.body), reason: retryable ? reason : nil)
+                                                 message: ServerMessage.summary(sink.body),
+                                                 reason: failure.isRetryable ? reason : nil)
                 }
             } catch let error as TransportError {
                 if error.kind == .cancelled { throw CancellationError() }

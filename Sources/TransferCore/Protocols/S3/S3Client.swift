@@ -97,13 +97,21 @@ public final class S3Client: Sendable {
             xml += "</Part>"
         }
         xml += "</CompleteMultipartUpload>"
-        let response = try await send("CompleteMultipartUpload", method: "POST", bucket: bucket, key: key,
+        var attempt = 0
+        var response: Response
+        while true {
+            attempt += 1
+            response = try await send("CompleteMultipartUpload", method: "POST", bucket: bucket, key: key,
                                       query: "uploadId=\(AWSEncoding.encode(uploadID))",
                                       headers: ["Content-Type": "application/xml"], body: .data(Data(xml.utf8)))
-        // S3 can answer 200 with an error document once the body has started.
-        if let error = S3ErrorDocument(response.body) {
-            throw S3Error.service(status: 200, code: error.code, message: error.message,
-                                  operation: "CompleteMultipartUpload", endpoint: configuration.endpoint.absoluteString)
+            // S3 can answer 200 with an error document once the body has started; AWS says to send
+            // the request again when its code is a passing one (InternalError, SlowDown, ...).
+            guard let error = S3ErrorDocument(response.body) else { break }
+            guard case .retry(let delay) = retry.decide(.s3(status: 200, code: error.code, retryAfter: nil), attempt: attempt) else {
+                throw S3Error.service(status: 200, code: error.code, message: error.message,
+                                      operation: "CompleteMultipartUpload", endpoint: configuration.endpoint.absoluteString)
+            }
+            if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
         }
         // AWS names the root CompleteMultipartUploadResult; moto writes CompleteMultipartUploadResponse.
         guard let result = S3XMLElement.parse(response.body), result.name.hasPrefix("CompleteMultipartUpload"),
@@ -209,8 +217,8 @@ public final class S3Client: Sendable {
                 lastError = S3Error.service(status: outcome.head.status, code: code,
                                             message: document?.message ?? "",
                                             operation: operation, endpoint: configuration.endpoint.absoluteString)
-                failure = .http(status: outcome.head.status,
-                                retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
+                failure = .s3(status: outcome.head.status, code: code,
+                              retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
             } catch let error as TransportError {
                 if error.kind == .cancelled { throw CancellationError() }
                 if !repeatAfterConnectionFailure { throw error }

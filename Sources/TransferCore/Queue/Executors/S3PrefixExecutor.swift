@@ -46,11 +46,18 @@ struct S3PrefixExecutor: JobExecutor {
             // waits and goes again with its checkpoint (what failed first, then the listing
             // where it stopped), until its retries are spent.
             let failures = job.record.attempts + 1
-            let retriable = error is S3PrefixError || error is TransportError
-                || { if case S3Error.service(let status, _, _, _, _) = error { return status >= 500 || status == 429 } else { return false } }()
-            if retriable && failures < retry.maxAttempts {
-                return .retry(delay: retry.backoff(attempt: failures, random: Double.random(in: 0..<1)),
-                              reason: String(describing: error), failures: failures, throttled: false)
+            let failure: RetryPolicy.Failure
+            switch error {
+            case let error as TransportError: failure = .transport(error.kind)
+            case S3Error.service(let status, let code, _, _, _): failure = .s3(status: status, code: code, retryAfter: nil)
+            // Objects that failed were each retried by their own downloads first.
+            case is S3PrefixError: failure = .transport(.other)
+            default: failure = .local
+            }
+            if case .retry(let delay) = retry.decide(failure, attempt: failures) {
+                var throttled = false
+                if case .s3(let status, _, _) = failure { throttled = status == 429 || status == 503 }
+                return .retry(delay: delay, reason: String(describing: error), failures: failures, throttled: throttled)
             }
             return .failed(String(describing: error))
         }
