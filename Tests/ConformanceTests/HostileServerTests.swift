@@ -71,6 +71,40 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testSpaceReservedOnAPromiseIsGivenBackWhenTheTransferFails() async throws {
+        // A server promises 12 MiB and sends 1 MiB: the 12 MiB reserved on its word stayed
+        // allocated after the failure, on a 16 MiB disk that left no room for the next job.
+        guard let disk = ProcessInfo.processInfo.environment["TRANSFERD_TEST_SMALL_DISK"] else {
+            return XCTFail("TRANSFERD_TEST_SMALL_DISK is not set: scripts/test mounts a 16 MiB tmpfs for this test")
+        }
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let folder = disk + "/reserve-\(name)-\(UUID().uuidString.prefix(6))"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            // 12 MiB promised, 512 KiB sent, then silence: the run is stopped there (as Ctrl-C or a
+            // queue's shutdown stops it).
+            let (url, key) = servers.fault("1m.bin", ["length_lie": String(12 << 20), "stall_after": String(512 << 10),
+                                                      "stall_seconds": "30"])
+            let options = DownloadOptions(url: url, destination: folder + "/out.bin", retry: quickRetry, idleTimeout: 10)
+            let stopped = Task { try await DownloadEngine(transport: transport, options: options).run() }
+            try await waitUntil { try servers.stats(key: key).bytes_sent >= 512 << 10 }
+            try await Task.sleep(nanoseconds: 300_000_000)
+            stopped.cancel()
+            _ = try? await stopped.value
+            var info = stat()
+            XCTAssertEqual(stat(options.partPath, &info), 0, "\(name): the partial file is kept")
+            let allocated = Int64(info.st_blocks) * 512
+            XCTAssertLessThanOrEqual(allocated, (Int64(info.st_size) + 4095) / 4096 * 4096,
+                                     "\(name): \(allocated) bytes held for a \(info.st_size)-byte partial file")
+            // A promise larger than the disk is refused before anything is reserved.
+            let (huge, _) = servers.fault("1m.bin", ["length_lie": String(64 << 20)])
+            let second = DownloadOptions(url: huge, destination: folder + "/huge.bin", retry: quickRetry, idleTimeout: 10)
+            let refused = await failure(of: second, with: transport)
+            XCTAssertTrue("\(refused.map { "\($0)" } ?? "none")".contains("No space left"), "\(name): \(String(describing: refused))")
+        }
+    }
+
     // MARK: Bodies that are not what was asked for
 
     func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {

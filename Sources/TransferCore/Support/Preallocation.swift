@@ -7,17 +7,47 @@ enum Preallocation {
     static let minimumLength: Int64 = 1 << 20
 
     /// Reserves `length` bytes for `fd`. Filesystems that cannot reserve
-    /// (EOPNOTSUPP) are left alone; a full disk throws.
-    static func reserve(fd: Int32, length: Int64, path: String) throws {
+    /// (EOPNOTSUPP) are left alone; a full disk throws. The length usually comes
+    /// from a server's word (`Content-Length`, `Content-Range`), so nothing is
+    /// reserved beyond the space free now: more than that throws before any block
+    /// is taken (fallocate may keep part of a reservation it could not finish).
+    /// Returns whether blocks were reserved (see `release`).
+    @discardableResult
+    static func reserve(fd: Int32, length: Int64, path: String) throws -> Bool {
         // Small files are not worth a system call each.
-        guard length >= minimumLength else { return }
+        guard length >= minimumLength else { return false }
         #if os(Linux)
+        var info = stat()
+        var disk = statvfs()
+        if fstat(fd, &info) == 0, fstatvfs(fd, &disk) == 0 {
+            let held = Int64(info.st_blocks) * 512
+            let free = Int64(disk.f_bavail) * Int64(disk.f_frsize)
+            if length - held > free {
+                throw POSIXFailure(operation: "reserve \(length) bytes for", path: path, code: ENOSPC)
+            }
+        }
         // FALLOC_FL_KEEP_SIZE = 1: reserve blocks without changing the file's length.
-        if linuxFallocate(fd, 1, off_t(0), off_t(length)) == 0 { return }
+        if linuxFallocate(fd, 1, off_t(0), off_t(length)) == 0 { return true }
         let code = errno
         if code == ENOSPC || code == EDQUOT || code == EFBIG {
+            // Whatever it took before it failed is given back.
+            release(fd: fd)
             throw POSIXFailure(operation: "reserve \(length) bytes for", path: path, code: code)
         }
+        #endif
+        return false
+    }
+
+    /// Gives back the blocks reserved past the file's end (a download that failed short of
+    /// the size it was promised): a later job must not run out of disk for them.
+    static func release(fd: Int32) {
+        #if os(Linux)
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return }
+        let allocated = Int64(info.st_blocks) * 512
+        guard allocated > Int64(info.st_size) else { return }
+        // FALLOC_FL_PUNCH_HOLE (2) | FALLOC_FL_KEEP_SIZE (1), from the end of the data on.
+        _ = linuxFallocate(fd, 3, off_t(info.st_size), off_t(allocated))
         #endif
     }
 }

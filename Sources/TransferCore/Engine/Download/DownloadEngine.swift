@@ -98,6 +98,7 @@ public final class DownloadEngine: @unchecked Sendable {
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
             } catch {
                 state.drainWriters()
+                state.releaseReservation()
                 if !file.existed && state.plan.bytesWritten == 0 && file.size() == 0 {
                     // Nothing was saved (a 404, a refused connection): a partial file this run made
                     // and its record would only be litter.

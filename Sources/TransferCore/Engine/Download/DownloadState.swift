@@ -297,6 +297,8 @@ final class DownloadState: @unchecked Sendable {
             $0.durable = plan
             $0.validators = validators
             $0.rangesSupported = rangesSupported
+            // The truncation freed the blocks reserved for the old plan.
+            $0.reserved = 0
         }
     }
 
@@ -306,6 +308,15 @@ final class DownloadState: @unchecked Sendable {
             guard let total = $0.plan.totalSize, total != $0.reserved else { return }
             try Preallocation.reserve(fd: fd, length: total, path: partPath)
             $0.reserved = total
+        }
+    }
+
+    /// Gives back space reserved past what was written (the download stops short of its size).
+    func releaseReservation() {
+        fields.withLock {
+            guard $0.reserved > 0 else { return }
+            Preallocation.release(fd: fd)
+            $0.reserved = 0
         }
     }
 
