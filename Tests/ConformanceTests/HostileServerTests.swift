@@ -105,6 +105,31 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testAnAnswerOfAnotherVersionThanListedIsAChangeAndRecordedAsReceived() async throws {
+        // A listing said ETag "listed"; the server (ignoring If-Match) answers with its own. The
+        // bytes were saved and recorded under the listing's ETag, so --skip-unchanged kept them.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            for connections in [1, 4] {
+                let (url, _) = servers.fault("64m.bin")
+                var options = try options(url, transport: name, connections: connections, function: "\(#function)\(connections)")
+                options.expectedValidators = ResponseValidators(etag: "\"listed\"")
+                let events = Locked<[DownloadEvent]>([])
+                let result = try await DownloadEngine(transport: transport, options: options) { event in
+                    events.withLock { $0.append(event) }
+                }.run()
+                let served = try await DownloadEngine(transport: transport, options: options).request(method: "HEAD", headers: [:])
+                XCTAssertEqual(result.validators.etag, served.headers["ETag"], "\(name) ×\(connections): what arrived is recorded")
+                XCTAssertNotEqual(result.validators.etag, "\"listed\"", "\(name) ×\(connections)")
+                XCTAssertTrue(events.current.contains { event in
+                    if case .restarted(let reason) = event { return reason.contains("\"listed\"") }
+                    return false
+                }, "\(name) ×\(connections): the disagreement is a change, and says so")
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
+            }
+        }
+    }
+
     // MARK: Bodies that are not what was asked for
 
     func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {

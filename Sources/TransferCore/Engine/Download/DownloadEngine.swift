@@ -119,7 +119,8 @@ public final class DownloadEngine: @unchecked Sendable {
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
                               completedPartPath: options.deferRename ? options.partPath : nil,
                               restarts: restarts, segments: state.plan.segments.count,
-                              elapsed: Date().timeIntervalSince(started), partFile: options.deferRename ? file : nil)
+                              elapsed: Date().timeIntervalSince(started), partFile: options.deferRename ? file : nil,
+                              validators: state.validators)
     }
 
     // MARK: Start
@@ -135,7 +136,8 @@ public final class DownloadEngine: @unchecked Sendable {
         // claims, is not the file it describes (replaced, or truncated by another program): the
         // claimed bytes would be another file's, or zeros.
         if let existing = checkpoint,
-           existing.url != options.url.absoluteString || !file.existed || !(existing.fileTag.map(file.carries) ?? true)
+           !(options.expectedValidators.map(existing.validators.matches) ?? true)
+            || existing.url != options.url.absoluteString || !file.existed || !(existing.fileTag.map(file.carries) ?? true)
             || (file.size() ?? -1) < existing.plan.writtenExtent {
             checkpoint = nil
         }
@@ -159,7 +161,8 @@ public final class DownloadEngine: @unchecked Sendable {
             // Removed once the file is complete (one of an older incarnation too).
             if resumed.hadRecord { noteRecord = true }
         }
-        let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString, validators: ResponseValidators(),
+        let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString,
+                                                     validators: options.expectedValidators ?? ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
                                   store: store)
@@ -252,7 +255,7 @@ public final class DownloadEngine: @unchecked Sendable {
         return size
     }
 
-    private func request(method: String, headers: HTTPHeaders) async throws -> ResponseHead {
+    func request(method: String, headers: HTTPHeaders) async throws -> ResponseHead {
         final class Discard: ResponseSink {
             func receive(head: ResponseHead) throws {}
             func receive(body: UnsafeRawBufferPointer) throws {}

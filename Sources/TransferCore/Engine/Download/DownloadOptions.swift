@@ -89,6 +89,9 @@ public struct DownloadOptions: Sendable {
     /// The size the file must have, known beforehand (an S3 listing): a body
     /// of another length is never saved as the file.
     public var expectedSize: Int64?
+    /// The version the caller expects (an S3 listing's ETag, quoted as a response carries it):
+    /// an answer naming another version is a change, never saved under the expected one.
+    public var expectedValidators: ResponseValidators?
     /// On a transport without backpressure, the most that all of this
     /// download's requests together may have asked for and not yet received.
     public var windowBudgetWithoutBackpressure: Int64 = 4 << 20
@@ -149,6 +152,9 @@ public struct DownloadResult: Sendable {
     /// With `deferRename`: the partial file, still open and locked against other writers; the
     /// caller lets go of it (and so of the lock) once the file is renamed into place.
     var partFile: PartFile? = nil
+    /// The version the saved bytes are (the answers' ETag and Last-Modified): what was received,
+    /// to record, not what a listing said.
+    public var validators = ResponseValidators()
 }
 
 /// Things a download reports while it runs.

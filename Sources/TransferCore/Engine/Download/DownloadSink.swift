@@ -115,9 +115,11 @@ final class DownloadSink: ResponseSink {
             requestedEnd = nil
             let discarded = state.plan.bytesWritten
             try state.reset(plan: .single(totalSize: size), validators: answer.validators, rangesSupported: rangesSupported)
-            if discarded > 0 {
-                onRestartInPlace?(changed ? ResponseDecision.versionChange(known.validators, answer.validators)
-                    : "the server sent the whole file (200), not bytes from \(requestedOffset)")
+            // Said when bytes are thrown away, and when the version is another than expected.
+            if changed {
+                onRestartInPlace?(ResponseDecision.versionChange(known.validators, answer.validators))
+            } else if discarded > 0 {
+                onRestartInPlace?("the server sent the whole file (200), not bytes from \(requestedOffset)")
             }
         } else {
             state.adoptFullResponse(validators: answer.validators, size: size, rangesSupported: rangesSupported)

@@ -146,7 +146,10 @@ struct ResponseDecision {
         case 200:
             let changed = !known.validators.matches(answer.validators)
             guard asked.sentRange else {
-                return .whole(size: answer.contentLength, changed: changed, rangesSupported: answer.acceptsRanges)
+                // Another version than the one expected (a listing's ETag, a checkpoint's) is a
+                // change: the download starts over and takes what comes then as what it is.
+                if changed { return .restart(reason: versionChange(known.validators, answer.validators)) }
+                return .whole(size: answer.contentLength, changed: false, rangesSupported: answer.acceptsRanges)
             }
             if answer.contentLength == nil, asked.offset == 0, let span = asked.end, !known.segmented {
                 return .wholeUnlessItEndsAt(span: span, changed: changed, rangesSupported: answer.acceptsRanges && !changed)

@@ -129,6 +129,8 @@ public final class S3PrefixDownload: @unchecked Sendable {
         let part: String
         let path: String
         let size: Int64
+        /// The ETag the GET answered with (unquoted, as listings write it): what the file holds.
+        let etag: String?
         let inPage: Bool
         /// The partial file, open and locked against other writers until it is renamed into place.
         let lock: PartFile?
@@ -269,7 +271,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
             let result = try await download(object, to: path)
             let count = finished.withLock { pending -> Int in
                 pending.append(Finished(object: object, part: result.completedPartPath ?? path, path: path, size: result.size,
-                                        inPage: inPage, lock: result.partFile))
+                                        etag: result.validators.etag.map(Self.unquoted), inPage: inPage, lock: result.partFile))
                 return pending.count
             }
             if count >= Self.flushBatch { try flush() }
@@ -313,8 +315,11 @@ public final class S3PrefixDownload: @unchecked Sendable {
         if !object.etag.isEmpty && HTTPHeaders.problem(name: "If-Match", value: object.etag) == nil {
             download.headers.set("If-Match", "\"\(object.etag)\"")
         }
-        // A body of another size than the listing said is never saved as the object.
+        // A body of another size than the listing said is never saved as the object, and one of
+        // another version (a server that ignores If-Match) is a change: started over, and recorded
+        // as what arrived.
         download.expectedSize = object.size
+        if !object.etag.isEmpty { download.expectedValidators = ResponseValidators(etag: "\"\(object.etag)\"") }
         // Synced and renamed in batches by `flush`.
         download.syncEachFile = false
         download.deferRename = true
@@ -363,7 +368,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
                 unlink(item.path + ".part.state")
                 item.lock?.untag()
             }
-            Self.recordETag(item.path, item.object)
+            Self.recordETag(item.path, etag: item.etag)
             saved.append(item)
         }
         if !saved.isEmpty && linuxSyncfs(folder) != 0 {
@@ -449,10 +454,18 @@ public final class S3PrefixDownload: @unchecked Sendable {
 
     /// Records what the file now holds (best effort: a file system without
     /// user extended attributes falls back to comparing MD5s).
-    static func recordETag(_ path: String, _ object: S3ListedObject) {
+    /// An ETag without its quotes (and weakness mark), as S3 listings write it.
+    static func unquoted(_ tag: String) -> String {
+        var text = Substring(tag)
+        if text.hasPrefix("W/") { text = text.dropFirst(2) }
+        if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") { text = text.dropFirst().dropLast() }
+        return String(text)
+    }
+
+    static func recordETag(_ path: String, etag: String?) {
         var info = stat()
-        guard !object.etag.isEmpty, !object.etag.contains(" "), stat(path, &info) == 0 else { return }
-        let value = Array("\(object.etag) \(info.st_size) \(RecordedValidators.stamp(info))".utf8)
+        guard let etag, !etag.isEmpty, !etag.contains(" "), stat(path, &info) == 0 else { return }
+        let value = Array("\(etag) \(info.st_size) \(RecordedValidators.stamp(info))".utf8)
         _ = setxattr(path, etagAttribute, value, value.count, 0)
     }
 }
