@@ -169,6 +169,30 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
+    /// An object another tool sent with 50 MiB parts (a size none of the tried list has) is
+    /// recognised by asking the object for its first part's size: `--skip-unchanged` sent it again.
+    func testSkipUnchangedLearnsAnObjectsPartSizeFromTheObject() async throws {
+        let servers = try TestServers.current()
+        for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {
+            let client = S3Client(configuration: configuration, transport: transport, retry: quickRetry)
+            let bucket = bucket("parts", label)
+            try await client.createBucket(bucket)
+            let source = servers.path("64m.bin")
+            func upload(partSize: Int64, skipUnchanged: Bool) async throws -> S3UploadResult {
+                var options = S3UploadOptions(source: source, bucket: bucket, key: "fifty.bin", partSize: partSize)
+                options.skipUnchanged = skipUnchanged
+                return try await S3MultipartUpload(client: client, options: options,
+                                                   state: FileUploadStateStore(source: source, bucket: bucket, key: "fifty.bin",
+                                                                               environment: ["HOME": try scratchDirectory(label)])).run()
+            }
+            let first = try await upload(partSize: 50 << 20, skipUnchanged: false)
+            XCTAssertTrue(first.etag.hasSuffix("-2\"") || first.etag.hasSuffix("-2"), "\(label): two parts: \(first.etag)")
+            let second = try await upload(partSize: 8 << 20, skipUnchanged: true)
+            XCTAssertTrue(second.unchanged, "\(label): the object already holds the file")
+            XCTAssertEqual(second.partsSent, 0, label)
+        }
+    }
+
     func testPermanentFailureAbortsTheUpload() async throws {
         let servers = try TestServers.current()
         for (label, _, configuration, transport) in try s3Pairs() where transport.name == "curl" {

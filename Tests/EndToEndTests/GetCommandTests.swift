@@ -280,4 +280,19 @@ final class GetCommandTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: directory + "/" + name), Data(repeating: 2, count: 100_000))
         try? FileManager.default.removeItem(atPath: servers.path(name))
     }
+
+    /// A server that ignores the conditions (200 to the HEAD) with a weak ETag and the same
+    /// Last-Modified and size: the file is unchanged and not fetched again (it was before).
+    func testSkipUnchangedComparesValidatorsWhenNo304Comes() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let (url, key) = servers.fault("1m.bin", ["weak_etag": "1"])
+        var result = try TransferdProcess.run(["get", url.absoluteString, "-o", "out.bin"], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let sent = try servers.stats(key: key).bytes_sent
+        result = try TransferdProcess.run(["get", url.absoluteString, "-o", "out.bin", "--skip-unchanged"], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("skipped"), result.stderr)
+        XCTAssertEqual(try servers.stats(key: key).bytes_sent, sent, "no body fetched again")
+    }
 }

@@ -35,6 +35,9 @@ enum FuzzTarget: String, CaseIterable {
     /// A download's request, what it knew and the server's answer head: `ResponseDecision`,
     /// the one judgement of whether (and where) an answer's bytes may be written.
     case responseDecision = "response-decision"
+    /// A recorded file's validators and the answer to the conditional HEAD of `--skip-unchanged`:
+    /// `RecordedValidators.answerSaysUnchanged`.
+    case conditional
 
     func run(_ data: Data) {
         switch self {
@@ -48,6 +51,7 @@ enum FuzzTarget: String, CaseIterable {
         case .writtenOffsets: fuzzWrittenOffsets(data)
         case .checkpoint: fuzzCheckpoint(data)
         case .responseDecision: fuzzResponseDecision(data)
+        case .conditional: fuzzConditional(data)
         }
     }
 }
@@ -350,4 +354,33 @@ func fuzzResponseDecision(_ data: Data) {
     case .restart, .refuse, .error:
         break
     }
+}
+
+/// Input: a line `SIZE RECORDED_ETAG RECORDED_LAST_MODIFIED` (`-` for none; the date with `_` for
+/// spaces), a line with the status, then header lines. "Unchanged" is never said of an answer of
+/// another size or another ETag, nor of a 2xx without a size.
+func fuzzConditional(_ data: Data) {
+    let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+    guard lines.count >= 2 else { return }
+    let fields = lines[0].split(separator: " ").map(String.init)
+    guard fields.count == 3, let size = Int64(fields[0]), size >= 0, let status = Int(lines[1]) else { return }
+    let etag = fields[1] == "-" ? nil : fields[1]
+    let lastModified = fields[2] == "-" ? nil : fields[2].replacingOccurrences(of: "_", with: " ")
+    var headers = HTTPHeaders()
+    for line in lines.dropFirst(2) {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers.add(String(line[..<colon]), String(HTTPHeaders.trimmed(line[line.index(after: colon)...])))
+    }
+    let recorded = RecordedValidators(etag: etag, lastModified: lastModified, size: size, modified: "0.0", source: "x")
+    guard recorded.answerSaysUnchanged(status: status, headers: headers, localSize: size), status != 304 else { return }
+    check((200..<300).contains(status), "unchanged on status \(status)")
+    let length = headers["Content-Length"].flatMap(ResponseDecision.Answer.length)
+    check(length == size, "unchanged with another or no size: \(String(describing: length)) for \(size)")
+    let remote = ResponseValidators(headers: headers)
+    if let etag, let other = remote.etag {
+        let strip = { (tag: String) in tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+        check(strip(etag) == strip(other), "unchanged with another ETag: \(etag) and \(other)")
+    }
+    check((etag != nil && remote.etag != nil) || (lastModified != nil && lastModified == remote.lastModified),
+          "unchanged with nothing compared")
 }

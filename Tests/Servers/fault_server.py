@@ -113,6 +113,7 @@ class FaultPlan:
     endless_chunked: bool = False  # 200, chunked, the last chunk never comes
     range_lie: bool = False  # a range request gets 200 with Content-Range and the range only
     range_bare: bool = False  # a range request gets 200 with the range only and no Content-Range
+    weak_etag: bool = False  # the ETag is sent weak (W/"...")
     length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
     max_active: Optional[int] = None  # 429 (Retry-After: 1) while this many file responses of the key are under way
 
@@ -193,6 +194,7 @@ class FaultPlan:
             endless_chunked=flag("endless_chunked"),
             range_lie=flag("range_lie"),
             range_bare=flag("range_bare"),
+            weak_etag=flag("weak_etag"),
             length_lie=integer("length_lie"),
             max_active=integer("max_active", minimum=1),
         )
@@ -788,7 +790,7 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(declared))
         if not plan.no_validators:
-            self.send_header("ETag", etag)
+            self.send_header("ETag", "W/" + etag if plan.weak_etag else etag)
             self.send_header("Last-Modified", served.last_modified_header)
             if not plan.ignore_range and compressed is None:
                 self.send_header("Accept-Ranges", "bytes")

@@ -97,4 +97,32 @@ final class RecordedValidatorsTests: XCTestCase {
         XCTAssertNil(RecordedValidators(encoded: "5\n99999999999999.0\nabcd\n\"e\"\n="), "a year past 9999")
         XCTAssertEqual(RecordedValidators(encoded: "5\n784111777.0\nabcd\n\n=")?.lastModified, "Sun, 06 Nov 1994 08:49:37 GMT")
     }
+
+    /// The conditional HEAD's answer, as a table: a server that ignores the conditions and
+    /// answers 200 with the same Last-Modified and size (no ETag, or a weak one) fetched the
+    /// file again before.
+    func testWhatAConditionalAnswerSaysOfTheRecordedFile() {
+        let date = "Sat, 05 Dec 2026 20:00:00 GMT"
+        let other = "Sat, 05 Dec 2026 21:00:00 GMT"
+        func record(_ etag: String?, _ lastModified: String?) -> RecordedValidators {
+            RecordedValidators(etag: etag, lastModified: lastModified, size: 100, modified: "1.0", source: "x")
+        }
+        let table: [(RecordedValidators, Int, HTTPHeaders, Bool, String)] = [
+            (record("\"a\"", date), 304, [:], true, "304"),
+            (record("\"a\"", date), 200, ["ETag": "\"a\"", "Content-Length": "100"], true, "same strong ETag"),
+            (record("\"a\"", date), 200, ["ETag": "\"b\"", "Content-Length": "100", "Last-Modified": date], false, "other ETag"),
+            (record("\"a\"", date), 200, ["ETag": "\"a\"", "Content-Length": "101"], false, "other size"),
+            (record("\"a\"", date), 200, ["ETag": "\"a\""], false, "no size"),
+            (record(nil, date), 200, ["Last-Modified": date, "Content-Length": "100"], true, "same date and size, no ETag"),
+            (record("W/\"a\"", date), 200, ["ETag": "W/\"a\"", "Last-Modified": date, "Content-Length": "100"], true, "weak ETag, same date"),
+            (record("W/\"a\"", date), 200, ["ETag": "W/\"a\"", "Last-Modified": other, "Content-Length": "100"], false, "weak ETag, other date"),
+            (record(nil, date), 200, ["Last-Modified": other, "Content-Length": "100"], false, "other date"),
+            (record(nil, date), 200, ["Content-Length": "100"], false, "nothing to compare"),
+            (record(nil, date), 404, [:], false, "gone"),
+            (record(nil, date), 500, ["Last-Modified": date, "Content-Length": "100"], false, "an error"),
+        ]
+        for (recorded, status, headers, unchanged, label) in table {
+            XCTAssertEqual(recorded.answerSaysUnchanged(status: status, headers: headers, localSize: 100), unchanged, label)
+        }
+    }
 }

@@ -233,15 +233,7 @@ public final class DownloadEngine: @unchecked Sendable {
             var headers = options.headers
             for field in recorded.conditionalHeaders.fields { headers.set(field.name, field.value) }
             let head = try await request(method: "HEAD", headers: headers)
-            if head.status == 304 { return size }
-            guard (200..<300).contains(head.status) else { return nil }
-            // A server that ignores the condition: the same strong ETag still means the same file.
-            let remote = ResponseValidators(headers: head.headers)
-            if let etag = recorded.etag, !etag.hasPrefix("W/"), remote.etag == etag,
-               head.headers["Content-Length"].flatMap(Int64.init) == size {
-                return size
-            }
-            return nil
+            return recorded.answerSaysUnchanged(status: head.status, headers: head.headers, localSize: size) ? size : nil
         }
         let head = try await request(method: "HEAD", headers: options.headers)
         guard (200..<300).contains(head.status),

@@ -76,6 +76,32 @@ struct RecordedValidators: Equatable {
         if etag == nil && lastModified == nil { return nil }
     }
 
+    /// Whether the answer to the conditional HEAD (`conditionalHeaders`) says the remote is
+    /// still the version recorded for a local file of `localSize` bytes. A pure decision:
+    ///
+    /// - 304: unchanged. Any other status but 2xx: not known to be unchanged.
+    /// - A 2xx (a server that ignores the conditions) is compared: a `Content-Length` other
+    ///   than the local size, or another ETag, is a change; the same strong ETag is the same
+    ///   version; the same Last-Modified with the same size is the same version when neither
+    ///   side has a strong ETag that says otherwise (a weak ETag only says "equivalent").
+    func answerSaysUnchanged(status: Int, headers: HTTPHeaders, localSize: Int64) -> Bool {
+        if status == 304 { return true }
+        guard (200..<300).contains(status) else { return false }
+        let length = headers["Content-Length"].flatMap(ResponseDecision.Answer.length)
+        if let length, length != localSize { return false }
+        let remote = ResponseValidators(headers: headers)
+        if let recordedTag = etag, let remoteTag = remote.etag {
+            let weak = recordedTag.hasPrefix("W/") || remoteTag.hasPrefix("W/")
+            let opaque = { (tag: String) in tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+            guard opaque(recordedTag) == opaque(remoteTag) else { return false }
+            if !weak { return length != nil }
+        }
+        if let recordedDate = lastModified, let remoteDate = remote.lastModified {
+            return length != nil && recordedDate == remoteDate
+        }
+        return false
+    }
+
     /// The conditional headers that ask whether the remote changed since.
     var conditionalHeaders: HTTPHeaders {
         var headers = HTTPHeaders()

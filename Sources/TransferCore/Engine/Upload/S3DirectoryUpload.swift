@@ -96,13 +96,18 @@ public final class S3DirectoryUpload: @unchecked Sendable {
                 }
                 cursor = page.next
             } while cursor != nil
-            pending = try pending.filter { relative in
+            var sending: [String] = []
+            for relative in pending {
                 guard let object = listed[Data((prefix + relative).utf8)],
-                      try S3MultipartUpload.holds((directory as NSString).appendingPathComponent(relative), size: object.size,
-                                                  etag: object.etag, requestedPartSize: partSize) else { return true }
+                      try await S3MultipartUpload.holds((directory as NSString).appendingPathComponent(relative), size: object.size,
+                                                        etag: object.etag, requestedPartSize: partSize, client: client,
+                                                        bucket: bucket, key: prefix + relative) else {
+                    sending.append(relative)
+                    continue
+                }
                 unchanged += 1
-                return false
             }
+            pending = sending
         }
         var bytes: Int64 = 0
         try await withThrowingTaskGroup(of: Int64.self) { group in

@@ -146,7 +146,8 @@ public final class S3MultipartUpload: @unchecked Sendable {
     public func run() async throws -> S3UploadResult {
         let started = Date()
         if options.skipUnchanged, let head = try await client.headObjectIfPresent(bucket: options.bucket, key: options.key),
-           try Self.holds(options.source, size: head.size, etag: head.etag, requestedPartSize: options.partSize) {
+           try await Self.holds(options.source, size: head.size, etag: head.etag, requestedPartSize: options.partSize,
+                                client: client, bucket: options.bucket, key: options.key) {
             // An upload an earlier run left open is aborted, not forgotten with its parts stored.
             await abandon()
             return S3UploadResult(etag: head.etag, size: head.size, parts: 0, partsSent: 0, resumed: false,
@@ -339,6 +340,17 @@ public final class S3MultipartUpload: @unchecked Sendable {
         try state.save(String(decoding: try encoder.encode(checkpoint), as: UTF8.self))
     }
 
+    /// `holds`, asking the object for its first part's size when its ETag says it was sent in
+    /// parts and the sizes tried without asking do not match (one HEAD, only then).
+    static func holds(_ path: String, size: Int64, etag: String, requestedPartSize: Int64, client: S3Client,
+                      bucket: String, key: String) async throws -> Bool {
+        if try holds(path, size: size, etag: etag, requestedPartSize: requestedPartSize) { return true }
+        var info = stat()
+        guard unquote(etag).contains("-"), stat(path, &info) == 0, Int64(info.st_size) == size,
+              let learned = try await client.firstPartSize(bucket: bucket, key: key) else { return false }
+        return try holds(path, size: size, etag: etag, requestedPartSize: requestedPartSize, learnedPartSize: learned)
+    }
+
     static func unquote(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
 
     /// Whether the object (`size`, `etag`) already holds the file at `path`.
@@ -348,7 +360,10 @@ public final class S3MultipartUpload: @unchecked Sendable {
     /// tools commonly use (5, 8, 16, 32, 64, 100, 128, 256, 512 MiB) — the file
     /// is read once per such size. Any other ETag (SSE-KMS, a server's own) is
     /// never taken as a match: the file is sent.
-    public static func holds(_ path: String, size: Int64, etag rawETag: String, requestedPartSize: Int64) throws -> Bool {
+    /// `learnedPartSize` is the object's own first part's size (`S3Client.firstPartSize`),
+    /// tried first: an object sent by another tool with a part size none of the list has.
+    public static func holds(_ path: String, size: Int64, etag rawETag: String, requestedPartSize: Int64,
+                             learnedPartSize: Int64? = nil) throws -> Bool {
         var info = stat()
         guard stat(path, &info) == 0, Int64(info.st_size) == size else { return false }
         let etag = unquote(rawETag).lowercased()
@@ -359,10 +374,11 @@ public final class S3MultipartUpload: @unchecked Sendable {
             return md5 == etag
         }
         guard pieces.count == 2, let count = Int64(pieces[1]), count >= 1 else { return false }
-        var candidates = [S3UploadOptions.effectivePartSize(requested: requestedPartSize, fileSize: size)]
+        var candidates = learnedPartSize.map { [$0] } ?? []
+        candidates.append(S3UploadOptions.effectivePartSize(requested: requestedPartSize, fileSize: size))
         candidates += [5, 8, 16, 32, 64, 100, 128, 256, 512].map { Int64($0) << 20 }
         var tried = Set<Int64>()
-        for partSize in candidates where tried.insert(partSize).inserted && (size + partSize - 1) / partSize == count {
+        for partSize in candidates where partSize > 0 && tried.insert(partSize).inserted && (size + partSize - 1) / partSize == count {
             var partETags: [String] = []
             var offset: Int64 = 0
             while offset < size {

@@ -149,6 +149,19 @@ public final class S3Client: Sendable {
         return (response.headers["Content-Length"].flatMap(Int64.init) ?? -1, response.headers["ETag"] ?? "")
     }
 
+    /// The size of an object's first part (`HEAD ?partNumber=1`), for an object sent in parts;
+    /// nil when the server does not say (a single-part object, or no part support).
+    public func firstPartSize(bucket: String, key: String) async throws -> Int64? {
+        let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, query: "partNumber=1",
+                                      accept: [200, 206, 400, 404, 416])
+        guard response.status == 206 || response.status == 200,
+              let count = response.headers["x-amz-mp-parts-count"].flatMap(Int.init), count > 1 else { return nil }
+        if let range = response.headers["Content-Range"].flatMap(ContentRange.init(header:)), range.first == 0 {
+            return range.last + 1
+        }
+        return response.headers["Content-Length"].flatMap(Int64.init)
+    }
+
     public func createBucket(_ bucket: String) async throws {
         _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: "", accept: [200, 409])
     }
