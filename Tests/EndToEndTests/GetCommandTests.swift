@@ -295,4 +295,21 @@ final class GetCommandTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("skipped"), result.stderr)
         XCTAssertEqual(try servers.stats(key: key).bytes_sent, sent, "no body fetched again")
     }
+
+    /// `-o c`: a one-letter destination crashed the process (Foundation's
+    /// deletingLastPathComponent traps on it on Linux once fileExists has been asked).
+    func testAOneLetterDestinationIsAFile() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let result = try TransferdProcess.run(["get", servers.http.appendingPathComponent("1m.bin").absoluteString, "-o", "c"],
+                                              directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/c"), try servers.sha256(of: "1m.bin"))
+        XCTAssertEqual(PathText.parent("c"), "")
+        XCTAssertEqual(PathText.parent("/c"), "/")
+        XCTAssertEqual(PathText.parent("/"), "/")
+        XCTAssertEqual(PathText.parent("a/b/"), "a")
+        XCTAssertEqual(PathText.parent("a//b"), "a")
+        XCTAssertEqual(PathText.parent("./c"), ".")
+    }
 }

@@ -21,7 +21,7 @@ public struct QueueLayout: Sendable {
             return PathNormalization.normalize(full)
         }
         self.directory = absolute(directory)
-        self.root = root.map(absolute) ?? (absolute(directory) as NSString).deletingLastPathComponent
+        self.root = root.map(absolute) ?? PathText.parent(absolute(directory))
     }
 
     public var accepted: String { path("accepted") }

@@ -56,3 +56,22 @@ enum PathNormalization {
         path.utf8.starts(with: prefix.utf8)
     }
 }
+
+/// Path text operations that Foundation's `NSString` path methods do, written out: on Linux,
+/// `PathText.parent("c")` traps once `FileManager.fileExists(atPath: "c")`
+/// has been asked (Swift 6.3.1's Foundation; `get URL -o c` crashed), and these run on what
+/// users type.
+public enum PathText {
+    /// The path without its last component, as `deletingLastPathComponent` gives it: `""` for a
+    /// bare name, `"/"` for a name in the root; trailing slashes are ignored.
+    public static func parent(_ path: String) -> String {
+        let slash = UInt8(ascii: "/")
+        var bytes = Array(path.utf8)
+        while bytes.count > 1, bytes.last == slash { bytes.removeLast() }
+        guard let cut = bytes.lastIndex(of: slash) else { return "" }
+        var end = cut
+        while end > 0, bytes[end - 1] == slash { end -= 1 }
+        if end == 0 { return "/" }
+        return String(decoding: bytes[..<end], as: UTF8.self)
+    }
+}

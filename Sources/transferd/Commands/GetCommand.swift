@@ -122,7 +122,7 @@ enum GetCommand {
         if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
             return (output as NSString).appendingPathComponent(name)
         }
-        let parent = (output as NSString).deletingLastPathComponent
+        let parent = PathText.parent(output)
         if !parent.isEmpty && !FileManager.default.fileExists(atPath: parent) {
             throw UsageError("-o \(output): the folder \(parent) does not exist")
         }

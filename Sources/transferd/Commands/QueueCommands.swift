@@ -150,8 +150,8 @@ enum QueueCommands {
             var allValid = true
             for path in arguments.positionals {
                 let root = arguments.value("--root")
-                    ?? (((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
-                let folder = (path as NSString).deletingLastPathComponent
+                    ?? PathText.parent(PathText.parent(path))
+                let folder = PathText.parent(path)
                 let parser = JobFileParser(root: root.isEmpty ? FileManager.default.currentDirectoryPath : root,
                                            queueDirectory: folder.isEmpty ? FileManager.default.currentDirectoryPath : folder,
                                            allowsCommands: arguments.has("--allow-job-hooks"))

@@ -20,7 +20,7 @@ struct RunReport {
         }
         lines.append(headline())
         if summary.rejectedFiles > 0 {
-            let rejected = (failedFolder as NSString).deletingLastPathComponent + "/rejected"
+            let rejected = PathText.parent(failedFolder) + "/rejected"
             lines.append("Rejected job files are in \(rejected)/ with NAME.error beside each;"
                          + " fix one and drop it into the queue again")
         }

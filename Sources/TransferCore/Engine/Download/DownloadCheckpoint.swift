@@ -172,7 +172,7 @@ enum AtomicFile {
 
     /// fsyncs a directory so a rename inside it survives a crash.
     static func syncDirectory(of path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathText.parent(path)
         let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY)
         guard fd >= 0 else { return }
         fsync(fd)

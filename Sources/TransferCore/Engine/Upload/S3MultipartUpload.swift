@@ -37,7 +37,7 @@ public struct FileUploadStateStore: UploadStateStore {
     }
 
     public func save(_ json: String) throws {
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+        try FileManager.default.createDirectory(atPath: PathText.parent(path),
                                                 withIntermediateDirectories: true)
         try AtomicFile.write(Data(json.utf8), to: path)
     }
