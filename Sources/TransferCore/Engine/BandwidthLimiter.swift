@@ -33,6 +33,19 @@ public final class BandwidthLimiter: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Takes `count` bytes from the bucket at once and returns how long the taker should
+    /// wait before taking more (0 when the bucket still holds tokens): for a caller that must
+    /// not sleep (a libcurl callback on the thread of every transfer) and pauses instead.
+    public func take(_ count: Int) -> TimeInterval {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = DispatchTime.now()
+        let elapsed = Double(now.uptimeNanoseconds - last.uptimeNanoseconds) / 1e9
+        last = now
+        tokens = min(burst, tokens + elapsed * rate) - Double(count)
+        return tokens < 0 ? -tokens / rate : 0
+    }
+
     /// Takes `count` bytes from the bucket, sleeping the caller until they are available.
     public func consume(_ count: Int) {
         lock.lock()

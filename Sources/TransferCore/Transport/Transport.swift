@@ -152,6 +152,10 @@ public struct TransferRequest: Sendable {
     public var tls: TLSOptions
     /// Receive at most this many bytes per second (nil: unlimited).
     public var maxReceiveRate: Int64?
+    /// The transfer's own receive bucket, which several exchanges may share (a download's
+    /// limit over all its connections): the transport pauses reading this exchange, never
+    /// the others it runs, while the bucket is empty. A pause is not idleness.
+    public var receiveLimiter: BandwidthLimiter?
     /// Send the body at most this fast, in bytes per second (nil: unlimited).
     public var maxSendRate: Int64?
     /// A bucket the body's bytes are taken from as they are sent, shared with
@@ -179,7 +183,7 @@ public struct TransferRequest: Sendable {
     /// The capabilities a backend needs to carry out this request as asked.
     public var requiredCapabilities: TransportCapabilities {
         var needed = tls.requiredCapabilities
-        if maxReceiveRate != nil { needed.insert(.receiveRateLimit) }
+        if maxReceiveRate != nil || receiveLimiter != nil { needed.insert(.receiveRateLimit) }
         if maxSendRate != nil || sendLimiter != nil { needed.insert(.sendRateLimit) }
         return needed
     }

@@ -11,6 +11,8 @@ public final class DownloadEngine: @unchecked Sendable {
     let store: CheckpointStore
     let onEvent: @Sendable (DownloadEvent) -> Void
     private let currentState = Locked<DownloadState?>(nil)
+    /// `options.maxRate` as one bucket shared by every request of this download.
+    private let rateLimiter: BandwidthLimiter?
 
     /// Bytes on disk and the total size, for callers that poll instead of
     /// taking `.progress` events (`DownloadOptions.ownTicker` off).
@@ -28,6 +30,7 @@ public final class DownloadEngine: @unchecked Sendable {
         self.options = options
         self.store = store ?? FileCheckpointStore(path: options.statePath)
         self.onEvent = onEvent
+        rateLimiter = options.maxRate.map { BandwidthLimiter(bytesPerSecond: $0) }
     }
 
     public func run() async throws -> DownloadResult {
@@ -256,13 +259,14 @@ public final class DownloadEngine: @unchecked Sendable {
     }
 
     func makeRequest(method: String = "GET", headers: HTTPHeaders, signed: Bool = true) -> TransferRequest {
-        let perConnectionRate = options.maxRate.map { max(1, $0 / Int64(options.connections)) }
         // Signed per request (S3): a signature is only good for minutes, and Range/If-Range change.
         let sent = signed ? options.signer.map { $0(method, options.url, headers) } ?? headers : headers
-        return TransferRequest(method: method, url: options.url, headers: sent,
-                               connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
-                               maxRedirects: options.maxRedirects, tls: options.tls,
-                               maxReceiveRate: perConnectionRate)
+        var request = TransferRequest(method: method, url: options.url, headers: sent,
+                                      connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
+                                      maxRedirects: options.maxRedirects, tls: options.tls)
+        // The limit is the download's total: one bucket for all its connections and requests.
+        request.receiveLimiter = rateLimiter
+        return request
     }
 
     // MARK: Fetch

@@ -175,6 +175,15 @@ final class CurlExchange {
             }
             try sink.receive(body: bytes)
             bytesReceived += Int64(bytes.count)
+            if let limiter = request.receiveLimiter {
+                // Ahead of the transfer's rate: this exchange stops reading (the socket's window
+                // then holds the server back) until the loop lets it go on (`resumeIfDue`).
+                let wait = limiter.take(bytes.count)
+                if wait > 0.001 {
+                    resumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(wait * 1e9)
+                    curl_easy_pause(easy, CURLPAUSE_RECV)
+                }
+            }
             return bytes.count
         } catch {
             sinkError = error
@@ -188,6 +197,8 @@ final class CurlExchange {
     func handleProgress(sent: Int64, received: Int64) -> Int32 {
         if isCancelled { return 1 }
         let now = DispatchTime.now()
+        // Paused by its own rate limit: waiting on purpose is not silence.
+        if resumeAt != nil { lastActivity = now }
         if (sent, received) != lastCounts {
             lastCounts = (sent, received)
             lastActivity = now
@@ -197,6 +208,22 @@ final class CurlExchange {
             return 1
         }
         return 0
+    }
+
+    /// When a receive paused by `request.receiveLimiter` may go on (uptime nanoseconds); only
+    /// touched on the loop's thread.
+    private(set) var resumeAt: UInt64?
+
+    /// Called by the loop on its thread: lets a paused receive go on once its time has come.
+    /// Returns when it is due, if it still waits.
+    func resumeIfDue(now: UInt64) -> UInt64? {
+        guard let due = resumeAt else { return nil }
+        guard now >= due else { return due }
+        resumeAt = nil
+        lastActivity = DispatchTime.now()
+        // Unpausing may deliver held data at once, pausing the exchange again (resumeAt set anew).
+        curl_easy_pause(easy, CURLPAUSE_CONT)
+        return resumeAt
     }
 
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {

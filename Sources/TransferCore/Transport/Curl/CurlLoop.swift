@@ -70,9 +70,16 @@ final class CurlLoop: @unchecked Sendable {
                 finish(exchange, code: message.pointee.data.result, attached: true)
             }
 
+            // Receives paused by their own rate limits go on when due; the poll wakes for the next.
+            var nextResume = UInt64.max
+            let now = DispatchTime.now().uptimeNanoseconds
+            for exchange in running.values {
+                if let due = exchange.resumeIfDue(now: now) { nextResume = min(nextResume, due) }
+            }
             let state = counters.current
             if state.stopping && state.active == 0 { break }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            let timeout = nextResume == .max ? 1000 : Int32(max(1, min(1000, (nextResume &- now) / 1_000_000)))
+            curl_multi_poll(multi, nil, 0, timeout, nil)
         }
         curl_multi_cleanup(multi)
     }
