@@ -130,6 +130,24 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testATrickleIsAbandonedUnderTheSpeedFloor() async throws {
+        // 20 bytes a second: never silent, so the idle timeout never fires (400 s and counting
+        // before). Under a floor of 1 KiB/s for 2 s each attempt is abandoned, and the trickle is
+        // no progress: the retry budget ends it.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, key) = servers.fault("1m.bin", ["rate": "20"])
+            var options = try options(url, transport: name)
+            options.lowSpeed = LowSpeedLimit(bytesPerSecond: 1024, seconds: 2)
+            let started = Date()
+            let error = await failure(of: options, with: transport)
+            XCTAssertTrue("\(error.map { "\($0)" } ?? "none")".contains("slower than 1024 bytes/s for 2 s"), "\(name): \(String(describing: error))")
+            XCTAssertTrue("\(error.map { "\($0)" } ?? "none")".contains("gave up after 3 attempts"), "\(name): \(String(describing: error))")
+            XCTAssertEqual(try servers.stats(key: key).requests, 3, name)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 30, "\(name): abandoned in time")
+        }
+    }
+
     // MARK: Bodies that are not what was asked for
 
     func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {

@@ -107,6 +107,14 @@ final class ResponseDecisionTests: XCTestCase {
         XCTAssertEqual(decide(sent: false, status: 416), .error(status: 416))
     }
 
+    /// Found by the response-decision fuzz target: a 206 to a request without Range and with no
+    /// usable Content-Range asked to fetch again "without Range", which had not been sent.
+    func testA206ToARequestWithoutRangeIsTheWholeFileOrRefused() {
+        guard case .refuse = decide(sent: false, status: 206) else { return XCTFail("no Content-Range") }
+        guard case .refuse = decide(sent: false, status: 206, range: "bytes 0-99/1000") else { return XCTFail("a part") }
+        XCTAssertEqual(decide(sent: false, status: 206, range: "bytes 0-99/100"), .range(end: 100, completeLength: 100))
+    }
+
     func testOtherStatuses() {
         XCTAssertEqual(decide(status: 404), .error(status: 404))
         XCTAssertEqual(decide(status: 503), .error(status: 503))
@@ -122,5 +130,36 @@ final class ResponseDecisionTests: XCTestCase {
         XCTAssertEqual(Decision.Answer.length("12"), 12)
         XCTAssertNil(Decision.Answer.length("+12"))
         XCTAssertNil(Decision.Answer.length(""))
+    }
+}
+
+/// The floor under a download's speed, without a server.
+final class LowSpeedWatchTests: XCTestCase {
+    func testATrickleIsCaughtAtTheEndOfItsWindow() {
+        var watch = LowSpeedWatch(limit: LowSpeedLimit(bytesPerSecond: 1024, seconds: 60), now: 0)
+        // One byte every 5 s: judged once 60 s have passed, not before.
+        for second in stride(from: 5.0, to: 60, by: 5) { XCTAssertFalse(watch.observe(1, at: second), "\(second)") }
+        XCTAssertTrue(watch.observe(1, at: 60))
+    }
+
+    func testEnoughBytesPassAndStartAWindowAfresh() {
+        var watch = LowSpeedWatch(limit: LowSpeedLimit(bytesPerSecond: 1024, seconds: 10), now: 0)
+        XCTAssertFalse(watch.observe(20 * 1024, at: 10))
+        XCTAssertFalse(watch.observe(100, at: 15))
+        XCTAssertTrue(watch.observe(100, at: 20), "the next window is judged on its own bytes")
+    }
+
+    func testTimeWaitedOnARateLimitIsNotCounted() {
+        var watch = LowSpeedWatch(limit: LowSpeedLimit(bytesPerSecond: 1024, seconds: 10), now: 0)
+        // A run's cap held the transfer 9 s of every 10: 2 KiB in the one second it ran.
+        XCTAssertFalse(watch.observe(2048, at: 10, waited: 9))
+        XCTAssertFalse(watch.observe(2048, at: 20, waited: 9))
+    }
+
+    func testAJobsOwnCapBelowTheFloorLowersIt() {
+        let floor = LowSpeedLimit.default
+        XCTAssertEqual(floor.under(maxRate: 512).bytesPerSecond, 256)
+        XCTAssertEqual(floor.under(maxRate: 1 << 20), floor)
+        XCTAssertEqual(floor.under(maxRate: nil), floor)
     }
 }

@@ -17,6 +17,8 @@ public struct RunOptions: Sendable {
     public var tls = TLSOptions()
     public var connectTimeout: TimeInterval = 15
     public var idleTimeout: TimeInterval = 30
+    /// The speed under which a download's attempt is abandoned (nil: none).
+    public var lowSpeed: LowSpeedLimit? = .default
     public var maxRedirects = 10
     /// Keep running and pick up new job files as they appear.
     public var watch = false

@@ -110,6 +110,7 @@ enum GetCommand {
             idleTimeout: try arguments.seconds("--idle-timeout") ?? 30,
             maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
             maxRate: try arguments.byteSize("--limit-rate"))
+        options.lowSpeed = try TransferFlags.lowSpeed(arguments)
         source?.configure(&options)
         return options
     }

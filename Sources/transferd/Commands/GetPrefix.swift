@@ -35,6 +35,7 @@ enum GetPrefix {
             options.connectTimeout = try arguments.seconds("--connect-timeout") ?? 15
             options.idleTimeout = try arguments.seconds("--idle-timeout") ?? 30
             options.maxRate = try arguments.byteSize("--limit-rate")
+            options.lowSpeed = try TransferFlags.lowSpeed(arguments)
             line = PrefixLine(name: "s3://\(prefix.bucket)/\(prefix.prefix)", quiet: quiet)
             download = S3PrefixDownload(client: client, transport: transport, options: options,
                                         store: FileUploadStateStore.prefixDownload(

@@ -45,6 +45,7 @@ enum RunCommand {
             options.maxConnectionsPerHost = try arguments.integer("--per-host", range: 1...1024) ?? options.maxConnectionsPerHost
             options.connections = try arguments.integer("--connections", range: 1...64) ?? options.connections
             options.limitRate = try arguments.byteSize("--limit-rate")
+            options.lowSpeed = try TransferFlags.lowSpeed(arguments)
             options.tls = try TransferFlags.tls(arguments)
             options.retries = try arguments.integer("--retries", range: 1...1000) ?? options.retries
             options.connectTimeout = try arguments.seconds("--connect-timeout") ?? options.connectTimeout

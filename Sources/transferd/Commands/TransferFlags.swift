@@ -11,6 +11,8 @@ enum TransferFlags {
         OptionSpec("--connect-timeout", value: "SECONDS", help: "time allowed to connect (default: 15)"),
         OptionSpec("--idle-timeout", value: "SECONDS", help: "abort an attempt when no byte moves this long (default: 30)"),
         OptionSpec("--max-redirects", value: "N", help: "redirects to follow (default: 10; 0 disables)"),
+        OptionSpec("--speed-limit", value: "RATE", help: "abandon a download's attempt slower than this for --speed-time (default: 1K; 0 disables)"),
+        OptionSpec("--speed-time", value: "SECONDS", help: "how long a download may stay under --speed-limit (default: 60)"),
         OptionSpec("--cacert", value: "PATH", help: "trust the CA certificates in this PEM file (curl backend)"),
         OptionSpec("--pin", value: "sha256//BASE64", help: "require this server public key (curl backend)"),
         OptionSpec("--insecure", help: "do not verify the server certificate (curl backend)"),
@@ -21,6 +23,18 @@ enum TransferFlags {
     /// The flags `run` takes from here (it has its own output flags).
     static var queueSpecs: [OptionSpec] {
         specs.filter { !["--header", "--verbose", "--log-file"].contains($0.key) }
+    }
+
+    /// `--speed-limit` and `--speed-time` (nil: `--speed-limit 0`, no floor).
+    static func lowSpeed(_ arguments: ParsedArguments) throws -> LowSpeedLimit? {
+        var limit = LowSpeedLimit.default
+        if let text = arguments.value("--speed-limit") {
+            if text == "0" { return nil }
+            guard let bytes = try arguments.byteSize("--speed-limit") else { return nil }
+            limit.bytesPerSecond = bytes
+        }
+        if let seconds = try arguments.seconds("--speed-time") { limit.seconds = seconds }
+        return limit
     }
 
     static func transport(_ arguments: ParsedArguments) throws -> Transport {

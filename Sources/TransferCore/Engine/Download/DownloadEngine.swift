@@ -409,6 +409,8 @@ public final class DownloadEngine: @unchecked Sendable {
             let sink = DownloadSink(state: state, segment: index, requestedOffset: segment.offset,
                                     requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
             sink.onAccepted = onAccepted
+            // The job's own cap pauses the transfer below the floor's reach (`LowSpeedLimit.under`).
+            sink.lowSpeed = options.lowSpeed.map { LowSpeedWatch(limit: $0.under(maxRate: options.maxRate), now: DownloadSink.seconds()) }
             sink.onRestartInPlace = { [onEvent] reason in onEvent(.restarted(reason: reason)) }
             do {
                 do {
@@ -437,7 +439,8 @@ public final class DownloadEngine: @unchecked Sendable {
                 if case DownloadSignal.withoutRange = error { throw error }
                 // Progress is new ground: bytes fetched again after a restart from 0 do not count,
                 // nor do other segments' bytes (a segment only moves forward).
-                let madeProgress = state.plan.isSegmented ? state.segment(index).offset > segment.offset
+                let madeProgress = error is TooSlow ? false
+                    : state.plan.isSegmented ? state.segment(index).offset > segment.offset
                     : state.furthest > furthestBefore
                 failures = madeProgress ? 1 : failures + 1
                 let (failure, described) = classify(error, sink: sink)
@@ -462,6 +465,8 @@ public final class DownloadEngine: @unchecked Sendable {
         switch error {
         case let failure as HTTPStatusFailure:
             return (.http(status: failure.status, retryAfter: failure.retryAfter), "HTTP \(failure.status)")
+        case let slow as TooSlow:
+            return (.transport(.timeout), slow.description)
         case let transportError as TransportError:
             if let status = sink.errorStatus {
                 return (.http(status: status.status, retryAfter: status.retryAfter), "HTTP \(status.status)")
@@ -485,6 +490,8 @@ public final class DownloadEngine: @unchecked Sendable {
         case let transportError as TransportError:
             if transportError.kind == .cancelled { return CancellationError() }
             return DownloadError.transport(transportError, reason: reason)
+        case let slow as TooSlow:
+            return DownloadError.transport(slow.transportError, reason: reason)
         case let failure as POSIXFailure:
             return DownloadError.local(failure)
         default:

@@ -92,6 +92,8 @@ public struct DownloadOptions: Sendable {
     /// The version the caller expects (an S3 listing's ETag, quoted as a response carries it):
     /// an answer naming another version is a change, never saved under the expected one.
     public var expectedValidators: ResponseValidators?
+    /// The speed under which an exchange is abandoned (nil: none); see `LowSpeedLimit`.
+    public var lowSpeed: LowSpeedLimit? = .default
     /// On a transport without backpressure, the most that all of this
     /// download's requests together may have asked for and not yet received.
     public var windowBudgetWithoutBackpressure: Int64 = 4 << 20

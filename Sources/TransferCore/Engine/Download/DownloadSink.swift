@@ -144,11 +144,23 @@ final class DownloadSink: ResponseSink {
         buffered = 0
     }
 
+    /// Set by the engine: the floor under this exchange's speed.
+    var lowSpeed: LowSpeedWatch?
+
     func receive(body: UnsafeRawBufferPointer) throws {
         handoff.lock()
         defer { handoff.unlock() }
         state.recordReceived(body.count)
-        state.limiter?.consume(body.count)
+        if lowSpeed != nil {
+            let before = Self.seconds()
+            state.limiter?.consume(body.count)
+            let now = Self.seconds()
+            if lowSpeed!.observe(body.count, at: now, waited: now - before) {
+                throw TooSlow(url: state.url, limit: lowSpeed!.limit)
+            }
+        } else {
+            state.limiter?.consume(body.count)
+        }
         switch mode {
         case .writing:
             try write(body)
@@ -192,6 +204,9 @@ final class DownloadSink: ResponseSink {
             throw DownloadSignal.segmentSatisfied
         }
     }
+
+    /// A monotonic clock in seconds.
+    static func seconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
     /// Pieces at least this big skip the buffer.
     static let directWriteMinimum = 64 * 1024

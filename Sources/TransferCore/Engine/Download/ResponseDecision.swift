@@ -123,6 +123,10 @@ struct ResponseDecision {
         }
         switch status {
         case 206:
+            if !asked.sentRange, range.map({ $0.first != 0 || $0.completeLength != $0.last + 1 }) ?? true {
+                return .refuse(reason: "the server answered a request for the whole file with 206 and "
+                    + (range.map { "only bytes \($0.first)-\($0.last)" } ?? "no usable Content-Range"))
+            }
             guard let range else {
                 return .withoutRange(reason: "the server answered 206 without a usable Content-Range")
             }
@@ -136,10 +140,6 @@ struct ResponseDecision {
             }
             if let changed = change(known: known, answer: answer, completeLength: range.completeLength) {
                 return .restart(reason: changed)
-            }
-            if !asked.sentRange, range.first != 0 || range.completeLength != range.last + 1 {
-                return .refuse(reason: "the server answered a request for the whole file with only bytes "
-                    + "\(range.first)-\(range.last) (206)")
             }
             // Never more than the range the server declared (a chunked body that goes on is cut there).
             return .range(end: min(asked.end ?? .max, range.last + 1), completeLength: range.completeLength)

@@ -21,6 +21,8 @@ public struct S3PrefixDownloadOptions: Sendable {
     public var tls = TLSOptions()
     public var connectTimeout: TimeInterval = 15
     public var idleTimeout: TimeInterval = 30
+    /// The speed under which an object's attempt is abandoned (nil: none).
+    public var lowSpeed: LowSpeedLimit? = .default
     /// The whole prefix's receive cap (each object in flight gets an equal share).
     public var maxRate: Int64?
     public var sharedLimiter: BandwidthLimiter?
@@ -311,6 +313,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
                                        idleTimeout: options.idleTimeout, maxRate: share)
         source.configure(&download)
         download.sharedLimiter = options.sharedLimiter
+        download.lowSpeed = options.lowSpeed
         // The object the listing described, or a 412: a newer version is not saved under the old record.
         if !object.etag.isEmpty && HTTPHeaders.problem(name: "If-Match", value: object.etag) == nil {
             download.headers.set("If-Match", "\"\(object.etag)\"")
