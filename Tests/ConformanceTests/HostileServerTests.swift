@@ -148,6 +148,23 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testAHugeResponseHeaderIsNamedForWhatItIs() async throws {
+        // 200 KB of header: libcurl reports it as "Out of memory", which sent users looking at
+        // their machine. Whatever the backend does with it, nothing is saved and the error is clear.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["big_header": "200000"])
+            let options = try options(url, transport: name)
+            if let error = await failure(of: options, with: transport) {
+                XCTAssertFalse("\(error)".lowercased().contains("out of memory"), "\(name): \(error)")
+                XCTAssertTrue("\(error)".contains("response headers are larger"), "\(name): \(error)")
+                XCTAssertFalse(FileManager.default.fileExists(atPath: options.destination), name)
+            } else {
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "1m.bin"), name)
+            }
+        }
+    }
+
     // MARK: Bodies that are not what was asked for
 
     func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {

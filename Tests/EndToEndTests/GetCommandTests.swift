@@ -58,7 +58,7 @@ final class GetCommandTests: XCTestCase {
         let directory = try scratchDirectory()
         let result = try TransferdProcess.run(["get", "http://127.0.0.1:9/file.bin", "--retries", "2"], directory: directory)
         XCTAssertEqual(result.status, 1)
-        XCTAssertTrue(result.stderr.contains("connect error") && result.stderr.contains("127.0.0.1:9"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("could not connect") && result.stderr.contains("127.0.0.1:9"), result.stderr)
         XCTAssertTrue(result.stderr.contains("gave up after 2 attempts"), result.stderr)
     }
 

@@ -114,6 +114,7 @@ class FaultPlan:
     range_lie: bool = False  # a range request gets 200 with Content-Range and the range only
     range_bare: bool = False  # a range request gets 200 with the range only and no Content-Range
     weak_etag: bool = False  # the ETag is sent weak (W/"...")
+    big_header: Optional[int] = None  # one header line with a value of this many bytes
     length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
     max_active: Optional[int] = None  # 429 (Retry-After: 1) while this many file responses of the key are under way
 
@@ -195,6 +196,7 @@ class FaultPlan:
             range_lie=flag("range_lie"),
             range_bare=flag("range_bare"),
             weak_etag=flag("weak_etag"),
+            big_header=integer("big_header"),
             length_lie=integer("length_lie"),
             max_active=integer("max_active", minimum=1),
         )
@@ -445,6 +447,8 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
                 self.send_raw_header_line(HEADER_CRLF_LINE)
             if plan.header_nul:
                 self.send_raw_header_line(HEADER_NUL_LINE)
+            if plan.big_header:
+                self.send_raw_header_line(b"X-Big: " + b"a" * plan.big_header + b"\r\n")
         super().end_headers()
 
     def send_raw_header_line(self, line: bytes) -> None:

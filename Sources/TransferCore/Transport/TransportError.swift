@@ -41,6 +41,26 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         let target = url.map { " (\(Redaction.url($0)))" } ?? ""
-        return "\(kind.rawValue) error\(target): \(message)"
+        return "\(kind.phrase)\(target): \(message)"
+    }
+}
+
+extension TransportError.Kind {
+    /// What happened, in the user's words (the case names are for code).
+    public var phrase: String {
+        switch self {
+        case .dns: return "could not resolve the host"
+        case .connect: return "could not connect"
+        case .reset: return "the connection broke"
+        case .timeout: return "timed out"
+        case .tls: return "TLS failed"
+        case .truncated: return "the answer ended early"
+        case .tooManyRedirects: return "too many redirects"
+        case .cancelled: return "cancelled"
+        case .unsupported: return "not supported by this backend"
+        case .redirectRefused: return "redirect not followed"
+        case .protocolError: return "the server's answer is not valid HTTP"
+        case .other: return "the transfer failed"
+        }
     }
 }

@@ -96,7 +96,7 @@ public final class DownloadEngine: @unchecked Sendable {
                 let total = state.noteRemoteChanged()
                 guard total <= Self.maxRestarts else {
                     try? saveCheckpoint(state)
-                    throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: total)
+                    throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: total, lastChange: reason)
                 }
                 try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: true)
             } catch {
@@ -376,7 +376,8 @@ public final class DownloadEngine: @unchecked Sendable {
         while !state.segment(index).isComplete {
             // A single stream that took a changed file in place counted the change in the sink.
             guard state.restarts <= Self.maxRestarts else {
-                throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: state.restarts)
+                throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: state.restarts,
+                                                   lastChange: "the server sent another version in place of the one being fetched")
             }
             defer { state.endExchange(index) }
             let furthestBefore = state.furthest
@@ -471,7 +472,7 @@ public final class DownloadEngine: @unchecked Sendable {
             if let status = sink.errorStatus {
                 return (.http(status: status.status, retryAfter: status.retryAfter), "HTTP \(status.status)")
             }
-            return (.transport(transportError.kind), "\(transportError.kind.rawValue): \(transportError.message)")
+            return (.transport(transportError.kind), "\(transportError.kind.phrase): \(transportError.message)")
         case is POSIXFailure:
             return (.local, String(describing: error))
         case is CancellationError:

@@ -15,7 +15,7 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     /// A local file problem (disk full, permissions).
     case local(POSIXFailure)
     /// The remote file kept changing while being downloaded.
-    case unstableSource(url: String, restarts: Int)
+    case unstableSource(url: String, restarts: Int, lastChange: String)
     /// Another process is writing the partial file (the same destination downloaded twice at once).
     case partInUse(path: String)
 
@@ -35,8 +35,9 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
             return "\(path) has \(actual) bytes but the server announced \(expected)"
         case .local(let failure):
             return failure.description
-        case .unstableSource(let url, let restarts):
-            return "\(url) changed \(restarts) times during the download; try again later"
+        case .unstableSource(let url, let restarts, let lastChange):
+            return "\(url) started over \(restarts) times during the download (last: \(lastChange)); nothing was saved "
+                + "as the file — try again once the remote file stops changing"
         case .partInUse(let path):
             return "\(path) is being written by another transferd process (a `get` or a queue run to the same destination); "
                 + "nothing was changed — wait for it to finish, or choose another destination"

@@ -145,7 +145,7 @@ public final class UploadEngine: Sendable {
             } catch let error as TransportError {
                 if error.kind == .cancelled { throw CancellationError() }
                 failure = .transport(error.kind)
-                described = "\(error.kind.rawValue): \(error.message)"
+                described = "\(error.kind.phrase): \(error.message)"
                 if case .giveUp(let reason) = options.retry.decide(failure, attempt: attempt) {
                     throw UploadError.transport(error, reason: reason)
                 }

@@ -284,6 +284,11 @@ final class CurlExchange {
             continuation.resume(throwing: TransportError(.cancelled, url: request.url, message: "cancelled"))
         } else if let bodyError = body.failure {
             continuation.resume(throwing: bodyError)
+        } else if code == CURLE_OUT_OF_MEMORY && head == nil {
+            // libcurl's word for a header block past its limit (CURL_MAX_HTTP_HEADER, 100 KiB):
+            // no memory ran out, the server sent more header than any answer needs.
+            continuation.resume(throwing: TransportError(.protocolError, url: request.url,
+                message: "the server's response headers are larger than the 100 KiB libcurl accepts"))
         } else {
             let detail = String(cString: errorBuffer)
             let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail

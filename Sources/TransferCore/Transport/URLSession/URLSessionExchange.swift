@@ -206,6 +206,11 @@ final class URLSessionExchange: @unchecked Sendable {
                 kind = .tls
             } else if lowered.contains("partial") || lowered.contains("transfer closed") {
                 kind = .truncated
+            } else if lowered == "out of memory" {
+                // FoundationNetworking runs libcurl, whose word this is for a header block past its
+                // 100 KiB limit: no memory ran out (see CurlExchange.complete).
+                return TransportError(.protocolError, url: url,
+                                      message: "the server's response headers are larger than the 100 KiB libcurl accepts")
             } else {
                 kind = .other
             }
