@@ -131,10 +131,10 @@ final class DownloadConformanceTests: XCTestCase {
         func remove() throws {}
     }
 
-    func testANewPartialFileIsTaggedAtItsFirstCheckpointAndUntaggedInPlace() async throws {
-        // A new partial file carries its tag before any checkpoint naming it is saved, and not
-        // before: one complete before its first checkpoint is tagged only for a `get`'s completion
-        // record, and in the queue (which renames later) not at all.
+    func testANewPartialFileIsTaggedWhenMadeAndUntaggedInPlace() async throws {
+        // A new partial file carries its tag from the start (a later run proves by it that the
+        // file is transferd's, even when no checkpoint was saved), every checkpoint names it, and
+        // it comes off once the file is in place (the queue's, at its later rename).
         let servers = try TestServers.current()
         for (name, transport) in Backends.all {
             for deferRename in [false, true] {
@@ -160,7 +160,7 @@ final class DownloadConformanceTests: XCTestCase {
                     let path = deferRename ? options.partPath : options.destination
                     XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: file), label)
                     // A get takes the tag off once the file is in place; the queue, after its rename.
-                    let tagged = deferRename && file == "64m.bin"
+                    let tagged = deferRename
                     XCTAssertEqual(getxattr(path, "user.transferd.file", nil, 0) > 0, tagged, label)
                     XCTAssertEqual(result.completedPartPath, deferRename ? options.partPath : nil, label)
                 }
@@ -202,6 +202,8 @@ final class DownloadConformanceTests: XCTestCase {
             let stateBytes = Data("the other writer's checkpoint".utf8)
             XCTAssertTrue(FileManager.default.createFile(atPath: options.partPath, contents: partBytes))
             XCTAssertTrue(FileManager.default.createFile(atPath: options.statePath, contents: stateBytes))
+            // The other writer is a transferd: its partial file carries transferd's tag.
+            XCTAssertEqual(setxattr(options.partPath, "user.transferd.file", "other", 5, 0), 0)
             let other = open(options.partPath, O_RDWR)
             XCTAssertGreaterThanOrEqual(other, 0)
             XCTAssertEqual(flock(other, LOCK_EX), 0)
@@ -222,9 +224,17 @@ final class DownloadConformanceTests: XCTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: destination), name)
             close(other)
 
-            // Once the other writer is gone the same download runs. Handed to a caller that renames
-            // it later (the queue), the complete file stays locked until the caller lets go of it.
+            // Once the other writer is gone the same download runs (a record that is not one of
+            // transferd's is a user's file and stops it). Handed to a caller that renames it later
+            // (the queue), the complete file stays locked until the caller lets go of it.
             options.deferRename = true
+            do {
+                _ = try await DownloadEngine(transport: transport, options: options).run()
+                XCTFail("\(name): a file at NAME.part.state that is no checkpoint was taken over")
+            } catch DownloadError.foreignPartial(let path) {
+                XCTAssertEqual(path, options.statePath, name)
+            }
+            XCTAssertEqual(FileManager.default.contents(atPath: options.statePath), stateBytes, name)
             try FileManager.default.removeItem(atPath: options.statePath)
             var result: DownloadResult? = try await DownloadEngine(transport: transport, options: options).run()
             XCTAssertEqual(result?.completedPartPath, options.partPath, name)
@@ -242,6 +252,7 @@ final class DownloadConformanceTests: XCTestCase {
             var takeover = DownloadOptions(url: url, destination: destination + ".taken", retry: quickRetry, idleTimeout: 10)
             takeover.takesOverBusyPart = true
             XCTAssertTrue(FileManager.default.createFile(atPath: takeover.partPath, contents: partBytes))
+            XCTAssertEqual(setxattr(takeover.partPath, "user.transferd.file", "frozen", 6, 0), 0)
             let frozen = open(takeover.partPath, O_RDWR)
             XCTAssertEqual(flock(frozen, LOCK_EX), 0)
             defer { close(frozen) }

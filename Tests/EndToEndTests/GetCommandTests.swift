@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import TransferCore
 import TestSupport
@@ -311,5 +312,38 @@ final class GetCommandTests: XCTestCase {
         XCTAssertEqual(PathText.parent("a/b/"), "a")
         XCTAssertEqual(PathText.parent("a//b"), "a")
         XCTAssertEqual(PathText.parent("./c"), ".")
+    }
+
+    /// A user's own `g/report.part` and `g/report.part.state` beside `get URL -o g/report`: both
+    /// were taken as partial files (truncated, then renamed into place: the user's file gone).
+    /// Now the download stops with the reason (exit 4) and both files are as they were.
+    func testAUsersFileAtThePartialNameIsLeftAlone() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        try FileManager.default.createDirectory(atPath: directory + "/g", withIntermediateDirectories: true)
+        let mine = Data("my own report, not a download\n".utf8)
+        try mine.write(to: URL(fileURLWithPath: directory + "/g/report.part"))
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        var result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
+        XCTAssertEqual(result.status, 4, result.stderr)
+        XCTAssertTrue(result.stderr.contains("g/report.part exists and transferd has no record of writing it"), result.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: directory + "/g/report.part"), mine)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/g/report"))
+
+        try FileManager.default.removeItem(atPath: directory + "/g/report.part")
+        try mine.write(to: URL(fileURLWithPath: directory + "/g/report.part.state"))
+        result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
+        XCTAssertEqual(result.status, 4, result.stderr)
+        XCTAssertTrue(result.stderr.contains("g/report.part.state exists"), result.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: directory + "/g/report.part.state"), mine)
+
+        // A partial file of transferd's own, left by a run killed before its first checkpoint
+        // (tagged when made, no record), is still resumed or started over as before.
+        try FileManager.default.removeItem(atPath: directory + "/g/report.part.state")
+        try Data(repeating: 9, count: 1000).write(to: URL(fileURLWithPath: directory + "/g/report.part"))
+        XCTAssertEqual(setxattr(directory + "/g/report.part", "user.transferd.file", "dead-run", 8, 0), 0)
+        result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/g/report"), try servers.sha256(of: "1m.bin"))
     }
 }

@@ -216,4 +216,13 @@ final class DownloadResumeSafetyTests: XCTestCase {
         } catch DownloadError.destinationExists {
         }
     }
+
+    /// Which existing partial files transferd may start over: only those it can prove it wrote.
+    func testOnlyAProvablyOwnPartialFileIsStartedOver() {
+        XCTAssertTrue(PartFile.mayStartOver(size: 0, tagged: false, recordFound: false), "empty: nothing to lose")
+        XCTAssertTrue(PartFile.mayStartOver(size: 10, tagged: true, recordFound: false), "tagged when made")
+        XCTAssertTrue(PartFile.mayStartOver(size: 10, tagged: false, recordFound: true), "named by a checkpoint")
+        XCTAssertTrue(PartFile.mayStartOver(size: 10, tagged: nil, recordFound: false), "no attributes: nothing provable")
+        XCTAssertFalse(PartFile.mayStartOver(size: 10, tagged: false, recordFound: false), "a user's file")
+    }
 }

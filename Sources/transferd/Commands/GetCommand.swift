@@ -140,7 +140,7 @@ enum GetCommand {
             switch failure {
             case .destinationExists: return .destinationExists
             case .checksumMismatch, .sizeMismatch: return .verificationFailed
-            case .local, .partInUse: return .localError
+            case .local, .partInUse, .foreignPartial: return .localError
             case .httpStatus, .transport, .unstableSource: return .transferFailed
             }
         case let failure as TransportError:

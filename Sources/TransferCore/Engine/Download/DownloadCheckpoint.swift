@@ -144,6 +144,17 @@ public struct FileCheckpointStore: CheckpointStore {
         if unlink(path) != 0 && errno != ENOENT { throw POSIXFailure(operation: "remove", path: path) }
     }
 
+    /// Whether a file at `path` is something other than a record of transferd's (a JSON object
+    /// with a URL and a plan, of any version): such a file is never replaced or removed.
+    var holdsForeignFile: Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return false }
+        guard (info.st_mode & S_IFMT) == S_IFREG, info.st_size < 16 << 20,
+              let data = FileManager.default.contents(atPath: path),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return true }
+        return object["url"] == nil || object["plan"] == nil
+    }
+
     /// The removal is synced (the folder) before the truncation that follows it: a file system
     /// that does not order the two could otherwise keep the truncation and lose the removal.
     public func removeBeforeStartingOver() throws {

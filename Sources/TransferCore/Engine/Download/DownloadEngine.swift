@@ -42,9 +42,14 @@ public final class DownloadEngine: @unchecked Sendable {
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
         let held = try PartFile.lockExisting(options.partPath, takingOver: options.takesOverBusyPart)
+        // A file at the record's name that is not a record of transferd's is a user's: left alone.
+        if let files = store as? FileCheckpointStore, files.holdsForeignFile {
+            throw DownloadError.foreignPartial(path: files.path)
+        }
         // Read once: nothing below changes it before the partial file is opened. One whose plan
         // cannot describe a file (edited, damaged) is not trusted: the download starts over.
-        let saved = (try? store.load()).flatMap { $0.isCoherent ? $0 : nil }
+        let record = try? store.load()
+        let saved = record.flatMap { $0.isCoherent ? $0 : nil }
         if let finished = try finishedEarlier(saved) {
             return DownloadResult(path: options.destination, size: finished, sha256: nil, bytesFetched: 0,
                                   resumedFrom: finished, skipped: false, completedPartPath: nil, restarts: 0, segments: 0,
@@ -66,7 +71,7 @@ public final class DownloadEngine: @unchecked Sendable {
             }
         }
 
-        let (state, file) = try openPartialFile(saved, held: held)
+        let (state, file) = try openPartialFile(saved, recordFound: record != nil, held: held)
         var handedOver = false
         defer {
             state.drainWriters()
@@ -130,9 +135,15 @@ public final class DownloadEngine: @unchecked Sendable {
 
     /// Opens and locks `NAME.part` (or takes the one `run` locked), resuming from the checkpoint
     /// when it describes this URL and this file.
-    private func openPartialFile(_ saved: DownloadCheckpoint?, held: PartFile?) throws -> (DownloadState, PartFile) {
+    private func openPartialFile(_ saved: DownloadCheckpoint?, recordFound: Bool, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
         let file = try held ?? PartFile.create(part, takingOver: options.takesOverBusyPart)
+        // A file at NAME.part that transferd cannot prove it wrote (a user's `report.part`, or
+        // another job's destination named so) is never truncated or renamed into place.
+        if file.existed, !PartFile.mayStartOver(size: file.size() ?? 0, tagged: file.carriesAnyTag(), recordFound: recordFound) {
+            file.close()
+            throw DownloadError.foreignPartial(path: part)
+        }
         let fd = file.fd
         var checkpoint = saved?.trusted(inBoot: BootID.current)
         // A partial file without the checkpoint's tag, or shorter than the bytes the checkpoint
@@ -170,12 +181,13 @@ public final class DownloadEngine: @unchecked Sendable {
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
                                   store: store)
         if checkpoint == nil {
-            // A new tag at its first checkpoint (`DownloadState.checkpoint()`): a file complete before
-            // that needs none. A file that was there is tagged anew at once: whatever checkpoint named
-            // its old tag is void. (Where locks do not work, ENOLCK, a first writer's late tag can
-            // replace a second's: two writers of one partial file are not kept apart there anyway.)
+            // Tagged at once, a new file too: the tag is how a later run knows the file is
+            // transferd's (`PartFile.mayStartOver`) when it was killed before any checkpoint.
+            // A file that was there is tagged anew: whatever checkpoint named its old tag is void.
+            // (Where locks do not work, ENOLCK, a first writer's late tag can replace a second's:
+            // two writers of one partial file are not kept apart there anyway.)
             state.tagWhenSaved { file.tag() }
-            if file.existed { state.tagNow() }
+            state.tagNow()
         }
         if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize

@@ -18,6 +18,9 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     case unstableSource(url: String, restarts: Int, lastChange: String)
     /// Another process is writing the partial file (the same destination downloaded twice at once).
     case partInUse(path: String)
+    /// A file at the partial file's (or its record's) name that transferd cannot prove it wrote:
+    /// left alone, never truncated, renamed or removed.
+    case foreignPartial(path: String)
 
     public var description: String {
         switch self {
@@ -38,6 +41,9 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
         case .unstableSource(let url, let restarts, let lastChange):
             return "\(url) started over \(restarts) times during the download (last: \(lastChange)); nothing was saved "
                 + "as the file — try again once the remote file stops changing"
+        case .foreignPartial(let path):
+            return "\(path) exists and transferd has no record of writing it (no checkpoint, no tag of its own); it was left "
+                + "alone — move it away (or delete it if it is an old partial file), or choose another destination"
         case .partInUse(let path):
             return "\(path) is being written by another transferd process (a `get` or a queue run to the same destination); "
                 + "nothing was changed — wait for it to finish, or choose another destination"

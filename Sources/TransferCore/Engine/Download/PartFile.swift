@@ -150,6 +150,26 @@ final class PartFile: @unchecked Sendable {
         }
     }
 
+    /// Whether the file carries a tag of transferd's (any value: a dead run's counts), or nil
+    /// when its file system keeps no user attributes (nothing can be proved either way).
+    func carriesAnyTag() -> Bool? {
+        state.withLock { state in
+            var buffer = [UInt8](repeating: 0, count: 64)
+            guard state.open else { return false }
+            if fgetxattr(fd, Self.tagAttribute, &buffer, buffer.count) > 0 { return true }
+            return errno == ENOTSUP || errno == EOPNOTSUPP ? nil : false
+        }
+    }
+
+    /// Whether transferd may start an existing partial file over (truncate it, later rename it):
+    /// only one it can prove is its own. A pure rule over what is known of the file:
+    /// empty (nothing to lose), carrying transferd's tag (every partial file is tagged when
+    /// made), or named by a record of transferd's (a checkpoint, trusted or not). On a file
+    /// system without user attributes nothing can be proved, and the file is taken as before.
+    static func mayStartOver(size: Int64, tagged: Bool?, recordFound: Bool) -> Bool {
+        size == 0 || recordFound || tagged != false
+    }
+
     /// The file's size now.
     func size() -> Int64? {
         var info = stat()
