@@ -45,6 +45,21 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(again.status, 0, "the next run is not blocked: \(again.stderr)")
     }
 
+    func testAQueueFolderLinkedElsewhereIsRefusedAndNothingLandsThere() throws {
+        let fixture = try QueueFixture()
+        let elsewhere = try scratchDirectory("linked-elsewhere")
+        XCTAssertEqual(symlink(elsewhere, fixture.queue + "/done"), 0)
+        try fixture.drop("a.json", #"{"url": "http://127.0.0.1:9/a.bin", "dest": "a.bin"}"#)
+        for command in ["run", "ingest"] {
+            let result = try run([command, fixture.queue], in: fixture.root)
+            XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("queue.d/done is a symbolic link to \(elsewhere); transferd writes only inside the queue"
+                                                 + " folder: replace it with a directory"), "\(command): \(result.stderr)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: elsewhere), [])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/a.json"), "the job file was not taken")
+    }
+
     func testOutOfRangeNumbersOnTheCommandLineAreUsageErrors() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()
