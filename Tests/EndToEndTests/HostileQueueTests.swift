@@ -60,6 +60,41 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/a.json"), "the job file was not taken")
     }
 
+    func testAStoreThatLostItsJobsIsRefusedAndLeftAsItIs() throws {
+        let fixture = try QueueFixture()
+        let database = fixture.queue + "/.transferd/state.db"
+        try fixture.drop("a.json", #"{"url": "http://127.0.0.1:9/a.bin", "dest": "a.bin"}"#)
+        XCTAssertEqual(try run(["ingest", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/a.json"))
+        // Truncated to nothing (its WAL gone too), beside the accepted job file.
+        for companion in ["-wal", "-shm"] { unlink(database + companion) }
+        XCTAssertEqual(truncate(database, 0), 0)
+        for command in [["run", fixture.queue], ["status", fixture.queue], ["ingest", fixture.queue]] {
+            let result = try run(command, in: fixture.root)
+            XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("state store \(database) is empty (0 bytes), but accepted/ holds 1 file"),
+                          "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("mv \(fixture.queue)/accepted/* \(fixture.queue)/"), result.stderr)
+            XCTAssertEqual(FileManager.default.contents(atPath: database), Data(), "\(command) left the file as it was")
+        }
+        // Not a database at all: refused, the bytes kept.
+        let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 131) })
+        try garbage.write(to: URL(fileURLWithPath: database))
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("state store \(database) is not a SQLite database"), result.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: database), garbage)
+    }
+
+    func testAStoreLeftEmptyBeforeAnyJobStartsANewQueue() throws {
+        let fixture = try QueueFixture()
+        try FileManager.default.createDirectory(atPath: fixture.queue + "/.transferd", withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: fixture.queue + "/.transferd/state.db", contents: Data()))
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try run(["status", fixture.queue], in: fixture.root).status, 0)
+    }
+
     func testOutOfRangeNumbersOnTheCommandLineAreUsageErrors() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()

@@ -96,11 +96,14 @@ public enum QueueError: Error, CustomStringConvertible {
     case notWritable(String, String)
     /// One of the queue's own folders is a symbolic link or not a folder: the folder, and what it is.
     case notOwnFolder(String, String)
+    /// The store lost its jobs or is damaged: what happened and how to recover.
+    case stateLost(String)
 
     public var description: String {
         switch self {
         case .notWritable(let path, let reason):
             return "cannot create \(path): \(reason); the queue folder must be writable by this user (its job files move into accepted/ and rejected/)"
+        case .stateLost(let advice): return advice
         case .notOwnFolder(let path, let what):
             return "\(path) \(what); transferd writes only inside the queue folder: replace it with a directory"
                 + " (mv \(path) \(path).link && mkdir \(path))"
