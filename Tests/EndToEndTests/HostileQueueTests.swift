@@ -95,6 +95,27 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(try run(["status", fixture.queue], in: fixture.root).status, 0)
     }
 
+    /// A job recorded before the header rule (put in the store directly here) fails with
+    /// the reason as it starts, instead of sending another origin's Host.
+    func testARecordedJobWithARefusedHeaderFailsWithTheReason() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        var spec = JobSpec(id: "old", kind: .download, url: url, destination: fixture.root + "/old.bin")
+        spec.headers = ["Host": "other.example"]
+        try QueueLayout(directory: fixture.queue).prepare()
+        do {
+            let store = try fixture.store()
+            _ = try store.ingest([JobFileContent(fileName: "old.json", contentHash: "h-old", jobs: [spec])])
+        }
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(try fixture.store().job("old")?.state, .failed)
+        let error = try fixture.store().job("old")?.lastError ?? ""
+        XCTAssertTrue(error.contains("Host is set by transferd from the URL"), error)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/old.bin"))
+    }
+
     func testOutOfRangeNumbersOnTheCommandLineAreUsageErrors() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()
