@@ -55,6 +55,30 @@ final class GetCommandTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
     }
 
+    /// `-H` follows the job files' rule: a header that frames the request or steers the
+    /// connection is refused before any connection (port 9 has no server: exit 1 would mean one was tried).
+    func testHeaderFlagRefusesFramingAndHopByHopHeaders() throws {
+        let directory = try scratchDirectory()
+        let source = directory + "/body.bin"
+        XCTAssertTrue(FileManager.default.createFile(atPath: source, contents: Data("x".utf8)))
+        let cases: [([String], String)] = [
+            (["get", "http://127.0.0.1:9/a.bin", "-H", "Content-Length: 0"],
+             "--header Content-Length is set by transferd from the body; a job cannot set it — remove it"),
+            (["get", "http://127.0.0.1:9/a.bin", "--header", "host: other.example"],
+             "--header Host is set by transferd from the URL"),
+            (["get", "http://127.0.0.1:9/a.bin", "-H", "Range: bytes=0-1"], "--header Range is set by transferd"),
+            (["put", source, "http://127.0.0.1:9/up", "-H", "Transfer-Encoding: chunked"],
+             "--header Transfer-Encoding is set by transferd from the body; a job cannot set it"),
+            (["put", source, "http://127.0.0.1:9/up", "-H", "Connection: keep-alive"], "--header Connection is a hop-by-hop header"),
+        ]
+        for (arguments, expected) in cases {
+            let result = try TransferdProcess.run(arguments, directory: directory)
+            XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains(expected), "\(arguments): \(result.stderr)")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/a.bin"))
+    }
+
     func testUnreachableHostFailsWithAClearError() throws {
         let directory = try scratchDirectory()
         let result = try TransferdProcess.run(["get", "http://127.0.0.1:9/file.bin", "--retries", "2"], directory: directory)

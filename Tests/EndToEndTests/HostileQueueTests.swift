@@ -45,6 +45,77 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(again.status, 0, "the next run is not blocked: \(again.stderr)")
     }
 
+    func testAQueueFolderLinkedElsewhereIsRefusedAndNothingLandsThere() throws {
+        let fixture = try QueueFixture()
+        let elsewhere = try scratchDirectory("linked-elsewhere")
+        XCTAssertEqual(symlink(elsewhere, fixture.queue + "/done"), 0)
+        try fixture.drop("a.json", #"{"url": "http://127.0.0.1:9/a.bin", "dest": "a.bin"}"#)
+        for command in ["run", "ingest"] {
+            let result = try run([command, fixture.queue], in: fixture.root)
+            XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("queue.d/done is a symbolic link to \(elsewhere); transferd writes only inside the queue"
+                                                 + " folder: replace it with a directory"), "\(command): \(result.stderr)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: elsewhere), [])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/a.json"), "the job file was not taken")
+    }
+
+    func testAStoreThatLostItsJobsIsRefusedAndLeftAsItIs() throws {
+        let fixture = try QueueFixture()
+        let database = fixture.queue + "/.transferd/state.db"
+        try fixture.drop("a.json", #"{"url": "http://127.0.0.1:9/a.bin", "dest": "a.bin"}"#)
+        XCTAssertEqual(try run(["ingest", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/a.json"))
+        // Truncated to nothing (its WAL gone too), beside the accepted job file.
+        for companion in ["-wal", "-shm"] { unlink(database + companion) }
+        XCTAssertEqual(truncate(database, 0), 0)
+        for command in [["run", fixture.queue], ["status", fixture.queue], ["ingest", fixture.queue]] {
+            let result = try run(command, in: fixture.root)
+            XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("state store \(database) is empty (0 bytes), but accepted/ holds 1 file"),
+                          "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("mv \(fixture.queue)/accepted/* \(fixture.queue)/"), result.stderr)
+            XCTAssertEqual(FileManager.default.contents(atPath: database), Data(), "\(command) left the file as it was")
+        }
+        // Not a database at all: refused, the bytes kept.
+        let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 131) })
+        try garbage.write(to: URL(fileURLWithPath: database))
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("state store \(database) is not a SQLite database"), result.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: database), garbage)
+    }
+
+    func testAStoreLeftEmptyBeforeAnyJobStartsANewQueue() throws {
+        let fixture = try QueueFixture()
+        try FileManager.default.createDirectory(atPath: fixture.queue + "/.transferd", withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: fixture.queue + "/.transferd/state.db", contents: Data()))
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try run(["status", fixture.queue], in: fixture.root).status, 0)
+    }
+
+    /// A job recorded before the header rule (put in the store directly here) fails with
+    /// the reason as it starts, instead of sending another origin's Host.
+    func testARecordedJobWithARefusedHeaderFailsWithTheReason() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        var spec = JobSpec(id: "old", kind: .download, url: url, destination: fixture.root + "/old.bin")
+        spec.headers = ["Host": "other.example"]
+        try QueueLayout(directory: fixture.queue).prepare()
+        do {
+            let store = try fixture.store()
+            _ = try store.ingest([JobFileContent(fileName: "old.json", contentHash: "h-old", jobs: [spec])])
+        }
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(try fixture.store().job("old")?.state, .failed)
+        let error = try fixture.store().job("old")?.lastError ?? ""
+        XCTAssertTrue(error.contains("Host is set by transferd from the URL"), error)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/old.bin"))
+    }
+
     func testOutOfRangeNumbersOnTheCommandLineAreUsageErrors() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()

@@ -24,6 +24,29 @@ final class HostileInputTests: XCTestCase {
 
     // MARK: Headers
 
+    func testJobHeaderRuleRefusesFramingHopByHopAndRangeHeaders() {
+        let refused = ["Content-Length", "Transfer-Encoding", "Host", "Connection", "Keep-Alive", "Proxy-Connection", "TE",
+                       "Trailer", "Upgrade", "Expect", "Range", "If-Range"]
+        for name in refused {
+            for spelling in [name, name.lowercased(), name.uppercased()] {
+                let refusal = JobHeaderRule.refusal(name: spelling, value: "1")
+                XCTAssertNotNil(refusal, spelling)
+                XCTAssertTrue(refusal?.message.hasPrefix("\(name) ") ?? false, "\(String(describing: refusal))")
+                XCTAssertTrue(refusal?.message.hasSuffix("; a job cannot set it") ?? false, "\(String(describing: refusal))")
+            }
+        }
+        XCTAssertEqual(JobHeaderRule.refusal(name: "Transfer-Encoding", value: "chunked")?.message,
+                       "Transfer-Encoding is set by transferd from the body; a job cannot set it")
+        // Lines that would inject are refused by the same rule.
+        for (name, value) in [("X-A", "v\r\nHost: evil"), ("X-A", "v\nX"), ("X-A", "a\u{0}b"), ("X-A\r\nHost", "v"), ("", "v")] {
+            XCTAssertNotNil(JobHeaderRule.refusal(name: name, value: value), name)
+        }
+        for (name, value) in [("Authorization", "Bearer x"), ("Accept", "*/*"), ("Content-Type", "text/plain"),
+                              ("X-Host", "h"), ("If-None-Match", "\"e\""), ("Hosts", "h")] {
+            XCTAssertNil(JobHeaderRule.refusal(name: name, value: value), name)
+        }
+    }
+
     func testHeaderLinesThatWouldInjectAreRefused() {
         XCTAssertNotNil(HTTPHeaders.problem(name: "X-A", value: "v\r\nX-Injected: yes"))
         XCTAssertNotNil(HTTPHeaders.problem(name: "X-A", value: "v\nX-Injected: yes"))

@@ -46,6 +46,29 @@ final class JSONParserTests: XCTestCase {
         }
     }
 
+    func testADuplicateKeyIsRefusedWithBothPositions() {
+        let text = "{\"a\": 1,\n \"b\": {\"c\": 2,\n   \"c\": 3}}"
+        XCTAssertThrowsError(try JSONParser.parse(text)) { error in
+            XCTAssertEqual("\(error)", "the key \"c\" is given twice in one object (first at line 2, column 8) at line 3, column 4")
+            let duplicate = (error as? JSONParser.Failure)?.duplicate
+            XCTAssertEqual(duplicate?.key, "c")
+            XCTAssertEqual(duplicate.map { [$0.line, $0.column] }, [2, 8])
+        }
+        // Keys equal once their escapes are read are the same key.
+        XCTAssertThrowsError(try JSONParser.parse(#"{"url": 1, "u\u0072l": 2}"#))
+        // The same key in two objects, or in an object inside a value of that key, is fine.
+        XCTAssertNoThrow(try JSONParser.parse(#"[{"a": 1}, {"a": 2}, {"a": {"a": 3}}]"#))
+    }
+
+    func testPositionOfAPath() throws {
+        let data = Data("{\"jobs\": [\n  {\"url\": \"u\"},\n  {\"url\": \"v\", \"headers\": {\"Host\": \"h\"}}\n]}".utf8)
+        XCTAssertEqual(JSONParser.position(of: [.key("jobs"), .index(1), .key("headers"), .key("Host")], in: data).map { [$0.line, $0.column] },
+                       [3, 28])
+        XCTAssertEqual(JSONParser.position(of: [.key("jobs"), .index(0)], in: data).map { [$0.line, $0.column] }, [2, 3])
+        XCTAssertNil(JSONParser.position(of: [.key("jobs"), .index(2)], in: data))
+        XCTAssertNil(JSONParser.position(of: [.key("nope")], in: data))
+    }
+
     func testStoredSpecRoundTripsAndAgreesWithCodable() throws {
         var full = JobSpec(id: "full", kind: .form, url: "https://h.example/up?x=1", destination: "/d/a b.bin", source: "/s/ü.txt",
                            headers: ["Authorization": "Bearer ${env:T}", "X-Quote": "a\"b\\c"], priority: -3)

@@ -94,6 +94,52 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(found[0].field, "id")
     }
 
+    func testDuplicateKeysAreRefusedWhereverTheyAre() {
+        let cases: [(text: String, key: String, first: (Int, Int), again: (Int, Int))] = [
+            ("{\"url\": \"https://e.com/a\",\n \"url\": \"https://evil.example/b\"}", "url", (1, 2), (2, 2)),
+            ("{\"version\": 1, \"jobs\": [{\"url\": \"https://e.com/a\"}],\n \"jobs\": []}", "jobs", (1, 16), (2, 2)),
+            ("{\"jobs\": [\n {\"url\": \"https://e.com/a\", \"dest\": \"a\", \"dest\": \"b\"}]}", "dest", (2, 29), (2, 42)),
+            ("{\"url\": \"https://e.com/a\", \"headers\": {\n  \"X-A\": \"1\",\n  \"X-A\": \"2\"}}", "X-A", (2, 3), (3, 3)),
+            ("{\"type\": \"form\", \"url\": \"https://e.com/a\", \"fields\": {\"f\": \"1\", \"f\": \"2\"}}", "f", (1, 55), (1, 65)),
+        ]
+        for (text, key, first, again) in cases {
+            let found = errors(text)
+            XCTAssertEqual(found.count, 1, text)
+            XCTAssertEqual(found.first?.line, again.0, text)
+            XCTAssertEqual(found.first?.column, again.1, text)
+            XCTAssertEqual(found.first?.message, "the key \"\(key)\" is given twice in one object (first at line \(first.0), column \(first.1))",
+                           text)
+        }
+        XCTAssertEqual(errors("{\"url\": \"https://e.com/a\",\n \"url\": \"https://e.com/b\"}").first?.description,
+                       "jobs.json at line 2, column 2: the key \"url\" is given twice in one object (first at line 1, column 2)"
+                           + " — keep one of them: JSON readers disagree on which one counts, so transferd takes neither")
+    }
+
+    func testHeadersThatFrameTheRequestOrSteerTheConnectionAreRefused() {
+        let text = """
+            {"jobs": [
+              {"url": "https://e.com/a", "headers": {"Accept": "*/*"}},
+              {"type": "put", "url": "https://e.com/b", "source": "b.bin",
+               "headers": {"X-Ok": "1", "transfer-encoding": "chunked"}}
+            ]}
+            """
+        let found = errors(text)
+        XCTAssertEqual(found.count, 1, "\(found)")
+        XCTAssertEqual(found.first?.job, 2)
+        XCTAssertEqual(found.first?.field, "headers")
+        XCTAssertEqual(found.first?.line, 4)
+        XCTAssertEqual(found.first?.column, 29)
+        XCTAssertEqual(found.first?.message, "Transfer-Encoding is set by transferd from the body; a job cannot set it")
+        // One job in the file: the position is taken from the top object.
+        let single = errors("{\"url\": \"https://e.com/a\",\n \"headers\": {\"Host\": \"other.example\"}}")
+        XCTAssertEqual(single.first.map { [$0.line, $0.column] }, [2, 14])
+        XCTAssertEqual(single.first?.fix, "remove it and put the host in the url")
+        // A header line break is still refused, now with its position.
+        let injected = errors(#"{"url": "https://e.com/a", "headers": {"X-A": "v\r\nContent-Length: 0"}}"#)
+        XCTAssertEqual(injected.first?.message, "the value of X-A contains a carriage return (CR), which a header value may not")
+        XCTAssertEqual(injected.first?.column, 40)
+    }
+
     func testEmptyBinaryAndHugeFiles() {
         XCTAssertTrue(errors("").first?.message.contains("empty") ?? false)
         XCTAssertTrue(errors("  \n ").first?.message.contains("empty") ?? false)

@@ -261,6 +261,10 @@ public final class ControlAPI: Sendable {
             item.add("job", error.job.map { .int(Int64($0)) } ?? .null)
             item.add("id", error.id.map(JSONObject.Value.string) ?? .null)
             item.add("field", error.field.map(JSONObject.Value.string) ?? .null)
+            if let line = error.line, let column = error.column {
+                item.add("line", .int(Int64(line)))
+                item.add("column", .int(Int64(column)))
+            }
             item.add("message", error.message)
             item.add("fix", error.fix.map(JSONObject.Value.string) ?? .null)
             return .object(item)

@@ -3,14 +3,23 @@ import Foundation
 /// A strict RFC 8259 parser from UTF-8 bytes to `JSONValue`, in one pass.
 ///
 /// Whole numbers without a fraction or exponent become `.integer`, others
-/// `.number`. A later duplicate key replaces an earlier one. Errors name the
-/// line and column.
+/// `.number`. A key given twice in one object is an error (readers disagree
+/// on which one wins, so a checker and a runner could see different jobs).
+/// Errors name the line and column.
 struct JSONParser {
     struct Failure: Error, CustomStringConvertible {
         let message: String
         let line: Int
         let column: Int
+        /// For a key given twice in one object: the key, and where it was first given.
+        var duplicate: (key: String, line: Int, column: Int)?
         var description: String { "\(message) at line \(line), column \(column)" }
+    }
+
+    /// A step from a value to one inside it, for `position(of:in:)`.
+    enum PathStep: Equatable {
+        case key(String)
+        case index(Int)
     }
 
     private let bytes: [UInt8]
@@ -60,6 +69,7 @@ struct JSONParser {
     }
 
     private mutating func object() throws -> JSONValue {
+        let start = index
         try enter()
         index += 1
         var members: [String: JSONValue] = [:]
@@ -72,7 +82,9 @@ struct JSONParser {
         while true {
             skipSpace()
             guard peek(UInt8(ascii: "\"")) else { throw failure("expected a quoted key") }
+            let keyStart = index
             let key = try string()
+            guard members[key] == nil else { throw duplicateFailure(key, at: keyStart, objectStart: start) }
             skipSpace()
             guard peek(UInt8(ascii: ":")) else { throw failure("expected ':' after the key \"\(key)\"") }
             index += 1
@@ -239,6 +251,80 @@ struct JSONParser {
         return .number(double)
     }
 
+    // MARK: Duplicate keys and positions
+
+    /// The failure for `key` given again at `keyStart`: the object from `objectStart` is read
+    /// once more to find where it was given first (only on this error: no cost otherwise).
+    private func duplicateFailure(_ key: String, at keyStart: Int, objectStart: Int) -> Failure {
+        var scan = self
+        scan.index = objectStart
+        let first = (try? scan.keyOffset(key)) ?? nil
+        let firstPosition = first.map { position(of: $0) } ?? position(of: keyStart)
+        var again = self
+        again.index = keyStart
+        var failure = again.failure(
+            "the key \"\(key)\" is given twice in one object (first at line \(firstPosition.line), column \(firstPosition.column))")
+        failure.duplicate = (key, firstPosition.line, firstPosition.column)
+        return failure
+    }
+
+    /// The offset of the opening quote of `key` in the object starting at `index`, if given there.
+    private mutating func keyOffset(_ key: String) throws -> Int? {
+        guard peek(UInt8(ascii: "{")) else { return nil }
+        index += 1
+        while true {
+            skipSpace()
+            guard peek(UInt8(ascii: "\"")) else { return nil }
+            let start = index
+            if try string() == key { return start }
+            skipSpace()
+            guard peek(UInt8(ascii: ":")) else { return nil }
+            index += 1
+            skipSpace()
+            _ = try value()
+            skipSpace()
+            guard peek(UInt8(ascii: ",")) else { return nil }
+            index += 1
+        }
+    }
+
+    /// Where the value at `path` is named in a document that parses: the line and column of
+    /// its key's opening quote (of the value itself for a list item). Nil when there is no
+    /// such value. Used for messages only, so a document is read again rather than every
+    /// position kept while parsing.
+    static func position(of path: [PathStep], in data: Data) -> (line: Int, column: Int)? {
+        var parser = JSONParser(bytes: [UInt8](data))
+        parser.skipSpace()
+        guard let offset = try? parser.locate(path[...]) else { return nil }
+        return parser.position(of: offset)
+    }
+
+    private mutating func locate(_ path: ArraySlice<PathStep>) throws -> Int? {
+        guard let step = path.first else { return index }
+        switch step {
+        case .key(let key):
+            guard let keyStart = try keyOffset(key) else { return nil }
+            if path.count == 1 { return keyStart }
+            skipSpace()
+            index += 1  // the ':'
+            skipSpace()
+            return try locate(path.dropFirst())
+        case .index(let wanted):
+            guard peek(UInt8(ascii: "[")) else { return nil }
+            index += 1
+            for _ in 0..<wanted {
+                skipSpace()
+                _ = try value()
+                skipSpace()
+                guard peek(UInt8(ascii: ",")) else { return nil }
+                index += 1
+            }
+            skipSpace()
+            guard index < bytes.count, !peek(UInt8(ascii: "]")) else { return nil }
+            return try locate(path.dropFirst())
+        }
+    }
+
     // MARK: Helpers
 
     private mutating func literal(_ word: String) throws {
@@ -273,9 +359,15 @@ struct JSONParser {
 
     /// A failure at the current position, with its line and column (1-based, in bytes).
     private func failure(_ message: String) -> Failure {
-        let upTo = bytes[..<min(index, bytes.count)]
+        let (line, column) = position(of: index)
+        return Failure(message: message, line: line, column: column)
+    }
+
+    /// The line and column (1-based, in bytes) of a byte offset.
+    private func position(of offset: Int) -> (line: Int, column: Int) {
+        let upTo = bytes[..<min(offset, bytes.count)]
         let line = upTo.reduce(1) { $1 == 0x0A ? $0 + 1 : $0 }
         let lineStart = upTo.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
-        return Failure(message: message, line: line, column: index - lineStart + 1)
+        return (line, offset - lineStart + 1)
     }
 }

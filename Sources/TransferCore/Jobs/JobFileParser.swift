@@ -58,7 +58,14 @@ public struct JobFileParser: Sendable {
             context.parseList(text)
         } else {
             do {
+                context.data = data
                 context.parseDocument(try JSONValue.parse(data))
+            } catch let failure as JSONParser.Failure where failure.duplicate != nil {
+                let first = failure.duplicate!
+                return .failure(JobFileRejection(errors: [JobFileError(
+                    file: name, line: failure.line, column: failure.column,
+                    message: "the key \"\(first.key)\" is given twice in one object (first at line \(first.line), column \(first.column))",
+                    fix: "keep one of them: JSON readers disagree on which one counts, so transferd takes neither")]))
             } catch {
                 return reject("not valid JSON (\(Self.describe(error)))", fix: "check the syntax, e.g. with `jq . \(name)`")
             }
@@ -82,6 +89,10 @@ struct Context {
     let root: String
     let queueDirectory: String?
     var allowsCommands = false
+    /// The JSON file's bytes, read again to name the line and column of a mistake.
+    var data: Data?
+    /// Whether the jobs are the items of a "jobs" list (else the top object is the one job).
+    private var listed = false
     var jobs: [JobSpec] = []
     var errors: [JobFileError] = []
     private var seenIDs: Set<String> = []
@@ -97,10 +108,18 @@ struct Context {
         self.queueDirectory = queueDirectory
     }
 
-    mutating func fail(_ job: Int?, _ id: String?, _ field: String?, _ message: String, fix: String? = nil) {
+    mutating func fail(_ job: Int?, _ id: String?, _ field: String?, _ message: String, fix: String? = nil,
+                       at position: (line: Int, column: Int)? = nil) {
         if errors.count < 50 {
-            errors.append(JobFileError(file: file, job: job, id: id, field: field, message: message, fix: fix))
+            errors.append(JobFileError(file: file, job: job, id: id, field: field, line: position?.line, column: position?.column,
+                                       message: message, fix: fix))
         }
+    }
+
+    /// Where `path` (from the job object of job `number`) is in the JSON file, when known.
+    func position(inJob number: Int, _ path: [JSONParser.PathStep]) -> (line: Int, column: Int)? {
+        guard let data else { return nil }
+        return JSONParser.position(of: (listed ? [.key("jobs"), .index(number - 1)] : []) + path, in: data)
     }
 
     // MARK: URL lists
@@ -146,6 +165,7 @@ struct Context {
             }
         }
         if let list = top["jobs"] {
+            listed = true
             let extra = Set(top.keys).subtracting(["jobs", "version"])
             for key in extra.sorted() {
                 fail(nil, nil, key, "unknown key next to \"jobs\"", fix: "put job fields inside the objects of \"jobs\"")
@@ -188,8 +208,8 @@ struct Context {
         let givenID = reader.string("id")
         let id = givenID ?? "\(idPrefix)-\(number)"
         let display = givenID
-        func fail(_ field: String?, _ message: String, fix: String? = nil) {
-            self.fail(number, display, field, message, fix: fix)
+        func fail(_ field: String?, _ message: String, fix: String? = nil, at position: (line: Int, column: Int)? = nil) {
+            self.fail(number, display, field, message, fix: fix, at: position)
         }
 
         if let givenID {
@@ -231,12 +251,12 @@ struct Context {
             }
         }
         if let headers = reader.stringMap("headers") {
-            for (name, value) in headers {
+            for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
                 if let problem = EnvironmentReference.problem(in: value) {
                     fail("headers", "\(name): \(problem)", fix: "write a secret as ${env:NAME}")
                 }
-                if let problem = HTTPHeaders.problem(name: name, value: value) {
-                    fail("headers", problem, fix: "a header is one line: a name of letters, digits and -, and a value without line breaks")
+                if let refusal = JobHeaderRule.refusal(name: name, value: value) {
+                    fail("headers", refusal.message, fix: refusal.fix, at: position(inJob: number, [.key("headers"), .key(name)]))
                 }
             }
             spec.headers = headers

@@ -145,6 +145,7 @@ public struct QueueIngestor {
     /// Renames into `folder`, adding a numeric suffix rather than replacing an earlier file.
     @discardableResult
     private func move(_ name: String, to folder: String) throws -> String {
+        try layout.checkOwnFolder(folder)
         var target = (folder as NSString).appendingPathComponent(name)
         var counter = 1
         while FileManager.default.fileExists(atPath: target) {

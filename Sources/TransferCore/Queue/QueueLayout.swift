@@ -34,23 +34,57 @@ public struct QueueLayout: Sendable {
 
     public func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
 
+    /// The folders transferd makes and writes inside the queue folder.
+    var ownFolders: [String] { [accepted, rejected, done, failed, stateDirectory] }
+
     /// Creates the folders (`.transferd/` readable by the owner only: the store
     /// holds URLs and headers as written); throws with the path when the queue
-    /// folder is missing or they cannot be made.
+    /// folder is missing or they cannot be made, and when one of them is a
+    /// symbolic link or not a folder (`checkOwnFolder`).
     public func prepare() throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw QueueError.noQueue(directory)
         }
-        for folder in [accepted, rejected, done, failed, stateDirectory] {
+        for folder in ownFolders {
             let mode: mode_t = folder == stateDirectory ? 0o700 : 0o755
             if mkdir(folder, mode) != 0 && errno != EEXIST {
                 throw QueueError.notWritable(folder, String(cString: strerror(errno)))
             }
+            try checkOwnFolder(folder)
         }
         // Folders made by earlier versions were 0755.
         var info = stat()
         if stat(stateDirectory, &info) == 0 && info.st_mode & 0o077 != 0 { chmod(stateDirectory, 0o700) }
+    }
+}
+
+extension QueueLayout {
+    /// Throws unless `folder` (one of the queue's own folders) is a real folder, not a
+    /// symbolic link: transferd writes only inside the queue folder, and a link would
+    /// send result files, moved job files or the store anywhere the link points.
+    /// Checked at start-up and again before each file is moved or written into one
+    /// (the files themselves are created without following a link).
+    public func checkOwnFolder(_ folder: String) throws {
+        var info = stat()
+        guard lstat(folder, &info) == 0 else {
+            throw QueueError.notWritable(folder, String(cString: strerror(errno)))
+        }
+        let shown = relative(folder)
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: return
+        case S_IFLNK:
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: folder)) ?? "?"
+            throw QueueError.notOwnFolder(shown, "is a symbolic link to \(target)")
+        default:
+            throw QueueError.notOwnFolder(shown, "is not a folder")
+        }
+    }
+
+    /// `queue.d/done` for a path inside the queue folder, for messages.
+    private func relative(_ path: String) -> String {
+        let name = (directory as NSString).lastPathComponent
+        return path.hasPrefix(directory + "/") ? name + path.dropFirst(directory.count) : path
     }
 }
 
@@ -60,11 +94,19 @@ public enum QueueError: Error, CustomStringConvertible {
     case unknownJob(String)
     /// A folder the queue needs could not be made (a read-only queue folder, say).
     case notWritable(String, String)
+    /// One of the queue's own folders is a symbolic link or not a folder: the folder, and what it is.
+    case notOwnFolder(String, String)
+    /// The store lost its jobs or is damaged: what happened and how to recover.
+    case stateLost(String)
 
     public var description: String {
         switch self {
         case .notWritable(let path, let reason):
             return "cannot create \(path): \(reason); the queue folder must be writable by this user (its job files move into accepted/ and rejected/)"
+        case .stateLost(let advice): return advice
+        case .notOwnFolder(let path, let what):
+            return "\(path) \(what); transferd writes only inside the queue folder: replace it with a directory"
+                + " (mv \(path) \(path).link && mkdir \(path))"
         case .noQueue(let path): return "\(path) is not a folder; create it (mkdir -p \(path)) or name another queue"
         case .locked(let detail): return detail
         case .unknownJob(let id): return "no job with id \"\(id)\"; `transferd status` lists them"

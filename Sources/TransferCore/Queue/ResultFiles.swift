@@ -27,6 +27,7 @@ public struct ResultFiles {
 
     /// A pretty-printed JSON array, keys sorted, one object per job.
     private func write(_ jobs: [JobResult], to folder: String, source: String) throws {
+        try layout.checkOwnFolder(folder)
         let path = (folder as NSString).appendingPathComponent(Self.fileName(for: source))
         guard !jobs.isEmpty else {
             unlink(path)

@@ -129,6 +129,8 @@ public enum StoreError: Error, CustomStringConvertible {
     case sqlite(path: String, message: String)
     case schemaTooNew(path: String, found: Int, supported: Int)
     case locked(path: String, holder: String)
+    /// The file is not a SQLite database, or SQLite finds it damaged: never written to.
+    case damaged(path: String, reason: String)
     /// A PostgreSQL store's error; `target` is its URL without the password.
     case postgres(target: String, message: String, fix: String, sqlState: String? = nil)
 
@@ -138,6 +140,8 @@ public enum StoreError: Error, CustomStringConvertible {
             return "state store \(path): \(message)"
         case .schemaTooNew(let path, let found, let supported):
             return "state store \(path) has schema version \(found); this transferd understands up to \(supported) — use a newer transferd"
+        case .damaged(let path, let reason):
+            return "state store \(path) \(reason); it is left as it is — move it aside, or restore it from a backup"
         case .locked(let path, let holder):
             return "another transferd run is working this queue (\(holder)); lock: \(path)"
         case .postgres(let target, let message, let fix, _):

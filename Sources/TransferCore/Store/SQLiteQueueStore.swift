@@ -14,7 +14,13 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     private let database: SQLiteDatabase
     private let lock = NSLock()
 
+    /// Opens the store at `path`, making it when the file is missing or empty.
+    ///
+    /// A file that is not a SQLite database, or one SQLite finds damaged (`PRAGMA
+    /// quick_check`), is refused with `StoreError.damaged` before anything is written
+    /// to it: it may be all that is left of the queue's jobs.
     public init(path: String) throws {
+        try Self.checkHeader(path)
         // Owner only: the store holds URLs and headers as the jobs wrote them (a token in a
         // query, say). SQLite gives its -wal and -shm files the database file's mode.
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -24,8 +30,32 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
         for companion in [path + "-wal", path + "-shm"] { chmod(companion, 0o600) }
         database = try SQLiteDatabase(path: path)
+        do {
+            let check = try database.query("PRAGMA quick_check")
+            guard check.first?.first?.string == "ok" else {
+                let findings = check.compactMap { $0.first?.string }.prefix(3).joined(separator: "; ")
+                throw StoreError.damaged(path: path, reason: "fails SQLite's integrity check (\(findings))")
+            }
+        } catch StoreError.sqlite(_, let message) {
+            throw StoreError.damaged(path: path, reason: "cannot be read as a SQLite database (\(message))")
+        }
         try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         try migrate()
+    }
+
+    /// Throws `StoreError.damaged` when the file at `path` holds bytes that do not
+    /// start as a SQLite database does. A missing or empty file passes (a new store).
+    private static func checkHeader(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let magic = Array("SQLite format 3\0".utf8)
+        var header = [UInt8](repeating: 0, count: magic.count)
+        let count = read(fd, &header, header.count)
+        guard count != 0 else { return }
+        guard count == magic.count, header == magic else {
+            throw StoreError.damaged(path: path, reason: "is not a SQLite database (it does not start with SQLite's header)")
+        }
     }
 
     @discardableResult

@@ -36,6 +36,6 @@ enum QueueFlags {
         if !(forReading && FileManager.default.fileExists(atPath: layout.database)) {
             try layout.prepare()
         }
-        return try SQLiteQueueStore(path: layout.database)
+        return try layout.openStateStore()
     }
 }

@@ -64,7 +64,7 @@ enum TransferFlags {
             }
             let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
             let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-            if let problem = HTTPHeaders.problem(name: name, value: value) { throw UsageError("--header: \(problem)") }
+            if let refusal = JobHeaderRule.refusal(name: name, value: value) { throw UsageError("--header \(refusal)") }
             headers.add(name, value)
         }
         return headers

@@ -57,16 +57,25 @@ struct ExecutionContext: Sendable {
     }
 
     /// The job's headers with `${env:NAME}` references filled in (only now, as it runs).
+    /// Throws when one breaks `JobHeaderRule` as filled in: a job recorded before the
+    /// rule, or a variable holding a line break, fails with the reason instead of sending it.
     func expandedHeaders(_ spec: JobSpec) throws -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in spec.headers.sorted(by: { $0.key < $1.key }) {
             let expanded = try EnvironmentReference.expand(value, environment: environment)
             // What came from the environment is a secret wherever it shows up in a log.
             if expanded != value { Redaction.registerSecret(expanded) }
+            if let refusal = JobHeaderRule.refusal(name: name, value: expanded) { throw RefusedHeader(refusal: refusal) }
             headers.add(name, expanded)
         }
         return headers
     }
+}
+
+/// A job's header that `JobHeaderRule` refuses, found as the job starts.
+struct RefusedHeader: Error, CustomStringConvertible {
+    let refusal: JobHeaderRule.Refusal
+    var description: String { "refused to send the job's headers: \(refusal)" }
 }
 
 /// A job's resume state kept in its row. A save the store refuses (another worker
