@@ -45,6 +45,22 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(again.status, 0, "the next run is not blocked: \(again.stderr)")
     }
 
+    /// A queue job whose server trickles (20 bytes a second, never silent) is abandoned under its
+    /// own speed floor and fails with the reason, instead of holding its slot for ever.
+    func testATricklingJobFailsUnderItsSpeedFloor() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let (url, _) = servers.fault("1m.bin", ["rate": "20"])
+        try fixture.drop("slow.json", #"{"url": "\#(url.absoluteString)", "dest": "slow.bin", "speed_limit": "1K", "speed_time": 2, "retries": 2}"#)
+        let started = Date()
+        let result = try run(["run", fixture.queue], in: fixture.root)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.failed: 1])
+        let failed = "\(try fixture.results("failed", "slow.json"))"
+        XCTAssertTrue(failed.contains("slower than 1024 bytes/s for 2 s"), failed)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 60, "abandoned in time")
+    }
+
     func testAQueueFolderLinkedElsewhereIsRefusedAndNothingLandsThere() throws {
         let fixture = try QueueFixture()
         let elsewhere = try scratchDirectory("linked-elsewhere")

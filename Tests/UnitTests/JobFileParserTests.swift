@@ -31,8 +31,9 @@ final class JobFileParserTests: XCTestCase {
             {"version": 1, "jobs": [
               {"id": "iso", "url": "https://example.com/a.iso", "dest": "isos/", "priority": 5, "connections": 4,
                "sha256": "\(String(repeating: "ab", count: 32))", "overwrite": "skip", "transport": "urlsession",
-               "headers": {"Authorization": "Bearer ${env:TOKEN}"}, "retries": 9, "limit_rate": "10M"},
-              {"url": "http://example.com/b.bin", "dest": "/data/deep/b.bin"}
+               "headers": {"Authorization": "Bearer ${env:TOKEN}"}, "retries": 9, "limit_rate": "10M",
+               "speed_limit": "2K", "speed_time": 30},
+              {"url": "http://example.com/b.bin", "dest": "/data/deep/b.bin", "speed_limit": "0"}
             ]}
             """
         let jobs = try parse(text).get()
@@ -42,6 +43,11 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(jobs[0].headers["Authorization"], "Bearer ${env:TOKEN}", "references stay unexpanded")
         XCTAssertEqual(jobs[0].limitRate, 10 << 20)
         XCTAssertEqual(jobs[0].retries, 9)
+        XCTAssertEqual(jobs[0].speedLimit, 2048)
+        XCTAssertEqual(jobs[0].speedTime, 30)
+        XCTAssertEqual(jobs[1].speedLimit, 0, "no floor")
+        XCTAssertEqual(try JobSpec(stored: jobs[0].storedJSON).speedTime, 30, "kept in the store")
+        XCTAssertEqual(errors(#"{"url": "https://example.com/a", "speed_limit": "fast"}"#).count, 1)
     }
 
     func testURLListWithDestinations() throws {

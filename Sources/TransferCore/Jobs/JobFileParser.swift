@@ -195,7 +195,8 @@ struct Context {
     private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate",
                                                   "on_done", "on_failed", "notify"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
-        .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile", "include", "exclude"],
+        .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile", "include", "exclude",
+                    "speed_limit", "speed_time"],
         .put: ["source", "method", "content_type", "sha256"],
         .form: ["fields", "files"],
         .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type",
@@ -267,6 +268,13 @@ struct Context {
                 fail("limit_rate", "\"\(rate)\" is not a rate", fix: "write e.g. \"500K\" or \"10M\" (bytes per second)")
             }
         }
+
+        if let floor = reader.string("speed_limit") {
+            if floor == "0" { spec.speedLimit = 0 } else if let bytes = ByteSize.parse(floor), bytes > 0 { spec.speedLimit = bytes } else {
+                fail("speed_limit", "\"\(floor)\" is not a rate", fix: "write e.g. \"1K\" (bytes per second), or \"0\" for no floor")
+            }
+        }
+        spec.speedTime = reader.integer("speed_time", in: 1...86_400)
 
         for key in ["on_done", "on_failed"] {
             guard let argv = reader.stringList(key) else { continue }

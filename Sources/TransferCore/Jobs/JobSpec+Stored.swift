@@ -29,6 +29,8 @@ extension JobSpec {
         if let include { object.add("include", .array(include.map { .string($0) })) }
         object.add("kind", kind.rawValue)
         if let limitRate { object.add("limitRate", limitRate) }
+        if let speedLimit { object.add("speedLimit", speedLimit) }
+        if let speedTime { object.add("speedTime", speedTime) }
         if let method { object.add("method", method) }
         if let notify { object.add("notify", notify) }
         if let onDone { object.add("onDone", .array(onDone.map { .string($0) })) }
@@ -108,6 +110,8 @@ extension JobSpec {
         }
         retries = try integer("retries").map(Int.init)
         limitRate = try integer("limitRate")
+        speedLimit = try integer("speedLimit")
+        speedTime = try integer("speedTime")
         include = try list("include")
         if case .bool(let flag)? = members["skipUnchanged"] { skipUnchanged = flag }
         exclude = try list("exclude")

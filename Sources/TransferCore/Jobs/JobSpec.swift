@@ -37,6 +37,10 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var overwrite: OverwritePolicy?
     public var retries: Int?
     public var limitRate: Int64?
+    /// `speed_limit`: the download's floor in bytes per second (0: none); see `LowSpeedLimit`.
+    public var speedLimit: Int64?
+    /// `speed_time`: how many seconds a download may stay under its floor.
+    public var speedTime: Int64?
     /// An S3 prefix download: globs over the key below the prefix.
     public var include: [String]?
     public var exclude: [String]?

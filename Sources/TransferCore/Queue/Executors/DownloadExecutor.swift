@@ -72,7 +72,7 @@ struct DownloadExecutor: JobExecutor {
             tls: context.options.tls, connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout,
             maxRedirects: context.options.maxRedirects, maxRate: spec.limitRate)
         download.sharedLimiter = context.limiter
-        download.lowSpeed = context.options.lowSpeed
+        download.lowSpeed = context.lowSpeed(spec)
         source?.configure(&download)
         download.retryInPlace = false
         download.syncEachFile = false

@@ -32,6 +32,17 @@ struct ExecutionContext: Sendable {
         try ConfinedPath.check(destination, root: layout.root, create: true)
     }
 
+    /// A download job's speed floor: its own `speed_limit` and `speed_time` over the run's
+    /// `--speed-limit` and `--speed-time` (`speed_limit: "0"`: none).
+    func lowSpeed(_ spec: JobSpec) -> LowSpeedLimit? {
+        if spec.speedLimit == 0 { return nil }
+        guard spec.speedLimit != nil || spec.speedTime != nil else { return options.lowSpeed }
+        var limit = options.lowSpeed ?? .default
+        if let bytes = spec.speedLimit { limit.bytesPerSecond = bytes }
+        if let seconds = spec.speedTime { limit.seconds = TimeInterval(seconds) }
+        return limit
+    }
+
     /// An upload job's speed: its own `limit_rate` and the run's bucket. A
     /// backend that cannot cap what it sends is refused by the transport
     /// (`TransportError.unsupported`, which fails the job with its reason).

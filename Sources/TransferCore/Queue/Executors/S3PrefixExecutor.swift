@@ -27,7 +27,7 @@ struct S3PrefixExecutor: JobExecutor {
             download.tls = context.options.tls
             download.connectTimeout = context.options.connectTimeout
             download.idleTimeout = context.options.idleTimeout
-            download.lowSpeed = context.options.lowSpeed
+            download.lowSpeed = context.lowSpeed(spec)
             download.maxRate = spec.limitRate
             download.sharedLimiter = context.limiter
             let result = try await S3PrefixDownload(
