@@ -165,6 +165,28 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testAnIPv6LiteralHostIsReachedOrDeclaredUnsupported() async throws {
+        // FoundationNetworking refuses http://[::1]/ (NSURLErrorBadURL), also after a redirect: it
+        // was retried five times as "error -1000". Port 1 on ::1 has no server: curl tries it.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let direct = try options(URL(string: "http://[::1]:1/x.bin")!, transport: name, function: "\(#function)direct")
+            let (redirect, key) = servers.fault("1m.bin", ["redirect_to": "http://[::1]:1/x.bin"])
+            let redirected = try options(redirect, transport: name, function: "\(#function)redirect")
+            for options in [direct, redirected] {
+                let error = "\(await failure(of: options, with: transport).map { "\($0)" } ?? "none")"
+                if transport.capabilities.contains(.ipv6LiteralHosts) {
+                    XCTAssertTrue(error.contains("could not connect"), "\(name): \(error)")
+                } else {
+                    XCTAssertTrue(error.contains("IPv6 literal") && error.contains("--transport curl"), "\(name): \(error)")
+                }
+            }
+            if !transport.capabilities.contains(.ipv6LiteralHosts) {
+                XCTAssertEqual(try servers.stats(key: key).requests, 1, "\(name): not retried")
+            }
+        }
+    }
+
     // MARK: Bodies that are not what was asked for
 
     func testA200WithOnlyTheAskedRangeIsNeverSavedAsTheWholeFile() async throws {

@@ -49,10 +49,13 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
     public static let encodedBodyAsSent = TransportCapabilities(rawValue: 1 << 6)
     /// Cap the send rate of one exchange's body, alone or with others (`--limit-rate` on uploads).
     public static let sendRateLimit = TransportCapabilities(rawValue: 1 << 7)
+    /// Reach a host written as an IPv6 literal (`http://[::1]:8080/`): FoundationNetworking
+    /// refuses such URLs (NSURLErrorBadURL), redirects to them included.
+    public static let ipv6LiteralHosts = TransportCapabilities(rawValue: 1 << 8)
 
     public static let all: TransportCapabilities = [.customCA, .insecureTLS, .publicKeyPinning,
                                                      .fileRegionBody, .backpressure, .receiveRateLimit,
-                                                     .encodedBodyAsSent, .sendRateLimit]
+                                                     .encodedBodyAsSent, .sendRateLimit, .ipv6LiteralHosts]
 
     static let names: [(TransportCapabilities, String)] = [
         (.customCA, "custom CA bundle (--cacert)"),
@@ -63,6 +66,7 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
         (.receiveRateLimit, "per-transfer rate limit"),
         (.encodedBodyAsSent, "content-encoded bodies saved as sent"),
         (.sendRateLimit, "upload rate limit (--limit-rate on uploads)"),
+        (.ipv6LiteralHosts, "IPv6 literal hosts ([::1])"),
     ]
 
     public var description: String {
@@ -184,6 +188,7 @@ public struct TransferRequest: Sendable {
     public var requiredCapabilities: TransportCapabilities {
         var needed = tls.requiredCapabilities
         if maxReceiveRate != nil || receiveLimiter != nil { needed.insert(.receiveRateLimit) }
+        if url.host?.contains(":") == true || url.absoluteString.contains("://[") { needed.insert(.ipv6LiteralHosts) }
         if maxSendRate != nil || sendLimiter != nil { needed.insert(.sendRateLimit) }
         return needed
     }

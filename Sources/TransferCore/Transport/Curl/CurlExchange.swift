@@ -73,7 +73,10 @@ final class CurlExchange {
         // libcurl would otherwise squash into another key.
         setLong(CURLOPT_PATH_AS_IS, 1)
         setLong(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
-        setLong(CURLOPT_BUFFERSIZE, 256 * 1024)
+        // 256 KiB reads; under a rate limit smaller ones (a sixteenth of a second's worth, at
+        // least 16 KiB), so the pauses that keep the rate stay short and the rate even.
+        let buffer = request.receiveLimiter.map { max(16 << 10, min(256 << 10, Int($0.bytesPerSecond) / 16)) } ?? 256 << 10
+        setLong(CURLOPT_BUFFERSIZE, buffer)
         tdc_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if let rate = request.maxReceiveRate, rate > 0 {
             tdc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))

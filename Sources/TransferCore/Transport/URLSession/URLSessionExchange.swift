@@ -199,6 +199,10 @@ final class URLSessionExchange: @unchecked Sendable {
             kind = .tooManyRedirects
         case NSURLErrorBadServerResponse:
             kind = .protocolError
+        case NSURLErrorBadURL:
+            // FoundationNetworking's answer to an IPv6 literal host, also one a redirect led to.
+            return TransportError(.unsupported, url: url, message: "the urlsession backend could not use a URL it was given "
+                + "or redirected to (FoundationNetworking refuses IPv6 literal hosts such as [::1]); use --transport curl")
         default:
             // libcurl's TLS failures surface as code -1 with curl's message.
             let lowered = message.lowercased()
