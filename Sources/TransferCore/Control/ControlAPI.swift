@@ -77,7 +77,7 @@ public final class ControlAPI: Sendable {
             }
         } catch {
             // The store failed (the database went away, say): the client learns it, the run goes on.
-            return .error(503, "the queue's store could not answer: \(Redaction.scrub("\(error)"))", fix: "try again shortly")
+            return .error(503, "the queue's store could not answer: \(Redaction.message("\(error)"))", fix: "try again shortly")
         }
     }
 
@@ -286,7 +286,7 @@ extension JobRecord {
         object.add("speed", speed.map { .int(Int64($0)) } ?? .null)
         object.add("attempts", attempts)
         object.add("priority", spec.priority)
-        object.add("last_error", lastError.map { .string(Redaction.scrub($0)) } ?? .null)
+        object.add("last_error", lastError.map { .string(Redaction.message($0)) } ?? .null)
         object.add("sha256", sha256.map(JSONObject.Value.string) ?? .null)
         object.add("created_at", date(createdAt))
         object.add("started_at", date(startedAt))

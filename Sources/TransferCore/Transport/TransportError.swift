@@ -41,6 +41,6 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         let target = url.map { " (\(Redaction.url($0)))" } ?? ""
-        return "\(kind.rawValue) error\(target): \(message)"
+        return "\(kind.rawValue) error\(target): \(Redaction.message(message))"
     }
 }

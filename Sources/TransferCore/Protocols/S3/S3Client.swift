@@ -103,7 +103,7 @@ public final class S3Client: Sendable {
         // S3 can answer 200 with an error document once the body has started.
         if let error = S3ErrorDocument(response.body) {
             throw S3Error.service(status: 200, code: error.code, message: error.message,
-                                  operation: "CompleteMultipartUpload", endpoint: configuration.endpoint.absoluteString)
+                                  operation: "CompleteMultipartUpload", endpoint: Redaction.url(configuration.endpoint))
         }
         // AWS names the root CompleteMultipartUploadResult; moto writes CompleteMultipartUploadResponse.
         guard let result = S3XMLElement.parse(response.body), result.name.hasPrefix("CompleteMultipartUpload"),
@@ -203,12 +203,12 @@ public final class S3Client: Sendable {
                 let document = S3ErrorDocument(text)
                 let code = document?.code ?? "HTTP \(outcome.head.status)"
                 if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken"].contains(code) {
-                    throw S3Error.rejectedCredentials(endpoint: configuration.endpoint.absoluteString, code: code,
+                    throw S3Error.rejectedCredentials(endpoint: Redaction.url(configuration.endpoint), code: code,
                                                       accessKey: configuration.credentials.accessKeyID)
                 }
                 lastError = S3Error.service(status: outcome.head.status, code: code,
                                             message: document?.message ?? "",
-                                            operation: operation, endpoint: configuration.endpoint.absoluteString)
+                                            operation: operation, endpoint: Redaction.url(configuration.endpoint))
                 failure = .http(status: outcome.head.status,
                                 retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
             } catch let error as TransportError {
