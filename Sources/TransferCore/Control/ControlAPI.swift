@@ -83,6 +83,13 @@ public final class ControlAPI: Sendable {
 
     // MARK: Authorization
 
+    /// Whether the request bears this run's token (in the header, or in the query of the event stream).
+    func bearsToken(_ request: HTTPRequest) -> Bool {
+        let route = APIRoute.match(method: request.method, path: request.path)
+        guard case .success(let matched) = route else { return false }
+        return checkToken(request, route: matched) == nil
+    }
+
     private func checkToken(_ request: HTTPRequest, route: APIRoute) -> HTTPResponse? {
         var given: String?
         if let header = request.headers["authorization"] {
