@@ -38,6 +38,10 @@ enum FuzzTarget: String, CaseIterable {
     /// A recorded file's validators and the answer to the conditional HEAD of `--skip-unchanged`:
     /// `RecordedValidators.answerSaysUnchanged`.
     case conditional
+    /// Any text shown as a URL or an error message: `Redaction.url(string:)` and
+    /// `Redaction.message`, with a registered secret, a password in user info and the
+    /// value of a secret-named parameter planted around the input.
+    case redaction
 
     func run(_ data: Data) {
         switch self {
@@ -52,6 +56,7 @@ enum FuzzTarget: String, CaseIterable {
         case .checkpoint: fuzzCheckpoint(data)
         case .responseDecision: fuzzResponseDecision(data)
         case .conditional: fuzzConditional(data)
+        case .redaction: fuzzRedaction(data)
         }
     }
 }
@@ -383,4 +388,40 @@ func fuzzConditional(_ data: Data) {
     }
     check((etag != nil && remote.etag != nil) || (lastModified != nil && lastModified == remote.lastModified),
           "unchanged with nothing compared")
+// MARK: Redaction
+
+let fuzzRegisteredSecret = "fuzz-registered-s3cr3t"
+let fuzzPlanted = "PLANTEDs3cr3t"
+
+func fuzzRedaction(_ data: Data) {
+    Redaction.registerSecret(fuzzRegisteredSecret)
+    let text = String(decoding: data, as: UTF8.self)
+    for shown in [Redaction.url(string: text), Redaction.message(text)] {
+        check(!shown.contains(fuzzRegisteredSecret), "a registered secret survives in \(shown.debugDescription)")
+    }
+    let once = Redaction.url(string: text)
+    check(Redaction.url(string: once) == once, "not idempotent: \(once.debugDescription) -> \(Redaction.url(string: once).debugDescription)")
+    let message = Redaction.message(text)
+    check(Redaction.message(message) == message, "message is not idempotent: \(message.debugDescription)")
+    guard !text.contains(fuzzPlanted) else { return }
+    // The same secret planted where the rule must find it, with the input around it.
+    let encoded = ("https://u:\(fuzzPlanted)@" + text).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+    let planted = [
+        "https://h.example/p?" + text + "&token=" + fuzzPlanted,
+        "https://h.example/p?" + text + "&Client_Secret=" + fuzzPlanted + "&" + text,
+        "https://user:" + fuzzPlanted + "@" + text,
+        "https://h.example/p#" + text + "&access_token=" + fuzzPlanted,
+        "https://h.example/?next=" + encoded,
+        "https://h.example/?next=https://u:" + fuzzPlanted + "@" + text.replacingOccurrences(of: "&", with: ""),
+    ]
+    for url in planted {
+        let shown = Redaction.url(string: url)
+        check(!shown.contains(fuzzPlanted), "a secret survives: \(url.debugDescription) -> \(shown.debugDescription)")
+        check(Redaction.url(string: shown) == shown, "not idempotent: \(shown.debugDescription)")
+        let said = Redaction.message("failed (\(url))")
+        check(!said.contains(fuzzPlanted) || url.contains(where: { $0.isWhitespace || "\"'<>".contains($0) }),
+              "a secret survives in a message: \(said.debugDescription)")
+    }
+    let escaped = TerminalText.escaped(text)
+    check(!escaped.unicodeScalars.contains(where: TerminalText.mustEscape), "a control survives escaping: \(escaped.debugDescription)")
 }

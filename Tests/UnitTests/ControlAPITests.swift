@@ -262,3 +262,60 @@ final class ControlAPITests: XCTestCase {
         XCTAssertTrue(read(foreign, until: "\"id\":\"g\"").contains("id: r1-7\n"), "and then it follows on")
     }
 }
+
+/// The listener itself, on a loopback port: idle connections must not lock out a client with the token.
+final class ControlAPIConnectionTests: XCTestCase {
+    private func connectLoopback(_ port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard fd >= 0, connected == 0 else { throw POSIXFailure(operation: "connect", path: "127.0.0.1:\(port)") }
+        return fd
+    }
+
+    /// Whether the server closed `fd` (EOF or a reset) within `timeout`.
+    private func closedByServer(_ fd: Int32, within timeout: TimeInterval) -> Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(timeout * 1000)) == 1 else { return false }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, 0) <= 0
+    }
+
+    func testIdleSocketsNeitherLockOutATokenHolderNorOutstayTheHeaderTimeout() throws {
+        let server = try HTTPServer(address: ListenAddress(parsing: "127.0.0.1:0"), bodyLimit: 1024,
+                                    isTrusted: { $0.headers["authorization"] == "Bearer good-token" }, headerTimeout: 2) { _ in
+            HTTPResponse(status: 200, contentType: "text/plain", body: Data("answered".utf8))
+        }
+        defer { server.stop() }
+        var idle: [Int32] = []
+        defer { idle.forEach { close($0) } }
+        for _ in 0..<200 { idle.append(try connectLoopback(server.port)) }
+
+        // The token holder is answered within a few seconds (a liveness bound, not a speed test).
+        let started = Date()
+        let client = try connectLoopback(server.port)
+        defer { close(client) }
+        let request = "GET /v1/summary HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer good-token\r\nConnection: close\r\n\r\n"
+        XCTAssertEqual(request.utf8.count, request.withCString { send(client, $0, strlen($0), 0) })
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var answer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(client, &answer, answer.count, 0)
+        let text = String(decoding: answer.prefix(max(0, count)), as: UTF8.self)
+        XCTAssertTrue(text.hasPrefix("HTTP/1.1 200") && text.hasSuffix("answered"), "answer: \(text.debugDescription)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "answered within a few seconds of 200 idle sockets")
+
+        // Every idle socket is closed once the header timeout (2 s here) has passed.
+        let deadline = Date().addingTimeInterval(8)
+        let open = idle.filter { !closedByServer($0, within: max(0.01, deadline.timeIntervalSinceNow)) }
+        XCTAssertEqual(open.count, 0, "idle sockets still open after the header timeout")
+        let settled = Date().addingTimeInterval(3)
+        while server.guardian.counts.all > 0 && Date() < settled { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(server.guardian.counts.all, 0, "the server holds no connection")
+    }
+}

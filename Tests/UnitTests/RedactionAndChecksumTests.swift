@@ -19,6 +19,54 @@ final class RedactionTests: XCTestCase {
         XCTAssertTrue(shown.contains("page=2"), shown)
     }
 
+    func testSecretNamesByRuleAreRedacted() {
+        for name in ["auth", "CODE", "session", "sid", "State", "ticket", "otp", "refresh_token", "Client_Secret", "sas_key",
+                     "db_password", "X-Amz-Signature", "key"] {
+            let shown = Redaction.url(string: "https://example.com/cb?page=2&\(name)=hunter2value")
+            XCTAssertFalse(shown.contains("hunter2value"), "\(name): \(shown)")
+            XCTAssertTrue(shown.contains("page=2") && shown.contains("\(name)=REDACTED"), shown)
+        }
+        // Compared whole: names that merely hold one of the short words are kept.
+        let kept = Redaction.url(string: "https://example.com/a?keyword=k1&statement=s1&codec=c1&sessions=n1")
+        XCTAssertEqual(kept, "https://example.com/a?keyword=k1&statement=s1&codec=c1&sessions=n1")
+        // The fragment carries parameters too (OAuth's implicit flow puts access_token there).
+        XCTAssertEqual(Redaction.url(string: "https://example.com/cb#access_token=at1&x=1"), "https://example.com/cb#access_token=REDACTED&x=1")
+    }
+
+    func testNestedURLsAreRedactedRecursively() {
+        let plain = Redaction.url(string: "https://example.com/login?next=https://u:hunter2@inner.example/x?sig=s1gvalue&page=2")
+        XCTAssertFalse(plain.contains("hunter2") || plain.contains("s1gvalue") || plain.contains("u:"), plain)
+        XCTAssertTrue(plain.contains("inner.example") && plain.contains("page=2"), plain)
+        let encoded = Redaction.url(string: "https://example.com/login?next=https%3A%2F%2Fu%3Ahunter2%40inner.example%2Fx%3Ftoken%3Dt0kenvalue")
+        XCTAssertFalse(encoded.contains("hunter2") || encoded.contains("t0kenvalue"), encoded)
+        let twice = Redaction.url(string: "https://e.com/?r=https%253A%252F%252Fu%253Ahunter2%2540i.example%252F")
+        XCTAssertFalse(twice.contains("hunter2"), twice)
+        // Deeper than the bound: the innermost value goes whole.
+        var deep = "https://u:hunter2@bottom.example/"
+        for level in 0..<8 { deep = "https://l\(level).example/?n=" + (deep.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") }
+        let shown = Redaction.url(string: deep)
+        XCTAssertFalse(shown.contains("hunter2"), shown)
+        XCTAssertEqual(Redaction.url(string: shown), shown, "idempotent")
+        XCTAssertEqual(Redaction.url(string: plain), plain, "idempotent")
+    }
+
+    func testTextThatIsNotAValidURLIsStillRedacted() {
+        let shown = Redaction.url(string: "https://u:hunter2@example.com/a b?token=t0kenvalue")
+        XCTAssertFalse(shown.contains("hunter2") || shown.contains("t0kenvalue"), shown)
+    }
+
+    func testMessagesQuotingURLsAreRedacted() {
+        let shown = Redaction.message("Failed to connect to \"http://proxyuser:pr0xypass@proxy.example:3128\" (from https://h/a?sid=s1d0)")
+        XCTAssertFalse(shown.contains("pr0xypass") || shown.contains("proxyuser") || shown.contains("s1d0"), shown)
+        XCTAssertTrue(shown.contains("proxy.example:3128"), shown)
+    }
+
+    func testProxyCredentialsFromTheEnvironmentAreSecrets() {
+        let found = Redaction.proxyCredentials(["HTTPS_PROXY": "http://puser:p%40ssw0rd@proxy:8080", "ALL_PROXY": "socks5://only@p2",
+                                                "no_proxy": "x:y@z", "PATH": "/bin"])
+        XCTAssertEqual(found, ["puser", "p%40ssw0rd", "p@ssw0rd", "only"])
+    }
+
     func testHeaderValues() {
         XCTAssertEqual(Redaction.headerValue(name: "Authorization", value: "AWS4-HMAC-SHA256 Credential=AKIA/..."), "REDACTED")
         XCTAssertEqual(Redaction.headerValue(name: "X-Auth-Token", value: "t"), "REDACTED")
@@ -45,5 +93,21 @@ final class CRC32Tests: XCTestCase {
         text[..<4].withUnsafeBytes { split.update($0) }
         text[4...].withUnsafeBytes { split.update($0) }
         XCTAssertEqual(split.value, crc.value, "pieces give the same value as the whole")
+    }
+}
+
+final class TerminalTextTests: XCTestCase {
+    func testBidiAndControlCharactersAreEscapedVisibly() {
+        XCTAssertEqual(TerminalText.escaped("invoice\u{202E}fdp.exe"), "invoice\\u{202E}fdp.exe")
+        XCTAssertEqual(TerminalText.escaped("a\u{200E}b\u{200F}c\u{2066}d\u{2069}e\u{061C}"), "a\\u{200E}b\\u{200F}c\\u{2066}d\\u{2069}e\\u{61C}")
+        XCTAssertEqual(TerminalText.escaped("\u{1B}[31mred\u{7}\u{9B}2J\r\n"), "\\u{1B}[31mred\\u{7}\\u{9B}2J\\u{D}\\u{A}")
+        XCTAssertEqual(TerminalText.escaped("plain ünïcødé 名前"), "plain ünïcødé 名前")
+    }
+
+    func testServerTextIsEscapedWhereItIsShown() {
+        let body = Data("<html><head><title>Denied: see \u{202E}gpj.exe\u{1B}[2J</title></head></html>".utf8)
+        XCTAssertEqual(ServerMessage.summary(body), "Denied: see \\u{202E}gpj.exe\\u{1B}[2J")
+        XCTAssertEqual(HTTPHeaders.visible("key\u{2067}x\u{200F}"), "key\\u{2067}x\\u{200F}")
+        XCTAssertTrue(HTTPHeaders.isInvisibleControl("\u{200E}"), "an S3 key with a bidi mark is refused as a path")
     }
 }

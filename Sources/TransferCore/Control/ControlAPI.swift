@@ -77,11 +77,18 @@ public final class ControlAPI: Sendable {
             }
         } catch {
             // The store failed (the database went away, say): the client learns it, the run goes on.
-            return .error(503, "the queue's store could not answer: \(Redaction.scrub("\(error)"))", fix: "try again shortly")
+            return .error(503, "the queue's store could not answer: \(Redaction.message("\(error)"))", fix: "try again shortly")
         }
     }
 
     // MARK: Authorization
+
+    /// Whether the request bears this run's token (in the header, or in the query of the event stream).
+    func bearsToken(_ request: HTTPRequest) -> Bool {
+        let route = APIRoute.match(method: request.method, path: request.path)
+        guard case .success(let matched) = route else { return false }
+        return checkToken(request, route: matched) == nil
+    }
 
     private func checkToken(_ request: HTTPRequest, route: APIRoute) -> HTTPResponse? {
         var given: String?
@@ -290,7 +297,7 @@ extension JobRecord {
         object.add("speed", speed.map { .int(Int64($0)) } ?? .null)
         object.add("attempts", attempts)
         object.add("priority", spec.priority)
-        object.add("last_error", lastError.map { .string(Redaction.scrub($0)) } ?? .null)
+        object.add("last_error", lastError.map { .string(Redaction.message($0)) } ?? .null)
         object.add("sha256", sha256.map(JSONObject.Value.string) ?? .null)
         object.add("created_at", date(createdAt))
         object.add("started_at", date(startedAt))

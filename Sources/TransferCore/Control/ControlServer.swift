@@ -10,7 +10,8 @@ public final class ControlServer: Sendable {
     private let journal: EventJournal
 
     public init(address: ListenAddress, api: ControlAPI) throws {
-        server = try HTTPServer(address: address, bodyLimit: ControlAPI.bodyLimit, preflight: { api.preflight($0) }) {
+        server = try HTTPServer(address: address, bodyLimit: ControlAPI.bodyLimit, preflight: { api.preflight($0) },
+                                isTrusted: { api.bearsToken($0) }) {
             api.respond(to: $0)
         }
         url = address.url(port: server.port)

@@ -4,7 +4,10 @@ import Foundation
 /// The control API's listener: libmicrohttpd with a thread per connection, so
 /// an event stream that waits for events holds up neither other requests nor the
 /// run loop. Requests become `HTTPRequest` values and `handler` answers them;
-/// bodies longer than `bodyLimit` are refused (413) without being kept.
+/// bodies longer than `bodyLimit` are refused (413) without being kept. A
+/// `ConnectionGuard` bounds how long a request's headers may take and how many
+/// connections without the token (`isTrusted`) are held, so a client with the
+/// token is answered however many idle sockets others hold open.
 // @unchecked: `daemon` is set in init and cleared by `stop()`, which the owner calls once; the
 // callbacks reach the server only through the context pointer libmicrohttpd hands back.
 final class HTTPServer: @unchecked Sendable {
@@ -17,6 +20,13 @@ final class HTTPServer: @unchecked Sendable {
     /// without the token makes the server hold a body.
     let preflight: @Sendable (HTTPRequest) -> HTTPResponse?
     let bodyLimit: Int
+    /// Whether a request (its headers) bears the token: its connection is then never closed to make room.
+    let isTrusted: @Sendable (HTTPRequest) -> Bool
+    let guardian: ConnectionGuard
+    /// Connections at once, each a thread; `untrustedLimit` of them at most without the token.
+    static let connectionLimit: UInt32 = 64
+    /// Seconds a request's headers may take on a connection without the token.
+    static let headerTimeout: TimeInterval = 5
     /// The port bound (the system's choice when 0 was asked for).
     private(set) var port = 0
 
@@ -26,15 +36,19 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     init(address: ListenAddress, bodyLimit: Int, preflight: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
+         isTrusted: @escaping @Sendable (HTTPRequest) -> Bool = { _ in false },
+         headerTimeout: TimeInterval = HTTPServer.headerTimeout, untrustedLimit: Int = Int(HTTPServer.connectionLimit) / 2,
          handler: @escaping Handler) throws {
         self.handler = handler
         self.preflight = preflight
         self.bodyLimit = bodyLimit
+        self.isTrusted = isTrusted
+        guardian = ConnectionGuard(headerTimeout: headerTimeout, untrustedLimit: untrustedLimit)
         let context = Unmanaged.passUnretained(self).toOpaque()
         daemon = try Self.withSocketAddress(address) { socketAddress in
             transferd_mhd_start(socketAddress, address.isIPv6 ? 1 : 0, Self.accessHandler, context,
-                                Self.requestCompleted, nil,
-                                64,       // connections at once (each a thread)
+                                Self.requestCompleted, context, Self.connectionNotice, context,
+                                Self.connectionLimit,
                                 120,      // seconds a connection may stay silent (event streams send a heartbeat)
                                 64 << 10) // bytes of request line and headers per connection
         }
@@ -43,6 +57,7 @@ final class HTTPServer: @unchecked Sendable {
                                      + " (is the port in use? --listen 127.0.0.1:0 lets the system choose one)")
         }
         port = Int(transferd_mhd_port(daemon))
+        guardian.start()
     }
 
     /// Stops listening and closes every connection (a streamed response's source is
@@ -50,6 +65,7 @@ final class HTTPServer: @unchecked Sendable {
     func stop() {
         guard let daemon else { return }
         self.daemon = nil
+        guardian.stop()
         MHD_stop_daemon(daemon)
     }
 
@@ -78,6 +94,8 @@ final class HTTPServer: @unchecked Sendable {
         guard let context, let connection, let uploadSize, let exchangeSlot else { return .NO }
         let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
         guard let exchangePointer = exchangeSlot.pointee else {
+            server.guardian.headersIn(UnsafeMutableRawPointer(connection),
+                                      trusted: server.isTrusted(request(connection, url: url, method: method, body: Data())))
             // The headers: a declared body over the limit is refused before it is read.
             if let length = lookup(connection, .HEADER_KIND, "content-length").flatMap(Int.init), length > server.bodyLimit {
                 return queue(tooLarge(server.bodyLimit), on: connection)
@@ -113,10 +131,24 @@ final class HTTPServer: @unchecked Sendable {
                            body: body)
     }
 
-    private static let requestCompleted: MHD_RequestCompletedCallback = { _, _, exchangeSlot, _ in
+    private static let requestCompleted: MHD_RequestCompletedCallback = { context, connection, exchangeSlot, _ in
+        if let context, let connection {
+            Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().guardian.answered(UnsafeMutableRawPointer(connection))
+        }
         guard let exchangeSlot, let pointer = exchangeSlot.pointee else { return }
         Unmanaged<Exchange>.fromOpaque(pointer).release()
         exchangeSlot.pointee = nil
+    }
+
+    /// A connection opened or closed: the guard keeps count.
+    private static let connectionNotice: MHD_NotifyConnectionCallback = { context, connection, _, notice in
+        guard let context, let connection else { return }
+        let guardian = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().guardian
+        if notice == TRANSFERD_MHD_CONNECTION_STARTED {
+            guardian.opened(UnsafeMutableRawPointer(connection), socket: transferd_mhd_connection_fd(connection))
+        } else {
+            guardian.closed(UnsafeMutableRawPointer(connection))
+        }
     }
 
     private static func tooLarge(_ limit: Int) -> HTTPResponse {

@@ -57,7 +57,7 @@ struct DueHook: Equatable, Sendable {
         guard command != nil || notify != nil else { return nil }
         return DueHook(jobID: spec.id, state: state, command: command, notify: notify, kind: spec.kind.rawValue,
                        url: Redaction.url(string: spec.url), destination: spec.destination, source: spec.source,
-                       bytes: bytes, sha256: sha256, error: error.map(Redaction.scrub))
+                       bytes: bytes, sha256: sha256, error: error.map(Redaction.message))
     }
 
     /// The hook command's environment, added to the run's own.

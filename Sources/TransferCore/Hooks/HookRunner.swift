@@ -169,7 +169,7 @@ final class HookRunner: @unchecked Sendable {
             result.add("exit", Int(status))
         }
         result.add("seconds", .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000))
-        result.add("output", .array(tail.lines.map { .string(Redaction.scrub($0)) }))
+        result.add("output", .array(tail.lines.map { .string(Redaction.message($0)) }))
         return result
     }
 
@@ -206,7 +206,7 @@ final class HookRunner: @unchecked Sendable {
             if attempt < Self.notifyAttempts { Thread.sleep(forTimeInterval: notifyBaseDelay * pow(2, Double(attempt - 1))) }
         }
         result.add("status", "failed")
-        result.add("error", Redaction.scrub(lastError))
+        result.add("error", Redaction.message(lastError))
         result.add("attempts", Self.notifyAttempts)
         return result
     }
@@ -239,7 +239,7 @@ private final class StatusOnly: NSObject, URLSessionDataDelegate, @unchecked Sen
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         answer.withLock { answer in
-            if answer.0 == nil { answer.1 = error.map { Redaction.scrub($0.localizedDescription) } ?? "no answer" }
+            if answer.0 == nil { answer.1 = error.map { Redaction.message($0.localizedDescription) } ?? "no answer" }
         }
         done.signal()
     }

@@ -390,13 +390,13 @@ public final class QueueRunner: @unchecked Sendable {
             }
         case .retry(let delay, let reason, let attempts):
             // A server may echo a secret back in its message: scrubbed before it is stored or shown.
-            let reason = Redaction.scrub(reason)
+            let reason = Redaction.message(reason)
             try store.scheduleRetry(record.id, at: Date().addingTimeInterval(delay), error: reason, attempts: attempts)
             if case .retry(_, _, let failures, _) = outcome {
                 onEvent(.retrying(JobRetry(id: record.id, attempt: failures, delay: delay, reason: reason)))
             }
         case .fail(let message):
-            let message = Redaction.scrub(message)
+            let message = Redaction.message(message)
             let due = try hooks.owe(hooks.due(record, .failed, error: message).map { [$0] } ?? [])
             let recorded = try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)

@@ -1,43 +1,153 @@
 import Foundation
 
 /// Keeps secrets out of messages, logs and the screen.
+///
+/// The rule for a URL, whole, is `redactedURL(_:depth:)`: user info, the values of
+/// secret-named query and fragment parameters (`isSecretQueryName`), URLs nested in
+/// other parameters' values (percent-encoded or not, to `nestingDepth` levels; deeper
+/// ones are replaced whole), and registered secrets anywhere. Everything that shows or
+/// writes a URL goes through `url(_:)` or `url(string:)`; free text that may quote one
+/// (libcurl's and URLSession's error messages) through `message(_:)`.
 public enum Redaction {
+    /// Parameter names whose values are secret, compared whole and case-insensitively.
     static let secretQueryNames: Set<String> = [
         "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature",
-        "token", "access_token", "sig", "apikey", "api_key", "password",
+        "token", "access_token", "sig", "apikey", "api_key", "password", "key",
+        "auth", "code", "session", "sid", "state", "ticket", "otp",
     ]
 
-    /// `url(_:)` for a URL as text. Without user info or a query there is
-    /// nothing to redact, and the text is returned as written (no parsing:
-    /// the queue shows one of these per job event).
+    /// Name endings that make a parameter secret (`refresh_token`, `client_secret`, `sas_key`).
+    static let secretQuerySuffixes = ["_token", "_secret", "_key", "_password"]
+
+    /// How many URLs deep a nested URL is redacted (`?next=https://…?next=https://…`);
+    /// a parameter value still holding a URL below that is replaced whole.
+    static let nestingDepth = 4
+
+    /// The replacement for every hidden value.
+    static let marker = "REDACTED"
+
+    /// `url(_:)` for a URL as text. Text that cannot hold a secret by the rule is
+    /// returned as written, apart from registered secrets (the queue shows one of
+    /// these per job event). Never fails: text that is not a valid URL is redacted
+    /// by the same rule as far as it looks like one.
     public static func url(string: String) -> String {
-        guard string.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "?") }) else { return string }
-        return URL(string: string).map(url) ?? string
+        guard string.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+        else { return scrub(string) }
+        return scrub(redactedURL(Substring(string), depth: nestingDepth))
     }
 
-    /// The URL with any user info and secret-looking query values replaced by `REDACTED`.
+    /// The URL with any user info and secret values replaced by `REDACTED` (see the type's rule).
     public static func url(_ url: URL) -> String {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
-            return url.absoluteString
+        Self.url(string: url.absoluteString)
+    }
+
+    /// Free text (an error message) with every URL in it (`scheme://…` up to white space or
+    /// a quote) redacted by the URL rule, and registered secrets hidden.
+    public static func message(_ text: String) -> String {
+        guard text.contains("://") else { return scrub(text) }
+        var result = ""
+        var token = ""
+        func flush() {
+            result += token.contains("://") ? redactedURL(Substring(token), depth: nestingDepth) : token
+            token = ""
         }
-        // Both halves of user info: a token is often sent as the user name.
-        if components.user != nil { components.user = "REDACTED" }
-        if components.password != nil { components.password = "REDACTED" }
-        if let items = components.queryItems {
-            components.queryItems = items.map { item in
-                isSecretQueryName(item.name)
-                    ? URLQueryItem(name: item.name, value: "REDACTED") : item
+        for character in text {
+            if character.isWhitespace || character == "\"" || character == "'" || character == "<" || character == ">" {
+                flush()
+                result.append(character)
+            } else {
+                token.append(character)
             }
         }
-        return components.string ?? url.absoluteString
+        flush()
+        return scrub(result)
+    }
+
+    /// The rule, as a pure function of the text (registered secrets aside, which
+    /// the callers scrub): `scheme://USER:PASSWORD@host/path?query#fragment` keeps its
+    /// scheme, host and path; non-empty user info becomes `REDACTED` (both halves:
+    /// a token is often sent as the user name); in the query and the fragment,
+    /// `name=value` pairs split at `&` have the value of a secret name replaced, and
+    /// a value that holds `://` once percent-decoded (up to three times) is redacted
+    /// as a URL one level deeper, or replaced whole at depth 0. Idempotent.
+    static func redactedURL(_ text: Substring, depth: Int) -> String {
+        var rest = text[...]
+        var result = ""
+        if let schemeEnd = rest.range(of: "://") {
+            result += rest[..<schemeEnd.upperBound]
+            rest = rest[schemeEnd.upperBound...]
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+            let authority = rest[..<authorityEnd]
+            if let at = authority.lastIndex(of: "@") {
+                let userInfo = authority[..<at]
+                if !userInfo.isEmpty {
+                    let hasPassword = userInfo.contains(":")
+                    let user = hasPassword ? userInfo[..<userInfo.firstIndex(of: ":")!] : userInfo
+                    result += (user.isEmpty ? "" : marker) + (hasPassword ? ":" + marker : "")
+                }
+                result += authority[at...]
+            } else {
+                result += authority
+            }
+            rest = rest[authorityEnd...]
+        }
+        // The path, then the query and the fragment as parameters.
+        guard let parametersStart = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return result + rest }
+        result += rest[..<parametersStart]
+        rest = rest[parametersStart...]
+        while let separator = rest.first {
+            result.append(separator)
+            rest = rest.dropFirst()
+            let end = rest.firstIndex(where: { $0 == "#" && separator == "?" }) ?? rest.endIndex
+            result += redactedParameters(rest[..<end], depth: depth)
+            rest = rest[end...]
+        }
+        return result
+    }
+
+    /// `a=1&b=2` with secret values hidden and nested URLs redacted (see `redactedURL`).
+    private static func redactedParameters(_ text: Substring, depth: Int) -> String {
+        text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+            let name = pair[..<equals]
+            let value = pair[pair.index(after: equals)...]
+            let decodedName = String(name).removingPercentEncoding ?? String(name)
+            if isSecretQueryName(decodedName) { return name + "=" + (value.isEmpty ? "" : marker) }
+            guard let nested = decodedURL(value) else { return String(pair) }
+            guard depth > 0 else { return name + "=" + marker }
+            let redacted = redactedURL(Substring(nested), depth: depth - 1)
+            return redacted == nested ? String(pair) : name + "=" + percentEncoded(redacted)
+        }.joined(separator: "&")
+    }
+
+    /// The value percent-decoded until it holds `://` (at most three times), or nil when it never does.
+    private static func decodedURL(_ value: Substring) -> String? {
+        var text = String(value)
+        for _ in 0..<4 {
+            if text.contains("://") { return text }
+            guard text.contains("%"), let decoded = text.removingPercentEncoding, decoded != text else { return nil }
+            text = decoded
+        }
+        return nil
+    }
+
+    /// `text` as a query value: the characters that would end or change a value escaped.
+    private static func percentEncoded(_ text: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&=#+%")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? marker
     }
 
     /// Words that make a query parameter or header secret wherever they appear in its name.
     static let secretWords = ["token", "secret", "password", "passwd", "signature", "credential", "apikey", "api-key", "api_key"]
 
+    /// Whether a query or fragment parameter's value is secret: its name (compared
+    /// case-insensitively) is one of `secretQueryNames`, ends in one of
+    /// `secretQuerySuffixes`, or holds one of `secretWords`.
     static func isSecretQueryName(_ name: String) -> Bool {
         let lowered = name.lowercased()
-        return secretQueryNames.contains(lowered) || lowered == "key" || secretWords.contains { lowered.contains($0) }
+        return secretQueryNames.contains(lowered) || secretQuerySuffixes.contains { lowered.hasSuffix($0) }
+            || secretWords.contains { lowered.contains($0) }
     }
 
     /// Header names whose values are never shown.
@@ -56,12 +166,31 @@ public enum Redaction {
     public static func headerValue(name: String, value: String) -> String {
         let lowered = name.lowercased()
         if isSecretHeaderName(lowered) { return "REDACTED" }
-        if urlHeaders.contains(lowered), let url = URL(string: value) { return Redaction.url(url) }
-        return scrub(value)
+        if urlHeaders.contains(lowered) { return url(string: value) }
+        return message(value)
     }
 
     /// Values known to be secret (expanded from `${env:NAME}`), hidden wherever they appear.
-    private static let knownSecrets = Locked<Set<String>>([])
+    /// The user info of the proxies libcurl reads from the environment is among them from the
+    /// start: transferd never prints those variables, but libcurl's error text may name the proxy.
+    private static let knownSecrets = Locked<Set<String>>(proxyCredentials(ProcessInfo.processInfo.environment))
+
+    /// The variables libcurl (both backends) takes a proxy from.
+    static let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "ftp_proxy"]
+
+    /// The user names and passwords (as written and percent-decoded) in the proxy URLs of `environment`.
+    static func proxyCredentials(_ environment: [String: String]) -> Set<String> {
+        var found: Set<String> = []
+        for (name, value) in environment where proxyVariables.contains(name.lowercased()) {
+            // libcurl takes a proxy without a scheme as http.
+            let text = value.contains("://") ? value : "http://" + value
+            guard let components = URLComponents(string: text) else { continue }
+            for part in [components.percentEncodedUser, components.user, components.percentEncodedPassword, components.password] {
+                if let part, !part.isEmpty { found.insert(part) }
+            }
+        }
+        return found
+    }
 
     /// Every value is kept (a redirect to another host drops the header carrying it,
     /// however short); only those of 4 characters or more are scrubbed from text,

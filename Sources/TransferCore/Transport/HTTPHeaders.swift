@@ -89,21 +89,15 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         }
     }
 
-    /// Text with control characters shown as `?`, for messages.
+    /// Text with control characters and bidirectional controls escaped (`\u{202E}`), for messages.
     static func visible(_ text: String) -> String {
-        var shown = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            shown.append(isInvisibleControl(scalar) ? "?" : scalar)
-        }
-        return String(shown)
+        TerminalText.escaped(text)
     }
 
-    /// C0 and C1 controls, DEL, and the bidirectional overrides and isolates
-    /// (which reorder what a terminal shows).
+    /// C0 and C1 controls, DEL, and the bidirectional marks, overrides and isolates
+    /// (which reorder what a terminal shows): `TerminalText.mustEscape`.
     static func isInvisibleControl(_ scalar: Unicode.Scalar) -> Bool {
-        let value = scalar.value
-        return value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value)
-            || (0x2066...0x2069).contains(value)
+        TerminalText.mustEscape(scalar)
     }
 
     /// Parses one raw header line (`Name: value`), as received from a server.

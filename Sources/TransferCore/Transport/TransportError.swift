@@ -41,7 +41,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         let target = url.map { " (\(Redaction.url($0)))" } ?? ""
-        return "\(kind.phrase)\(target): \(message)"
+        return "\(kind.phrase)\(target): \(Redaction.message(message))"
     }
 }
 

@@ -213,15 +213,11 @@ enum Text {
         return String(text.prefix(width - 1)) + "…"
     }
 
-    /// Control characters (a file name or a server's message could hold an
-    /// escape sequence) shown as `?`, so nothing reaches the terminal as a command.
+    /// Control characters and bidirectional controls (a file name or a server's message
+    /// could hold an escape sequence or a U+202E) escaped visibly (`\u{1B}`), so nothing
+    /// reaches the terminal as a command or reorders the line.
     static func sanitized(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) else {
-            return text
-        }
-        return String(String.UnicodeScalarView(text.unicodeScalars.map {
-            $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) ? "?" : $0
-        }))
+        TerminalText.escaped(text)
     }
 
     static func trimmedRight(_ text: String) -> String {

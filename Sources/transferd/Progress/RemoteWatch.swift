@@ -129,7 +129,7 @@ struct RemoteWatch {
         let (data, response, error) = answer.current
         let shown = Redaction.url(base)
         if let error {
-            throw Failure(description: "could not reach \(shown): \(Redaction.scrub(error.localizedDescription))"
+            throw Failure(description: "could not reach \(shown): \(Redaction.message(error.localizedDescription))"
                           + " (is `transferd run --listen` running there, and is the address the one it printed?)")
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
@@ -235,7 +235,7 @@ final class EventStreamClient: NSObject, URLSessionDataDelegate, @unchecked Send
             guard task === self.task else { return }
             isConnected = false
             if closedReason == nil {
-                closedReason = error.map { Redaction.scrub($0.localizedDescription) } ?? "the stream ended"
+                closedReason = error.map { Redaction.message($0.localizedDescription) } ?? "the stream ended"
             }
         }
     }

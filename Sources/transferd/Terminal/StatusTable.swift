@@ -23,7 +23,7 @@ enum StatusTable {
             }
             let line = pad(job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
                 + pad(speed, 11) + "  " + detail
-            // File names, URLs and server messages may hold escape sequences: shown as `?`.
+            // File names, URLs and server messages may hold escape sequences: escaped (`\u{1B}`).
             lines.append(String(Text.sanitized(line).prefix(max(40, width))))
         }
         return lines.joined(separator: "\n") + "\n"
@@ -67,7 +67,7 @@ enum StatusTable {
                                      "bytes_done": job.bytesDone, "attempts": job.attempts, "priority": job.spec.priority]
         object["destination"] = job.spec.destination
         object["bytes_total"] = job.bytesTotal
-        object["last_error"] = job.lastError.map(Redaction.scrub)
+        object["last_error"] = job.lastError.map(Redaction.message)
         object["sha256"] = job.sha256
         object["speed"] = job.speed
         object["next_attempt_at"] = job.nextAttemptAt.map { ISO8601DateFormatter().string(from: $0) }

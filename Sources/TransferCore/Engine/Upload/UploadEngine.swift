@@ -220,7 +220,7 @@ enum ServerMessage {
             text = text.replacingOccurrences(of: "<[^>]+>", with: " ", options: .regularExpression)
         }
         let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\r" || $0 == "\t" })
-        return String(words.joined(separator: " ").prefix(300))
+        return TerminalText.escaped(String(words.joined(separator: " ").prefix(300)))
     }
 }
 

@@ -109,7 +109,7 @@ public final class S3Client: Sendable {
             guard let error = S3ErrorDocument(response.body) else { break }
             guard case .retry(let delay) = retry.decide(.s3(status: 200, code: error.code, retryAfter: nil), attempt: attempt) else {
                 throw S3Error.service(status: 200, code: error.code, message: error.message,
-                                      operation: "CompleteMultipartUpload", endpoint: configuration.endpoint.absoluteString)
+                                      operation: "CompleteMultipartUpload", endpoint: Redaction.url(configuration.endpoint))
             }
             if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
         }
@@ -224,12 +224,12 @@ public final class S3Client: Sendable {
                 let document = S3ErrorDocument(text)
                 let code = document?.code ?? "HTTP \(outcome.head.status)"
                 if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken"].contains(code) {
-                    throw S3Error.rejectedCredentials(endpoint: configuration.endpoint.absoluteString, code: code,
+                    throw S3Error.rejectedCredentials(endpoint: Redaction.url(configuration.endpoint), code: code,
                                                       accessKey: configuration.credentials.accessKeyID)
                 }
                 lastError = S3Error.service(status: outcome.head.status, code: code,
                                             message: document?.message ?? "",
-                                            operation: operation, endpoint: configuration.endpoint.absoluteString)
+                                            operation: operation, endpoint: Redaction.url(configuration.endpoint))
                 failure = .s3(status: outcome.head.status, code: code,
                               retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
             } catch let error as TransportError {
