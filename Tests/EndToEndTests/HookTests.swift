@@ -131,6 +131,38 @@ final class HookTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: marker, encoding: .utf8), "run\nrun\n", "and not again once it ran")
     }
 
+    /// A hook that ignores SIGTERM and leaves children (which inherit that) is stopped with all of
+    /// them at --hook-timeout: the run ends soon, and a child that would write a file after 5 s never does.
+    func testAHookTimeoutEndsEverythingTheHookStarted() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "hooks-group", sizes: [1000])
+        let marker = fixture.root + "/late-marker"
+        let script = "trap '' TERM; (sleep 5; touch \"$0\") & sleep 60 & echo $! > \"$0.sleep\"; sleep 60"
+        try fixture.drop("group.json", jobs: [["id": "g", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/g.bin"]])
+        let onDone = String(decoding: try JSONSerialization.data(withJSONObject: ["/bin/sh", "-c", script, marker]), as: UTF8.self)
+        let started = Date()
+        let result = try fixture.run(["--on-done", onDone, "--hook-timeout", "1", "--quiet"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 15, "the run is not held by the hook's children")
+        let command = try XCTUnwrap(try hook(fixture.store(), "g")["command"] as? [String: Any])
+        XCTAssertEqual(command["status"] as? String, "timed out")
+
+        let sleeper = try XCTUnwrap(Int32(try String(contentsOfFile: marker + ".sleep", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let settled = Date().addingTimeInterval(3)
+        func running() -> Bool {
+            // A zombie (dead, not yet reaped by whoever inherited it) does not count.
+            guard let stat = try? String(contentsOfFile: "/proc/\(sleeper)/stat", encoding: .utf8),
+                  let end = stat.lastIndex(of: ")") else { return false }
+            return !stat[end...].hasPrefix(") Z")
+        }
+        while running(), Date() < settled { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertFalse(running(), "the hook's background sleep (pid \(sleeper)) was killed")
+        Thread.sleep(until: started.addingTimeInterval(7))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the hook's subshell was killed before writing")
+    }
+
     func testBadHookFlagsAreRefusedWithTheFix() throws {
         let fixture = try QueueFixture()
         let empty = try fixture.run(["--on-done", "  "])

@@ -116,60 +116,27 @@ final class HookRunner: @unchecked Sendable {
     private func run(_ command: [String], environment: [String: String]) -> JSONObject {
         var result = JSONObject()
         let started = Date()
-        let process = Process()
-        // No shell: the first item is the program, found on PATH like execvp does.
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["--"] + command
         let inherited = ProcessInfo.processInfo.environment.filter { Self.inheritedVariables.contains($0.key) }
-        process.environment = inherited.merging(environment) { _, hook in hook }
-        process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory)
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        let ended = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in ended.signal() }
-        do {
-            try process.run()
-        } catch {
+        // No shell: the first item is the program, found on PATH like execvp does. The command
+        // and whatever it starts in its process group end with it or at the timeout.
+        let outcome = HookProcess.run(command, environment: inherited.merging(environment) { _, hook in hook },
+                                      directory: workingDirectory, timeout: hooks.timeout, outputLines: Self.outputLines)
+        switch outcome.ending {
+        case .notStarted(let reason):
             result.add("status", "not started")
-            result.add("error", "\(command[0]): \(error)")
+            result.add("error", "\(command[0]): \(reason)")
             return result
-        }
-        let tail = OutputTail(lines: Self.outputLines)
-        let drained = DispatchSemaphore(value: 0)
-        Thread {
-            let handle = output.fileHandleForReading
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                tail.append(chunk)
-            }
-            drained.signal()
-        }.start()
-        var timedOut = false
-        if ended.wait(timeout: .now() + hooks.timeout) == .timedOut {
-            timedOut = true
-            process.terminate()
-            if ended.wait(timeout: .now() + 2) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
-                ended.wait()
-            }
-        }
-        // A child the command left behind may hold the pipe open: its output is not waited for.
-        _ = drained.wait(timeout: .now() + 1)
-        let status = process.terminationStatus
-        if timedOut {
+        case .timedOut:
             result.add("status", "timed out")
-        } else if process.terminationReason == .uncaughtSignal {
+        case .signalled(let signal):
             result.add("status", "killed")
-            result.add("signal", Int(status))
-        } else {
+            result.add("signal", Int(signal))
+        case .exited(let status):
             result.add("status", status == 0 ? "ok" : (status == 127 ? "not found" : "failed"))
             result.add("exit", Int(status))
         }
         result.add("seconds", .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000))
-        result.add("output", .array(tail.lines.map { .string(Redaction.message($0)) }))
+        result.add("output", .array(outcome.output.map { .string(Redaction.message($0)) }))
         return result
     }
 
