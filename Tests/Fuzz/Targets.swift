@@ -388,6 +388,8 @@ func fuzzConditional(_ data: Data) {
     }
     check((etag != nil && remote.etag != nil) || (lastModified != nil && lastModified == remote.lastModified),
           "unchanged with nothing compared")
+}
+
 // MARK: Redaction
 
 let fuzzRegisteredSecret = "fuzz-registered-s3cr3t"
