@@ -19,6 +19,14 @@ final class FuzzRegressionTests: XCTestCase {
                        .giveUp(reason: "the server asked to retry in 601 s, more than the 600 s allowed"))
     }
 
+    /// s3-xml: a server message of control characters, escaped after it was cut to 300
+    /// characters, came out longer (each escape is several characters).
+    func testAnEscapedServerMessageStaysWithinItsLength() {
+        let body = Data(repeating: 0x08, count: 400)
+        XCTAssertLessThanOrEqual(ServerMessage.summary(body).count, 300)
+        XCTAssertEqual(ServerMessage.summary(Data("<Error><Code>SlowDown</Code></Error>".utf8)), "SlowDown")
+    }
+
     /// header-value: a year past Int32 trapped in parseIMFFixdate's Int32(year - 1900).
     func testHTTPDateWithAHugeYearIsNoFixdate() {
         XCTAssertNil(HTTPDate.parseIMFFixdate("Mon, 31 Feb 299999999999024 23:59:60 GMT"))

@@ -50,6 +50,15 @@ final class RedactionTests: XCTestCase {
         XCTAssertEqual(Redaction.url(string: plain), plain, "idempotent")
     }
 
+    /// Found by the redaction fuzz target: a nested URL re-escaped only in part read back as
+    /// another URL (its `%23` no longer ended the authority), so a second pass changed it.
+    func testANestedURLWithAHashAndASecondAtSignIsRedactedIdempotently() {
+        let encoded = "https://u:pw@http\u{0}s#:tw@pex".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let once = Redaction.url(string: "https://h.example/?next=" + encoded)
+        XCTAssertFalse(once.contains("pw"), once)
+        XCTAssertEqual(Redaction.url(string: once), once)
+    }
+
     func testTextThatIsNotAValidURLIsStillRedacted() {
         let shown = Redaction.url(string: "https://u:hunter2@example.com/a b?token=t0kenvalue")
         XCTAssertFalse(shown.contains("hunter2") || shown.contains("t0kenvalue"), shown)

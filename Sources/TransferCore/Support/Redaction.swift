@@ -131,12 +131,14 @@ public enum Redaction {
         return nil
     }
 
-    /// `text` as a query value: the characters that would end or change a value escaped.
+    /// `text` as a query value, every character but the unreserved ones escaped: a second
+    /// reading decodes it once to exactly `text`, so the rule stays idempotent (a partly
+    /// escaped URL could read as another one, its `%23` no longer ending the authority).
     private static func percentEncoded(_ text: String) -> String {
-        var allowed = CharacterSet.urlQueryAllowed
-        allowed.remove(charactersIn: "&=#+%")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? marker
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? marker
     }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     /// Words that make a query parameter or header secret wherever they appear in its name.
     static let secretWords = ["token", "secret", "password", "passwd", "signature", "credential", "apikey", "api-key", "api_key"]
