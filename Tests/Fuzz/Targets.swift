@@ -405,7 +405,9 @@ func fuzzRedaction(_ data: Data) {
     check(Redaction.url(string: once) == once, "not idempotent: \(once.debugDescription) -> \(Redaction.url(string: once).debugDescription)")
     let message = Redaction.message(text)
     check(Redaction.message(message) == message, "message is not idempotent: \(message.debugDescription)")
-    guard !text.contains(fuzzPlanted) else { return }
+    // Not when the input holds the secret already, also once a variant below drops its `&`s
+    // (`PLANTED&s3cr3t` would become the secret in a path, where no rule looks for one).
+    guard !text.contains(fuzzPlanted), !text.replacingOccurrences(of: "&", with: "").contains(fuzzPlanted) else { return }
     // The same secret planted where the rule must find it, with the input around it.
     let encoded = ("https://u:\(fuzzPlanted)@" + text).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
     let planted = [
