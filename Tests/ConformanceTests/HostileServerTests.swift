@@ -26,6 +26,26 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    /// Runs a download and keeps its events.
+    func run(_ options: DownloadOptions, with transport: Transport) async throws -> (DownloadResult, [DownloadEvent]) {
+        let events = Locked<[DownloadEvent]>([])
+        let result = try await DownloadEngine(transport: transport, options: options) { event in
+            events.withLock { $0.append(event) }
+        }.run()
+        return (result, events.current)
+    }
+
+    /// Starts a download and stops it, as Ctrl-C or a queue's shutdown does, once the fault
+    /// server has sent `bytes` for `key` (and a moment later, for them to be written).
+    func stop(_ options: DownloadOptions, with transport: Transport, afterServerSent bytes: Int64, key: String,
+              servers: TestServers) async throws {
+        let running = Task { try await DownloadEngine(transport: transport, options: options).run() }
+        try await waitUntil { try servers.stats(key: key).bytes_sent >= bytes }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        running.cancel()
+        _ = try? await running.value
+    }
+
     // MARK: Retry storms
 
     func testAShortBodyWithoutRangesFailsAfterTheRetryBudget() async throws {
@@ -87,11 +107,7 @@ final class HostileServerTests: XCTestCase {
             let (url, key) = servers.fault("1m.bin", ["length_lie": String(12 << 20), "stall_after": String(512 << 10),
                                                       "stall_seconds": "30"])
             let options = DownloadOptions(url: url, destination: folder + "/out.bin", retry: quickRetry, idleTimeout: 10)
-            let stopped = Task { try await DownloadEngine(transport: transport, options: options).run() }
-            try await waitUntil { try servers.stats(key: key).bytes_sent >= 512 << 10 }
-            try await Task.sleep(nanoseconds: 300_000_000)
-            stopped.cancel()
-            _ = try? await stopped.value
+            try await stop(options, with: transport, afterServerSent: 512 << 10, key: key, servers: servers)
             var info = stat()
             XCTAssertEqual(stat(options.partPath, &info), 0, "\(name): the partial file is kept")
             let allocated = Int64(info.st_blocks) * 512
@@ -114,14 +130,11 @@ final class HostileServerTests: XCTestCase {
                 let (url, _) = servers.fault("64m.bin")
                 var options = try options(url, transport: name, connections: connections, function: "\(#function)\(connections)")
                 options.expectedValidators = ResponseValidators(etag: "\"listed\"")
-                let events = Locked<[DownloadEvent]>([])
-                let result = try await DownloadEngine(transport: transport, options: options) { event in
-                    events.withLock { $0.append(event) }
-                }.run()
+                let (result, events) = try await run(options, with: transport)
                 let served = try await DownloadEngine(transport: transport, options: options).request(method: "HEAD", headers: [:])
                 XCTAssertEqual(result.validators.etag, served.headers["ETag"], "\(name) ×\(connections): what arrived is recorded")
                 XCTAssertNotEqual(result.validators.etag, "\"listed\"", "\(name) ×\(connections)")
-                XCTAssertTrue(events.current.contains { event in
+                XCTAssertTrue(events.contains { event in
                     if case .restarted(let reason) = event { return reason.contains("\"listed\"") }
                     return false
                 }, "\(name) ×\(connections): the disagreement is a change, and says so")
@@ -262,23 +275,16 @@ final class HostileServerTests: XCTestCase {
             let (url, key) = servers.fault("64m.bin", ["stall_after": String(1 << 20), "stall_seconds": "30",
                                                        "change_after": String(1 << 20), "alt": "64m-v2.bin"])
             let options = try options(url, transport: name)
-            let stopped = Task { try await DownloadEngine(transport: transport, options: options).run() }
-            try await waitUntil { try servers.stats(key: key).bytes_sent >= 1 << 20 }
-            try await Task.sleep(nanoseconds: 300_000_000)
-            stopped.cancel()
-            _ = try? await stopped.value
+            try await stop(options, with: transport, afterServerSent: 1 << 20, key: key, servers: servers)
             let kept = (try FileManager.default.attributesOfItem(atPath: options.partPath)[.size] as? NSNumber)?.int64Value ?? 0
             XCTAssertGreaterThan(kept, 0, "\(name): the stopped run kept its bytes")
-            let events = Locked<[DownloadEvent]>([])
-            _ = try await DownloadEngine(transport: transport, options: options) { event in
-                events.withLock { $0.append(event) }
-            }.run()
-            let starts = events.current.compactMap { event -> Int64? in
+            let (_, events) = try await run(options, with: transport)
+            let starts = events.compactMap { event -> Int64? in
                 if case .started(_, let resumedFrom, _) = event { return resumedFrom }
                 return nil
             }
             XCTAssertEqual(starts, [0], "\(name): started once, from 0")
-            XCTAssertTrue(events.current.contains { if case .restarted = $0 { return true } else { return false } },
+            XCTAssertTrue(events.contains { if case .restarted = $0 { return true } else { return false } },
                           "\(name): the bytes thrown away are reported")
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m-v2.bin"), name)
         }

@@ -48,13 +48,7 @@ public final class BandwidthLimiter: @unchecked Sendable {
 
     /// Takes `count` bytes from the bucket, sleeping the caller until they are available.
     public func consume(_ count: Int) {
-        lock.lock()
-        let now = DispatchTime.now()
-        let elapsed = Double(now.uptimeNanoseconds - last.uptimeNanoseconds) / 1e9
-        last = now
-        tokens = min(burst, tokens + elapsed * rate) - Double(count)
-        let wait = tokens < 0 ? -tokens / rate : 0
-        lock.unlock()
+        let wait = take(count)
         if wait > 0 { usleep(UInt32(min(wait, 5) * 1_000_000)) }
     }
 }

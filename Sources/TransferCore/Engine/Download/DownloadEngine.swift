@@ -42,13 +42,14 @@ public final class DownloadEngine: @unchecked Sendable {
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
         let held = try PartFile.lockExisting(options.partPath, takingOver: options.takesOverBusyPart)
-        // A file at the record's name that is not a record of transferd's is a user's: left alone.
-        if let files = store as? FileCheckpointStore, files.holdsForeignFile {
-            throw DownloadError.foreignPartial(path: files.path)
-        }
         // Read once: nothing below changes it before the partial file is opened. One whose plan
         // cannot describe a file (edited, damaged) is not trusted: the download starts over.
         let record = try? store.load()
+        // A file at the record's name that is not a record of transferd's is a user's: left alone.
+        // (One that decodes as a checkpoint is transferd's; only the others are read again.)
+        if record == nil, let files = store as? FileCheckpointStore, files.holdsForeignFile {
+            throw DownloadError.foreignPartial(path: files.path)
+        }
         let saved = record.flatMap { $0.isCoherent ? $0 : nil }
         if let finished = try finishedEarlier(saved) {
             return DownloadResult(path: options.destination, size: finished, sha256: nil, bytesFetched: 0,

@@ -151,15 +151,14 @@ final class DownloadSink: ResponseSink {
         handoff.lock()
         defer { handoff.unlock() }
         state.recordReceived(body.count)
-        if lowSpeed != nil {
+        // The run's bucket may hold this piece back; that wait is not slowness.
+        let waited = state.limiter.map { limiter in
             let before = Self.seconds()
-            state.limiter?.consume(body.count)
-            let now = Self.seconds()
-            if lowSpeed!.observe(body.count, at: now, waited: now - before) {
-                throw TooSlow(url: state.url, limit: lowSpeed!.limit)
-            }
-        } else {
-            state.limiter?.consume(body.count)
+            limiter.consume(body.count)
+            return Self.seconds() - before
+        } ?? 0
+        if let limit = lowSpeed?.limit, lowSpeed?.observe(body.count, at: Self.seconds(), waited: waited) == true {
+            throw TooSlow(url: state.url, limit: limit)
         }
         switch mode {
         case .writing:

@@ -92,8 +92,7 @@ struct RecordedValidators: Equatable {
         let remote = ResponseValidators(headers: headers)
         if let recordedTag = etag, let remoteTag = remote.etag {
             let weak = recordedTag.hasPrefix("W/") || remoteTag.hasPrefix("W/")
-            let opaque = { (tag: String) in tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
-            guard opaque(recordedTag) == opaque(remoteTag) else { return false }
+            guard ResponseValidators.opaque(recordedTag) == ResponseValidators.opaque(remoteTag) else { return false }
             if !weak { return length != nil }
         }
         if let recordedDate = lastModified, let remoteDate = remote.lastModified {

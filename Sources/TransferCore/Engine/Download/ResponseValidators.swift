@@ -40,7 +40,7 @@ public struct ResponseValidators: Codable, Equatable, Sendable {
     }
 
     /// The tag without its weakness mark (RFC 9110's weak comparison).
-    private static func opaque(_ tag: String) -> Substring {
+    static func opaque(_ tag: String) -> Substring {
         tag.hasPrefix("W/") ? tag.dropFirst(2) : Substring(tag)
     }
 }
