@@ -174,6 +174,60 @@ final class S3PrefixCommandTests: XCTestCase {
         }
     }
 
+    /// `put DIR s3://…/` of a folder that holds a queue (made by `transferd run`, with the files a
+    /// served run and an unfinished download leave): nothing of the queue and no partial file is
+    /// sent, not even when --include names them; the output says which files were left out.
+    func testAFolderUploadLeavesOutTransferdsOwnFiles() throws {
+        let servers = try TestServers.current()
+        let target = try UploadServers.current().s3Targets[0]
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "own-files", sizes: [3000])
+        try fixture.drop("jobs.json", jobs: [["id": "j", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/j.bin"]])
+        let run = try fixture.run(["--quiet"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let manager = FileManager.default
+        manager.createFile(atPath: fixture.queue + "/.transferd/api.token", contents: Data("0123456789abcdef0123456789abcdef\n".utf8))
+        manager.createFile(atPath: fixture.queue + "/.transferd/state.db-wal", contents: Data("wal".utf8))
+        manager.createFile(atPath: fixture.root + "/out/next.iso.part", contents: Data("partial".utf8))
+        manager.createFile(atPath: fixture.root + "/out/next.iso.part.state", contents: Data("{}".utf8))
+        // A user's folder that is only called queue.d is sent.
+        try manager.createDirectory(atPath: fixture.root + "/notes/queue.d", withIntermediateDirectories: true)
+        manager.createFile(atPath: fixture.root + "/notes/queue.d/plan.json", contents: Data("{}".utf8))
+        let own = ["out/next.iso.part", "out/next.iso.part.state", "queue.d/.transferd/api.token",
+                   "queue.d/.transferd/state.db", "queue.d/.transferd/state.db-wal", "queue.d/accepted/jobs.json"]
+
+        let bucket = "own-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+        try blocking { try await client.createBucket(bucket) }
+        var environment = target.environment
+        environment["HOME"] = fixture.root
+        final class Keys: @unchecked Sendable { var listed: [String] = [] }
+        func keys(_ prefix: String) throws -> [String] {
+            let keys = Keys()
+            try blocking { keys.listed = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: nil).objects.map(\.key) }
+            return keys.listed.sorted()
+        }
+
+        let put = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/all/"], directory: fixture.root,
+                                           environment: environment)
+        XCTAssertEqual(put.status, 0, put.stderr)
+        XCTAssertEqual(try keys("all/"), ["all/notes/queue.d/plan.json", "all/out/j.bin"])
+        for path in own { XCTAssertTrue(put.stderr.contains("  " + path + "  ("), "\(path) is named:\n" + put.stderr) }
+        // The count, then one line per file (the queue's run.lock, done/j.json and the like among them).
+        let named = put.stderr.split(separator: "\n").filter { $0.hasPrefix("  ") && $0.hasSuffix(")") }
+        XCTAssertGreaterThanOrEqual(named.count, own.count)
+        XCTAssertTrue(put.stderr.contains("left out \(named.count) files transferd keeps for itself"), put.stderr)
+        XCTAssertTrue(put.stderr.contains("in the transferd queue folder queue.d/"), put.stderr)
+        XCTAssertFalse(put.stderr.contains("  notes/queue.d/plan.json"), put.stderr)
+
+        let included = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/json/", "--include", "*.json",
+                                                 "--include", "*.token", "--include", "*.part*"],
+                                                directory: fixture.root, environment: environment)
+        XCTAssertEqual(included.status, 0, included.stderr)
+        XCTAssertEqual(try keys("json/"), ["json/notes/queue.d/plan.json"], "the globs do not bring them in")
+        XCTAssertTrue(included.stderr.contains("queue.d/.transferd/api.token"), included.stderr)
+    }
+
     /// A prefix job whose folder holds the queue: a key that would land in
     /// queue.d (a job file, the state database) is refused; the rest is saved.
     func testAKeyNeverLandsInTheQueueFolder() throws {

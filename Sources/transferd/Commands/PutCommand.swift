@@ -156,7 +156,9 @@ enum PutCommand {
                         + "\(Format.bytes(result.bytes)) in \(String(format: "%.2f", Date().timeIntervalSince(started))) s"
                     if result.unchanged > 0 { text += ", \(result.unchanged) unchanged" }
                     if result.skippedAsDone > 0 { text += ", \(result.skippedAsDone) done in an earlier run" }
+                    if !result.leftOut.isEmpty { text += ", \(result.leftOut.count) of transferd's own left out" }
                     Output.err(text + "\n")
+                    if !result.leftOut.isEmpty { Output.err(leftOutText(result.leftOut, folder: path)) }
                 }
                 return .success
             } catch is CancellationError {
@@ -173,6 +175,17 @@ enum PutCommand {
             Output.err("transferd put: \(error)\n")
             return .transferFailed
         }
+    }
+
+    /// The lines that name the files of transferd's own a folder upload left out (`OwnFiles`):
+    /// the count, then each path below the folder with why, the first `shown` of them.
+    static func leftOutText(_ leftOut: [S3DirectoryUpload.LeftOut], folder: String, shown: Int = 20) -> String {
+        var text = "\(folder): left out \(leftOut.count) file\(leftOut.count == 1 ? "" : "s") transferd keeps for itself"
+            + " (queue state, job files, API token, partial downloads); they are never uploaded, whatever --include says."
+            + " To upload one, copy it out of the folder under another name:\n"
+        for item in leftOut.prefix(shown) { text += "  \(item.path)  (\(item.reason))\n" }
+        if leftOut.count > shown { text += "  ... and \(leftOut.count - shown) more\n" }
+        return text
     }
 
     /// The S3 client of `put … s3://`: endpoint, region and profile from the

@@ -53,29 +53,50 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         public var skippedAsDone: Int
         /// Files the prefix already held, not sent (`skipUnchanged`).
         public var unchanged: Int
+        /// Files the globs took that are transferd's own (`OwnFiles`), never sent: path below the folder and why.
+        public var leftOut: [LeftOut]
     }
 
-    /// The regular files under the directory, as sorted relative paths.
+    public struct LeftOut: Sendable, Equatable {
+        public var path: String
+        public var reason: String
+    }
+
+    /// The regular files under the directory, as sorted relative paths, and the queue folders
+    /// among its folders (`OwnFiles.isQueueFolder`; "" when it is one itself).
     /// Symbolic links are skipped, and so is whatever lies behind a linked folder:
     /// a folder upload sends what is in the folder, not what links point at.
-    func files() throws -> [String] {
+    func files() throws -> (files: [String], queueFolders: Set<String>) {
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
             throw UploadError.local(POSIXFailure(operation: "list", path: directory))
         }
         var found: [String] = []
+        var queueFolders: Set<String> = OwnFiles.isQueueFolder(directory) ? [""] : []
         while let relative = enumerator.nextObject() as? String {
             var info = stat()
             let path = (directory as NSString).appendingPathComponent(relative)
-            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-               (try? ConfinedPath.check(path, root: directory, create: false, finalMustNotBeLink: true)) != nil {
+            guard lstat(path, &info) == 0 else { continue }
+            if (info.st_mode & S_IFMT) == S_IFDIR {
+                if OwnFiles.isQueueFolder(path) { queueFolders.insert(relative) }
+            } else if (info.st_mode & S_IFMT) == S_IFREG,
+                      (try? ConfinedPath.check(path, root: directory, create: false, finalMustNotBeLink: true)) != nil {
                 found.append(relative)
             }
         }
-        return found.sorted()
+        return (found.sorted(), queueFolders)
     }
 
     public func run() async throws -> Result {
-        let all = try files().filter(filter.takes)
+        let (found, queueFolders) = try files()
+        var all: [String] = []
+        var leftOut: [LeftOut] = []
+        for relative in found where filter.takes(relative) {
+            if let reason = OwnFiles.reason(for: relative, queueFolders: queueFolders) {
+                leftOut.append(LeftOut(path: relative, reason: reason))
+            } else {
+                all.append(relative)
+            }
+        }
         var pending = all.filter { !state.current.done.contains($0) }
         var unchanged = 0
         if skipUnchanged && !pending.isEmpty {
@@ -125,7 +146,8 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         // Complete: the record has done its work. Kept, it would make the next
         // upload of this folder skip every file, changed or not.
         try? store.remove()
-        return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count - unchanged, unchanged: unchanged)
+        return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count - unchanged, unchanged: unchanged,
+                      leftOut: leftOut)
     }
 
     private func upload(_ relative: String) async throws -> Int64 {
