@@ -44,22 +44,25 @@ public enum Redaction {
     /// Free text (an error message) with every URL in it (`scheme://…` up to white space or
     /// a quote) redacted by the URL rule, and registered secrets hidden.
     public static func message(_ text: String) -> String {
-        guard text.contains("://") else { return scrub(text) }
+        guard holds(text.unicodeScalars[...], "://") else { return scrub(text) }
         var result = ""
-        var token = ""
-        func flush() {
-            result += token.contains("://") ? redactedURL(Substring(token), depth: nestingDepth) : token
-            token = ""
+        let scalars = text.unicodeScalars
+        var tokenStart = scalars.startIndex
+        func flush(upTo end: String.UnicodeScalarView.Index) {
+            let token = scalars[tokenStart..<end]
+            result += holds(token, "://") ? redactedURL(Substring(token), depth: nestingDepth) : String(Substring(token))
         }
-        for character in text {
-            if character.isWhitespace || character == "\"" || character == "'" || character == "<" || character == ">" {
-                flush()
-                result.append(character)
-            } else {
-                token.append(character)
+        var index = scalars.startIndex
+        while index < scalars.endIndex {
+            let scalar = scalars[index]
+            if scalar.properties.isWhitespace || "\"'<>".unicodeScalars.contains(scalar) {
+                flush(upTo: index)
+                result.unicodeScalars.append(scalar)
+                tokenStart = scalars.index(after: index)
             }
+            index = scalars.index(after: index)
         }
-        flush()
+        flush(upTo: scalars.endIndex)
         return scrub(result)
     }
 
@@ -70,33 +73,37 @@ public enum Redaction {
     /// `name=value` pairs split at `&` have the value of a secret name replaced, and
     /// a value that holds `://` once percent-decoded (up to three times) is redacted
     /// as a URL one level deeper, or replaced whole at depth 0. Idempotent.
+    ///
+    /// It reads Unicode scalars, not characters: a combining mark after `?`, `&` or `@`
+    /// joins it into one character, which a character-wise reading would not see as a
+    /// separator (the fuzz target redaction found `?\u{6DC}&token=…` shown whole).
     static func redactedURL(_ text: Substring, depth: Int) -> String {
-        var rest = text[...]
+        var rest = text.unicodeScalars[...]
         var result = ""
-        if let schemeEnd = rest.range(of: "://") {
-            result += rest[..<schemeEnd.upperBound]
+        if let schemeEnd = firstRange(of: "://", in: rest) {
+            result += Substring(rest[..<schemeEnd.upperBound])
             rest = rest[schemeEnd.upperBound...]
             let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
             let authority = rest[..<authorityEnd]
             if let at = authority.lastIndex(of: "@") {
                 let userInfo = authority[..<at]
                 if !userInfo.isEmpty {
-                    let hasPassword = userInfo.contains(":")
-                    let user = hasPassword ? userInfo[..<userInfo.firstIndex(of: ":")!] : userInfo
-                    result += (user.isEmpty ? "" : marker) + (hasPassword ? ":" + marker : "")
+                    let colon = userInfo.firstIndex(of: ":")
+                    let user = userInfo[..<(colon ?? userInfo.endIndex)]
+                    result += (user.isEmpty ? "" : marker) + (colon != nil ? ":" + marker : "")
                 }
-                result += authority[at...]
+                result += Substring(authority[at...])
             } else {
-                result += authority
+                result += Substring(authority)
             }
             rest = rest[authorityEnd...]
         }
         // The path, then the query and the fragment as parameters.
-        guard let parametersStart = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return result + rest }
-        result += rest[..<parametersStart]
+        guard let parametersStart = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return result + Substring(rest) }
+        result += Substring(rest[..<parametersStart])
         rest = rest[parametersStart...]
         while let separator = rest.first {
-            result.append(separator)
+            result.unicodeScalars.append(separator)
             rest = rest.dropFirst()
             let end = rest.firstIndex(where: { $0 == "#" && separator == "?" }) ?? rest.endIndex
             result += redactedParameters(rest[..<end], depth: depth)
@@ -106,25 +113,46 @@ public enum Redaction {
     }
 
     /// `a=1&b=2` with secret values hidden and nested URLs redacted (see `redactedURL`).
-    private static func redactedParameters(_ text: Substring, depth: Int) -> String {
+    private static func redactedParameters(_ text: Substring.UnicodeScalarView, depth: Int) -> String {
         text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
-            guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
-            let name = pair[..<equals]
-            let value = pair[pair.index(after: equals)...]
-            let decodedName = String(name).removingPercentEncoding ?? String(name)
+            guard let equals = pair.firstIndex(of: "=") else { return String(Substring(pair)) }
+            let name = String(Substring(pair[..<equals]))
+            let value = Substring(pair[pair.index(after: equals)...])
+            let decodedName = name.removingPercentEncoding ?? name
             if isSecretQueryName(decodedName) { return name + "=" + (value.isEmpty ? "" : marker) }
-            guard let nested = decodedURL(value) else { return String(pair) }
+            guard let nested = decodedURL(value) else { return String(Substring(pair)) }
             guard depth > 0 else { return name + "=" + marker }
             let redacted = redactedURL(Substring(nested), depth: depth - 1)
-            return redacted == nested ? String(pair) : name + "=" + percentEncoded(redacted)
+            return redacted == nested ? String(Substring(pair)) : name + "=" + percentEncoded(redacted)
         }.joined(separator: "&")
+    }
+
+    /// Where `pattern` first occurs in `scalars`, compared scalar by scalar.
+    private static func firstRange(of pattern: String, in scalars: Substring.UnicodeScalarView) -> Range<Substring.UnicodeScalarView.Index>? {
+        let wanted = Array(pattern.unicodeScalars)
+        var start = scalars.startIndex
+        while start < scalars.endIndex {
+            var index = start
+            var matched = 0
+            while matched < wanted.count, index < scalars.endIndex, scalars[index] == wanted[matched] {
+                matched += 1
+                index = scalars.index(after: index)
+            }
+            if matched == wanted.count { return start..<index }
+            start = scalars.index(after: start)
+        }
+        return nil
+    }
+
+    private static func holds(_ scalars: Substring.UnicodeScalarView, _ pattern: String) -> Bool {
+        firstRange(of: pattern, in: scalars) != nil
     }
 
     /// The value percent-decoded until it holds `://` (at most three times), or nil when it never does.
     private static func decodedURL(_ value: Substring) -> String? {
         var text = String(value)
         for _ in 0..<4 {
-            if text.contains("://") { return text }
+            if holds(text.unicodeScalars[...], "://") { return text }
             guard text.contains("%"), let decoded = text.removingPercentEncoding, decoded != text else { return nil }
             text = decoded
         }
