@@ -47,8 +47,8 @@ final class DownloadConformanceTests: XCTestCase {
                                                         connections: connections)
                 XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), expected, "\(name) ×\(connections)")
                 XCTAssertEqual(result.size, 1 << 30, name)
-                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part"), name)
-                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part.state"), name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".transferd-part"), name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".transferd-part.state"), name)
                 try FileManager.default.removeItem(atPath: path)
             }
         }
@@ -391,7 +391,7 @@ final class DownloadConformanceTests: XCTestCase {
             } catch DownloadError.checksumMismatch(let path, _, let actual) {
                 XCTAssertEqual(actual, try servers.sha256(of: "1m.bin"), name)
                 XCTAssertFalse(FileManager.default.fileExists(atPath: path), name)
-                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part"), name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".transferd-part"), name)
             }
         }
     }

@@ -103,7 +103,7 @@ final class FleetChaosTests: XCTestCase {
         for (index, name) in names.enumerated() {
             let path = fixture.root + "/down/d\(index).bin"
             XCTAssertEqual(try? SHA256Hasher.hex(ofFileAt: path), try servers.sha256(of: name), "d\(index)")
-            XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".part"), "d\(index) left its partial file")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".transferd-part"), "d\(index) left its partial file")
         }
         for index in 0..<uploads {
             let head = try await client.headObject(bucket: bucket, key: "u\(index).bin")

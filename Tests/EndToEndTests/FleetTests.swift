@@ -58,7 +58,7 @@ final class FleetTests: XCTestCase {
         for index in 0..<count {
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/out/f\(index).bin"), try servers.sha256(of: names[index]),
                            "f\(index)")
-            XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/out/f\(index).bin.part"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/out/f\(index).bin.transferd-part"))
         }
         let served = try nginxBytesServed(servers, pathPrefix: "/slow/fleet/", since: logStart)
         let data = Int64(count * (48 << 20))

@@ -123,16 +123,19 @@ final class GetCommandTests: XCTestCase {
         return process.terminationStatus
     }
 
-    /// kill -9 mid-download, then the same command: only the missing bytes are fetched.
+    /// kill -9 mid-download, then the same command: only the missing bytes are fetched. Also
+    /// when the partial file and its checkpoint are under an earlier version's names
+    /// (`NAME.part`, `NAME.part.state`): they are taken over and resumed.
     func testKillNineThenResumeFetchesOnlyTheMissingBytes() throws {
         let servers = try TestServers.current()
         let size = try servers.size(of: "64m.bin")
-        for backend in ["curl", "urlsession"] {
-            let directory = try scratchDirectory(backend)
+        for (backend, earlierNames) in [("curl", false), ("urlsession", false), ("curl", true)] {
+            let label = "\(backend)\(earlierNames ? ", earlier names" : "")"
+            let directory = try scratchDirectory("\(backend)-\(earlierNames)")
             let url = servers.http.appendingPathComponent("slow/64m.bin").absoluteString
             let arguments = ["get", url, "-o", "out.bin", "--transport", backend]
             let first = try TransferdProcess(arguments, directory: directory)
-            let statePath = directory + "/out.bin.part.state"
+            let statePath = directory + "/out.bin.transferd-part.state"
             let deadline = Date().addingTimeInterval(20)
             var written: Int64 = 0
             while Date() < deadline {
@@ -142,18 +145,23 @@ final class GetCommandTests: XCTestCase {
             }
             kill(first.process.processIdentifier, SIGKILL)
             _ = first.wait()
-            let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: statePath).load(), backend)
+            let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: statePath).load(), label)
             // What the checkpoint holds, plus what the partial file's own record adds in this boot.
-            let kept = keptAfterKill(checkpoint, part: directory + "/out.bin.part")
-            XCTAssertGreaterThanOrEqual(kept, 16 << 20, backend)
-            XCTAssertLessThan(kept, size, backend)
+            let kept = keptAfterKill(checkpoint, part: directory + "/out.bin.transferd-part")
+            XCTAssertGreaterThanOrEqual(kept, 16 << 20, label)
+            XCTAssertLessThan(kept, size, label)
+            if earlierNames {
+                XCTAssertEqual(rename(directory + "/out.bin.transferd-part", directory + "/out.bin.part"), 0)
+                XCTAssertEqual(rename(statePath, directory + "/out.bin.part.state"), 0)
+            }
 
             let logStart = try nginxLogSize(servers)
             let second = try TransferdProcess.run(arguments, directory: directory)
-            XCTAssertEqual(second.status, 0, "\(backend): \(second.stderr)")
-            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"), backend)
+            XCTAssertEqual(second.status, 0, "\(label): \(second.stderr)")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"), label)
             let fetched = try nginxBytesServed(servers, pathPrefix: "/slow/64m.bin", since: logStart)
-            XCTAssertEqual(fetched, size - kept, "\(backend): the second run fetched only what was missing")
+            XCTAssertEqual(fetched, size - kept, "\(label): the second run fetched only what was missing")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), ["out.bin"], label)
         }
     }
 
@@ -180,7 +188,7 @@ final class GetCommandTests: XCTestCase {
             let url = servers.http.appendingPathComponent("brisk/1g.bin").absoluteString
             let arguments = ["get", url, "-o", "out.bin", "--transport", backend]
             let first = try TransferdProcess(arguments, directory: directory)
-            let statePath = directory + "/out.bin.part.state"
+            let statePath = directory + "/out.bin.transferd-part.state"
             let deadline = Date().addingTimeInterval(30)
             // Killed after a checkpoint that claims unsynced bytes (all but a few between syncs do).
             while Date() < deadline {
@@ -194,15 +202,15 @@ final class GetCommandTests: XCTestCase {
             _ = first.wait()
             // One connection writes from 0 on: the partial file's length is what it had written.
             var info = stat()
-            XCTAssertEqual(stat(directory + "/out.bin.part", &info), 0)
+            XCTAssertEqual(stat(directory + "/out.bin.transferd-part", &info), 0)
             var checkpoint = try XCTUnwrap(try FileCheckpointStore(path: statePath).load(), backend)
             let written = Int64(info.st_size)
             XCTAssertLessThan(written, size, "\(backend): killed before the end")
-            let part = open(directory + "/out.bin.part", O_RDONLY)
+            let part = open(directory + "/out.bin.transferd-part", O_RDONLY)
             XCTAssertNotNil(WrittenOffsets.read(fd: part), "\(backend): the partial file records how far it is written")
             close(part)
             let byCheckpoint = checkpoint.trusted(inBoot: BootID.current)
-            let kept = keptAfterKill(checkpoint, part: directory + "/out.bin.part")
+            let kept = keptAfterKill(checkpoint, part: directory + "/out.bin.transferd-part")
             XCTAssertLessThanOrEqual(written - kept, 2 << 20, "\(backend): \(written) bytes written, \(kept) kept")
             print("kill -9 at speed (\(backend)): \(written >> 20) MiB written, \(kept >> 20) MiB kept "
                   + "(\(byCheckpoint.plan.bytesWritten >> 20) MiB by the checkpoint alone), \((written - kept) >> 10) KiB to fetch again")
@@ -231,14 +239,14 @@ final class GetCommandTests: XCTestCase {
         let arguments = ["get", url, "-o", "out.bin", "-c", "1"]
         let first = try TransferdProcess(arguments, directory: directory)
         let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, (try? FileManager.default.attributesOfItem(atPath: directory + "/out.bin.part"))?[.size] as? Int ?? 0 == 0 {
+        while Date() < deadline, (try? FileManager.default.attributesOfItem(atPath: directory + "/out.bin.transferd-part"))?[.size] as? Int ?? 0 == 0 {
             usleep(20_000)
         }
-        XCTAssertGreaterThan((try? FileManager.default.attributesOfItem(atPath: directory + "/out.bin.part"))?[.size] as? Int ?? 0, 0,
+        XCTAssertGreaterThan((try? FileManager.default.attributesOfItem(atPath: directory + "/out.bin.transferd-part"))?[.size] as? Int ?? 0, 0,
                              "the first get wrote nothing")
         let second = try TransferdProcess.run(arguments, directory: directory)
         XCTAssertEqual(second.status, 4, second.stderr)
-        XCTAssertTrue(second.stderr.contains("out.bin.part is being written by another transferd process"), second.stderr)
+        XCTAssertTrue(second.stderr.contains("out.bin.transferd-part is being written by another transferd process"), second.stderr)
         let result = first.wait()
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/out.bin"), try servers.sha256(of: "64m.bin"))
@@ -256,7 +264,7 @@ final class GetCommandTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(stopped), 3)
         XCTAssertEqual(result.status, 130, result.stderr)
         XCTAssertTrue(result.stderr.contains("run the same command to resume"), result.stderr)
-        let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: directory + "/out.bin.part.state").load())
+        let checkpoint = try XCTUnwrap(try FileCheckpointStore(path: directory + "/out.bin.transferd-part.state").load())
         XCTAssertGreaterThan(checkpoint.plan.bytesWritten, 0)
 
         let second = try TransferdProcess.run(["get", url, "-o", "out.bin"], directory: directory)
@@ -340,34 +348,55 @@ final class GetCommandTests: XCTestCase {
 
     /// A user's own `g/report.part` and `g/report.part.state` beside `get URL -o g/report`: both
     /// were taken as partial files (truncated, then renamed into place: the user's file gone).
-    /// Now the download stops with the reason (exit 4) and both files are as they were.
+    /// Partial files now have names no destination can take (`.transferd-part`), so those are
+    /// just files; a file at the new names that transferd cannot prove it wrote stops the
+    /// download (exit 4) and is left as it was.
     func testAUsersFileAtThePartialNameIsLeftAlone() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()
         try FileManager.default.createDirectory(atPath: directory + "/g", withIntermediateDirectories: true)
         let mine = Data("my own report, not a download\n".utf8)
         try mine.write(to: URL(fileURLWithPath: directory + "/g/report.part"))
+        try mine.write(to: URL(fileURLWithPath: directory + "/g/report.part.state"))
         let url = servers.http.appendingPathComponent("1m.bin").absoluteString
         var result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
-        XCTAssertEqual(result.status, 4, result.stderr)
-        XCTAssertTrue(result.stderr.contains("g/report.part exists and transferd has no record of writing it"), result.stderr)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/g/report"), try servers.sha256(of: "1m.bin"))
         XCTAssertEqual(FileManager.default.contents(atPath: directory + "/g/report.part"), mine)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/g/report"))
-
-        try FileManager.default.removeItem(atPath: directory + "/g/report.part")
-        try mine.write(to: URL(fileURLWithPath: directory + "/g/report.part.state"))
-        result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
-        XCTAssertEqual(result.status, 4, result.stderr)
-        XCTAssertTrue(result.stderr.contains("g/report.part.state exists"), result.stderr)
         XCTAssertEqual(FileManager.default.contents(atPath: directory + "/g/report.part.state"), mine)
+        try FileManager.default.removeItem(atPath: directory + "/g/report")
+
+        for name in ["report.transferd-part", "report.transferd-part.state"] {
+            try mine.write(to: URL(fileURLWithPath: directory + "/g/" + name))
+            result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
+            XCTAssertEqual(result.status, 4, result.stderr)
+            XCTAssertTrue(result.stderr.contains("g/\(name) exists and transferd has no record of writing it"), result.stderr)
+            XCTAssertEqual(FileManager.default.contents(atPath: directory + "/g/" + name), mine)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/g/report"))
+            try FileManager.default.removeItem(atPath: directory + "/g/" + name)
+        }
 
         // A partial file of transferd's own, left by a run killed before its first checkpoint
         // (tagged when made, no record), is still resumed or started over as before.
-        try FileManager.default.removeItem(atPath: directory + "/g/report.part.state")
-        try Data(repeating: 9, count: 1000).write(to: URL(fileURLWithPath: directory + "/g/report.part"))
-        XCTAssertEqual(setxattr(directory + "/g/report.part", "user.transferd.file", "dead-run", 8, 0), 0)
+        try Data(repeating: 9, count: 1000).write(to: URL(fileURLWithPath: directory + "/g/report.transferd-part"))
+        XCTAssertEqual(setxattr(directory + "/g/report.transferd-part", "user.transferd.file", "dead-run", 8, 0), 0)
         result = try TransferdProcess.run(["get", url, "-o", "g/report"], directory: directory)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/g/report"), try servers.sha256(of: "1m.bin"))
+        XCTAssertEqual(FileManager.default.contents(atPath: directory + "/g/report.part"), mine, "still the user's")
+    }
+
+    /// A destination may not take a name transferd keeps for partial files: `-o`, or the name a URL gives.
+    func testADestinationNamedLikeAPartialFileIsRefused() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let url = servers.http.appendingPathComponent("1m.bin").absoluteString
+        let named = servers.http.appendingPathComponent("a.transferd-part").absoluteString
+        for arguments in [["get", url, "-o", "x.transferd-part"], ["get", url, "-o", "x.transferd-part.state"], ["get", named]] {
+            let result = try TransferdProcess.run(arguments, directory: directory)
+            XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("which transferd keeps for its partial files"), result.stderr)
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), [], "nothing written")
     }
 }

@@ -189,7 +189,7 @@ final class HostileQueueTests: XCTestCase {
         let second = servers.http.appendingPathComponent("slow/64m-v2.bin").absoluteString
         try fixture.drop("a.json", jobs: [["id": "first", "url": first, "dest": "same.bin"]])
         try fixture.drop("b.json", jobs: [["id": "second", "url": second, "dest": "same.bin"]])
-        // Its partial file would be same.bin.part: it waits too.
+        // same.bin.part is a destination like any other: its own partial file, no shared one.
         try fixture.drop("c.json", jobs: [["id": "third", "url": second, "dest": "same.bin.part"]])
         let result = try run(["run", fixture.queue, "--jobs", "4"], in: fixture.root, seconds: 120)
         XCTAssertEqual(result.status, 1, "the second finds the file there and refuses: \(result.stdout) \(result.stderr)")
@@ -287,7 +287,7 @@ final class HostileQueueTests: XCTestCase {
         let fixture = try QueueFixture()
         let victim = try scratchDirectory() + "/victim.txt"
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: victim))
-        XCTAssertEqual(symlink(victim, fixture.root + "/planted.bin.part"), 0)
+        XCTAssertEqual(symlink(victim, fixture.root + "/planted.bin.transferd-part"), 0)
         try fixture.drop("p.json", jobs: [["id": "p", "url": servers.http.appendingPathComponent("1m.bin").absoluteString,
                                            "dest": "planted.bin"]])
         let result = try run(["run", fixture.queue], in: fixture.root)

@@ -87,7 +87,7 @@ final class QueueRunTests: XCTestCase {
         XCTAssertEqual(Set(done.compactMap { $0["id"] as? String }).count, 200, "each job listed once")
         for (index, file) in files.enumerated() {
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: file), file)
-            XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/\(index).bin.part"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/\(index).bin.transferd-part"))
         }
         let fetched = try nginxBytesServed(servers, pathPrefix: "/slow/torture/", since: logStart)
         XCTAssertLessThan(Double(fetched), 1.1 * Double(total), "fetched \(fetched) bytes for \(total) bytes of data")
@@ -203,7 +203,7 @@ final class QueueRunTests: XCTestCase {
         XCTAssertEqual(run.wait().status, 130)
         XCTAssertNotNil(try fixture.store().jobs().first?.checkpoint)
 
-        let part = "\(fixture.root)/out/0.bin.part"
+        let part = "\(fixture.root)/out/0.bin.transferd-part"
         let other = open(part, O_RDWR)
         XCTAssertGreaterThanOrEqual(other, 0)
         XCTAssertEqual(flock(other, LOCK_EX), 0)
@@ -232,7 +232,7 @@ final class QueueRunTests: XCTestCase {
         XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["f"])
         XCTAssertEqual(try store.markFinishing([(id: "f", bytes: 10, sha256: nil)]), [])
         try FileManager.default.createDirectory(atPath: "\(fixture.root)/out", withIntermediateDirectories: true)
-        let part = "\(fixture.root)/out/x.bin.part"
+        let part = "\(fixture.root)/out/x.bin.transferd-part"
         XCTAssertTrue(FileManager.default.createFile(atPath: part, contents: Data("0123456789".utf8)))
         XCTAssertEqual(setxattr(part, "user.transferd.file", "t1", 2, 0), 0, "the dead run's tag")
         var other = open(part, O_RDWR)

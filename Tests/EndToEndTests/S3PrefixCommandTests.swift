@@ -190,10 +190,15 @@ final class S3PrefixCommandTests: XCTestCase {
         manager.createFile(atPath: fixture.queue + "/.transferd/state.db-wal", contents: Data("wal".utf8))
         manager.createFile(atPath: fixture.root + "/out/next.iso.part", contents: Data("partial".utf8))
         manager.createFile(atPath: fixture.root + "/out/next.iso.part.state", contents: Data("{}".utf8))
+        manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part", contents: Data("partial".utf8))
+        manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part.state", contents: Data("{}".utf8))
+        // A user's NAME.part with no checkpoint beside it is the user's file, and sent.
+        manager.createFile(atPath: fixture.root + "/out/video.part", contents: Data("mine".utf8))
         // A user's folder that is only called queue.d is sent.
         try manager.createDirectory(atPath: fixture.root + "/notes/queue.d", withIntermediateDirectories: true)
         manager.createFile(atPath: fixture.root + "/notes/queue.d/plan.json", contents: Data("{}".utf8))
-        let own = ["out/next.iso.part", "out/next.iso.part.state", "queue.d/.transferd/api.token",
+        let own = ["out/next.iso.part", "out/next.iso.part.state", "out/new.iso.transferd-part",
+                   "out/new.iso.transferd-part.state", "queue.d/.transferd/api.token",
                    "queue.d/.transferd/state.db", "queue.d/.transferd/state.db-wal", "queue.d/accepted/jobs.json"]
 
         let bucket = "own-\(UUID().uuidString.prefix(8).lowercased())"
@@ -211,7 +216,7 @@ final class S3PrefixCommandTests: XCTestCase {
         let put = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/all/"], directory: fixture.root,
                                            environment: environment)
         XCTAssertEqual(put.status, 0, put.stderr)
-        XCTAssertEqual(try keys("all/"), ["all/notes/queue.d/plan.json", "all/out/j.bin"])
+        XCTAssertEqual(try keys("all/"), ["all/notes/queue.d/plan.json", "all/out/j.bin", "all/out/video.part"])
         for path in own { XCTAssertTrue(put.stderr.contains("  " + path + "  ("), "\(path) is named:\n" + put.stderr) }
         // The count, then one line per file (the queue's run.lock, done/j.json and the like among them).
         let named = put.stderr.split(separator: "\n").filter { $0.hasPrefix("  ") && $0.hasSuffix(")") }
@@ -224,7 +229,7 @@ final class S3PrefixCommandTests: XCTestCase {
                                                  "--include", "*.token", "--include", "*.part*"],
                                                 directory: fixture.root, environment: environment)
         XCTAssertEqual(included.status, 0, included.stderr)
-        XCTAssertEqual(try keys("json/"), ["json/notes/queue.d/plan.json"], "the globs do not bring them in")
+        XCTAssertEqual(try keys("json/"), ["json/notes/queue.d/plan.json", "json/out/video.part"], "the globs do not bring them in")
         XCTAssertTrue(included.stderr.contains("queue.d/.transferd/api.token"), included.stderr)
     }
 
@@ -232,7 +237,8 @@ final class S3PrefixCommandTests: XCTestCase {
     /// queue.d (a job file, the state database) is refused; the rest is saved.
     func testAKeyNeverLandsInTheQueueFolder() throws {
         let target = try UploadServers.current().s3Targets[0]
-        let (bucket, files) = try seed(target, extraKeys: ["queue.d/evil.json", "queue.d/.transferd/state.db", "a.part"])
+        let (bucket, files) = try seed(target, extraKeys: ["queue.d/evil.json", "queue.d/.transferd/state.db", "a.transferd-part",
+                                                           "b.part"])
         let fixture = try QueueFixture()
         try fixture.drop("all.json", jobs: [["id": "all", "url": "s3://\(bucket)/data/", "dest": "."]])
         let run = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
@@ -244,7 +250,9 @@ final class S3PrefixCommandTests: XCTestCase {
         XCTAssertTrue(result.contains("queue.d/evil.json"), result)
         XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.queue + "/evil.json"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/evil.json"))
-        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/a.part"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/a.transferd-part"))
+        XCTAssertTrue(result.contains("a.transferd-part"), result)
+        XCTAssertEqual(FileManager.default.contents(atPath: fixture.root + "/b.part"), files["b.part"], "an ordinary name now")
         XCTAssertEqual(FileManager.default.contents(atPath: fixture.root + "/one.bin"), files["one.bin"])
     }
 }

@@ -62,6 +62,20 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(Set(jobs.map(\.id)).count, 2)
     }
 
+    /// No destination may take a name transferd keeps for partial files, however it is named.
+    func testADestinationNamedLikeAPartialFileIsRejected() {
+        for text in [#"{"url": "https://example.com/a", "dest": "x.transferd-part"}"#,
+                     #"{"url": "https://example.com/a", "dest": "in/x.transferd-part.state"}"#,
+                     #"{"url": "https://example.com/a.transferd-part"}"#] {
+            let found = errors(text)
+            XCTAssertEqual(found.first?.field, "dest", text)
+            XCTAssertTrue(found.first?.message.contains("which transferd keeps for its partial files") ?? false, "\(found)")
+        }
+        XCTAssertEqual(errors("https://example.com/a.transferd-part in/\n", name: "list.urls").count, 1)
+        XCTAssertEqual(try parse(#"{"url": "https://example.com/a", "dest": "x.part"}"#).get().first?.destination, "/data/x.part",
+                       "NAME.part is an ordinary name")
+    }
+
     func testInvalidJSONNamesTheFileAndPosition() {
         let found = errors(#"{"url": "https://example.com/a" "dest": "x"}"#)
         XCTAssertEqual(found.count, 1)

@@ -21,15 +21,20 @@ final class OwnFilesTests: XCTestCase {
             ("other/.transferd/state.db", "in a .transferd/ state folder"),
             ("other/.transferd/hooks/j1.done.json", "in a .transferd/ state folder"),
             // Downloads in progress and their checkpoints.
-            ("iso/debian.iso.part", "a partial download"),
-            ("iso/debian.iso.part.state", "a partial download's checkpoint"),
-            ("debian.iso.part.state.4242.17.tmp", "a partial download's checkpoint being written"),
+            ("iso/debian.iso.transferd-part", "a partial download or its checkpoint"),
+            ("iso/debian.iso.transferd-part.state", "a partial download or its checkpoint"),
+            ("debian.iso.transferd-part.state.4242.17.tmp", "a partial download or its checkpoint"),
+            // An earlier version's: a checkpoint, and NAME.part beside one (`siblings`).
+            ("iso/old.iso.part", "an earlier version's partial download"),
+            ("iso/old.iso.part.state", "an earlier version's checkpoint of a partial download"),
+            ("old.iso.part.state.4242.17.tmp", "an earlier version's checkpoint being written"),
             // The user's files: near misses included.
             ("queue.d.txt", nil),
             ("queue.dx/accepted/jobs.json", nil),
             ("notes/queue.d/accepted/jobs.json", nil),
             ("backups/jobs.json", nil),
             ("report.part1", nil),
+            ("video.part", nil),
             ("chapter.partial", nil),
             ("part", nil),
             ("a.part.state.bak", nil),
@@ -38,7 +43,8 @@ final class OwnFilesTests: XCTestCase {
             ("photos/2026/img.jpg", nil),
         ]
         for row in table {
-            XCTAssertEqual(OwnFiles.reason(for: row.path, queueFolders: queues), row.ownBecause, row.path)
+            XCTAssertEqual(OwnFiles.reason(for: row.path, queueFolders: queues, siblings: ["iso/old.iso.part.state"]),
+                           row.ownBecause, row.path)
         }
         XCTAssertEqual(OwnFiles.reason(for: "anything.txt", queueFolders: [""]), "the uploaded folder is a transferd queue folder")
     }

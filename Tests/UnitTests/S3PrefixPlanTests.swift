@@ -118,8 +118,8 @@ final class S3PrefixPlanTests: XCTestCase {
         for key in ["p/a\u{9B}b", "p/a\u{202E}b", "p/a\u{2066}b"] {
             guard case .refused = S3PrefixPlan.placement(key: key, prefix: "p/") else { return XCTFail("\(key.debugDescription) placed") }
         }
-        guard case .refused = S3PrefixPlan.placement(key: "p/" + String(repeating: "n", count: 250), prefix: "p/") else {
-            return XCTFail("a last segment with no room for .part.state was placed")
+        guard case .refused = S3PrefixPlan.placement(key: "p/" + String(repeating: "n", count: PartialNames.longestName + 1), prefix: "p/") else {
+            return XCTFail("a last segment with no room for its checkpoint's names was placed")
         }
     }
 

@@ -463,11 +463,23 @@ struct Context {
 
     mutating func resolveDestination(_ dest: String?, url: String, job: Int, id: String?) -> String? {
         let name = parsed(url).map(URLFileName.of) ?? "index.html"
-        guard let dest, !dest.isEmpty else { return resolveInsideRoot(name, field: "dest", job: job, id: id) }
-        let path = dest.hasSuffix("/") ? dest + name : dest
-        guard let resolved = resolveInsideRoot(path, field: "dest", job: job, id: id) else { return nil }
-        // "." or the root itself names a folder.
-        return resolved == root ? resolveInsideRoot(name, field: "dest", job: job, id: id) : resolved
+        let resolved: String?
+        if let dest, !dest.isEmpty {
+            let path = dest.hasSuffix("/") ? dest + name : dest
+            let inside = resolveInsideRoot(path, field: "dest", job: job, id: id)
+            // "." or the root itself names a folder.
+            resolved = inside == root ? resolveInsideRoot(name, field: "dest", job: job, id: id) : inside
+        } else {
+            resolved = resolveInsideRoot(name, field: "dest", job: job, id: id)
+        }
+        guard let resolved else { return nil }
+        // A name transferd keeps for partial files (or one too long to download under) is no destination.
+        if let reason = PartialNames.refusal(of: resolved) {
+            fail(job, id, "dest", "\"\(resolved)\" cannot be a destination: \(reason)",
+                 fix: dest.map { _ in "choose another file name" } ?? "name the file with \"dest\"")
+            return nil
+        }
+        return resolved
     }
 
     mutating func resolveSource(_ source: String?, job: Int, id: String?, required: Bool) -> String? {

@@ -139,7 +139,7 @@ public final class QueueRunner: @unchecked Sendable {
     /// What a finishing job whose partial file another process writes reports (once).
     private static func busyFinishingReport(_ job: JobRecord) -> JobRetry {
         JobRetry(id: job.id, attempt: job.attempts, delay: busyFinishingRetry,
-                 reason: "\(job.spec.destination.map { $0 + ".part" } ?? job.id) is being written by another process; "
+                 reason: "\(job.spec.destination.map(PartialNames.part(of:)) ?? job.id) is being written by another process; "
                      + "the job stays finishing until it is free, then puts its file in place")
     }
 
@@ -624,7 +624,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
         for job in jobs {
             guard let destination = job.spec.destination else { continue }
-            let part = destination + ".part"
+            let part = PartialNames.finishingPart(of: destination)
             changedSources.insert(job.sourceFile)
             do {
                 // Between runs a folder may have been swapped for a link: checked again before the rename.
@@ -635,7 +635,7 @@ public final class QueueRunner: @unchecked Sendable {
             }
             let size = job.bytesTotal ?? job.bytesDone
             // Renamed under its lock: a `get` to the same destination may be writing a new
-            // NAME.part since, and that file is not this job's to put in place. Left finishing
+            // partial file since, and that file is not this job's to put in place. Left finishing
             // while another process holds it, and tried again (`busyFinishing`).
             let held: PartFile?
             do {

@@ -177,17 +177,11 @@ struct QueueScheduler: Sendable {
         return ClaimRound(hostUse: use, limits: hostLimits, scheduler: self)
     }
 
-    /// The job already writing `destination` (or its partial file), if any: a claimed
-    /// download for it waits its turn instead of sharing the partial file.
+    /// The job already writing `destination`, if any: a claimed download for it waits its
+    /// turn instead of sharing the partial file. (No destination can be another's partial
+    /// file, `PartialNames`, so the destination alone tells.)
     func writer(of destination: String) -> String? {
-        // A job's files are DEST and DEST.part: either may be another job's destination.
-        let part = destination + ".part"
-        let whole = destination.hasSuffix(".part") ? String(destination.dropLast(5)) : nil
-        // Looked up in place (no merged copy of both tables: this runs for every claimed job).
-        func holder(of path: String) -> String? {
-            running.first { $0.value.destination == path }?.key ?? renaming[path]
-        }
-        return holder(of: destination) ?? holder(of: part) ?? whole.flatMap(holder(of:))
+        running.first { $0.value.destination == destination }?.key ?? renaming[destination]
     }
 
     mutating func started(_ id: String, _ slot: Slot) { running[id] = slot }

@@ -117,6 +117,15 @@ enum GetCommand {
 
     /// `-o` as given, a file named after the URL inside `-o` when it is a directory, or in the current directory.
     static func destination(for url: URL, output: String?) throws -> String {
+        let path = try chosenPath(for: url, output: output)
+        // A name transferd keeps for partial files (or one too long to download under) is no destination.
+        if let reason = PartialNames.refusal(of: path) {
+            throw UsageError("cannot save to \(path): \(reason); " + (output == nil ? "name the file with -o" : "choose another name with -o"))
+        }
+        return path
+    }
+
+    private static func chosenPath(for url: URL, output: String?) throws -> String {
         let name = URLFileName.of(url)
         guard let output else { return name }
         var isDirectory: ObjCBool = false
@@ -140,7 +149,7 @@ enum GetCommand {
             switch failure {
             case .destinationExists: return .destinationExists
             case .checksumMismatch, .sizeMismatch: return .verificationFailed
-            case .local, .partInUse, .foreignPartial: return .localError
+            case .local, .partInUse, .foreignPartial, .reservedDestination: return .localError
             case .httpStatus, .transport, .unstableSource: return .transferFailed
             }
         case let failure as TransportError:

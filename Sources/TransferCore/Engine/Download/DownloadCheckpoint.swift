@@ -31,7 +31,7 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     public var writtenID: String?
     /// The partial file's tag (an extended attribute, `user.transferd.file`, set when the file
     /// was created or started over): a checkpoint that names one is trusted only for a file that
-    /// carries it, so another file put at `NAME.part` since, even one of the same size, is started
+    /// carries it, so another file put at the partial file's name since, even one of the same size, is started
     /// over. Absent in checkpoints from before it was kept, and where the file system keeps no
     /// user attributes: then only the file's size is checked.
     public var fileTag: String?
@@ -113,7 +113,7 @@ extension CheckpointStore {
     public func removeBeforeStartingOver() throws { try remove() }
 }
 
-/// A checkpoint kept as JSON beside the partial file (`NAME.part.state`),
+/// A checkpoint kept as JSON beside the partial file (`NAME.transferd-part.state`, `PartialNames`),
 /// replaced atomically (write temp, fsync, rename), like aria2's control file.
 /// One that claims unsynced bytes is not fsynced itself: it is trusted only in
 /// the boot that wrote it, whose page cache holds it anyway (after a crash the

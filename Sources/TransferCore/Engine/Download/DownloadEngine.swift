@@ -1,7 +1,7 @@
 import Foundation
 
 /// Downloads one URL to a file: probe, segmented or single stream into
-/// `NAME.part`, resume from checkpoints, retry by policy, verify, then an
+/// `NAME.transferd-part` (`PartialNames`), resume from checkpoints, retry by policy, verify, then an
 /// atomic rename. The destination appears only complete and verified.
 // @unchecked: the running state is in `currentState` (Locked) and checkpoints are written under
 // the state's `persistLock`; the other properties are immutable.
@@ -41,6 +41,11 @@ public final class DownloadEngine: @unchecked Sendable {
         // A partial file already there is locked before its checkpoint is read: another process
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
+        if let reason = PartialNames.refusal(of: options.destination) {
+            throw DownloadError.reservedDestination(path: options.destination, reason: reason)
+        }
+        // A partial file an earlier version left under its names (`NAME.part`) is resumed under today's.
+        PartialNames.adoptEarlierPartial(of: options.destination, store: store)
         let held = try PartFile.lockExisting(options.partPath, takingOver: options.takesOverBusyPart)
         // Read once: nothing below changes it before the partial file is opened. One whose plan
         // cannot describe a file (edited, damaged) is not trusted: the download starts over.
@@ -134,13 +139,13 @@ public final class DownloadEngine: @unchecked Sendable {
 
     // MARK: Start
 
-    /// Opens and locks `NAME.part` (or takes the one `run` locked), resuming from the checkpoint
+    /// Opens and locks the partial file (or takes the one `run` locked), resuming from the checkpoint
     /// when it describes this URL and this file.
     private func openPartialFile(_ saved: DownloadCheckpoint?, recordFound: Bool, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
         let file = try held ?? PartFile.create(part, takingOver: options.takesOverBusyPart)
-        // A file at NAME.part that transferd cannot prove it wrote (a user's `report.part`, or
-        // another job's destination named so) is never truncated or renamed into place.
+        // A file at the partial file's name that transferd cannot prove it wrote (put there by
+        // hand or by another program) is never truncated or renamed into place.
         if file.existed, !PartFile.mayStartOver(size: file.size() ?? 0, tagged: file.carriesAnyTag(), recordFound: recordFound) {
             file.close()
             throw DownloadError.foreignPartial(path: part)

@@ -21,6 +21,8 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     /// A file at the partial file's (or its record's) name that transferd cannot prove it wrote:
     /// left alone, never truncated, renamed or removed.
     case foreignPartial(path: String)
+    /// The destination's file name is one transferd keeps for its own files, or too long (`PartialNames.refusal`).
+    case reservedDestination(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -44,6 +46,8 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
         case .foreignPartial(let path):
             return "\(path) exists and transferd has no record of writing it (no checkpoint, no tag of its own); it was left "
                 + "alone — move it away (or delete it if it is an old partial file), or choose another destination"
+        case .reservedDestination(let path, let reason):
+            return "cannot save to \(path): \(reason); choose another name (-o, or the job's \"dest\")"
         case .partInUse(let path):
             return "\(path) is being written by another transferd process (a `get` or a queue run to the same destination); "
                 + "nothing was changed — wait for it to finish, or choose another destination"

@@ -81,7 +81,7 @@ public struct DownloadOptions: Sendable {
     public var deferRename = false
     /// Failed attempts without progress before this run (the job's count in the queue).
     public var priorFailures = 0
-    /// Write `NAME.part` even while another process holds its lock. For a queue job a shared
+    /// Write the partial file even while another process holds its lock. For a queue job a shared
     /// store handed over with a checkpoint: the worker that wrote it lost its lease (it may be
     /// frozen, still holding the lock), and the store fences it off at its next checkpoint, so the
     /// lease, not the lock, says who writes. Otherwise a held partial file stops the download.
@@ -119,8 +119,8 @@ public struct DownloadOptions: Sendable {
         self.checkpointInterval = checkpointInterval
     }
 
-    public var partPath: String { destination + ".part" }
-    public var statePath: String { destination + ".part.state" }
+    public var partPath: String { PartialNames.part(of: destination) }
+    public var statePath: String { PartialNames.state(of: destination) }
 }
 
 /// A download attempt failed in a way that wants a pause before the next

@@ -1,7 +1,7 @@
 import CSystem
 import Foundation
 
-/// `NAME.part`, open and locked (`flock`, exclusive) by the one process that
+/// `NAME.transferd-part` (`PartialNames`), open and locked (`flock`, exclusive) by the one process that
 /// writes it.
 ///
 /// Two processes downloading to the same destination (the same `get` started
@@ -36,7 +36,7 @@ final class PartFile: @unchecked Sendable {
     /// - Throws: `DownloadError.partInUse` when another process holds it.
     static func lockExisting(_ path: String, takingOver: Bool) throws -> PartFile? {
         for _ in 0..<attempts {
-            // O_NOFOLLOW: a link planted at NAME.part must not make the download write through it.
+            // O_NOFOLLOW: a link planted at the partial file's name must not make the download write through it.
             let fd = Foundation.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
             guard fd >= 0 else { return nil }
             if let file = try locked(fd, path: path, existed: true, takingOver: takingOver) { return file }
@@ -76,7 +76,7 @@ final class PartFile: @unchecked Sendable {
         let unguarded = code == ENOLCK || code == EOPNOTSUPP || code == ENOSYS
         if code == 0 || unguarded || (code == EWOULDBLOCK && takingOver) {
             // The writer that held it may have renamed it into place (or removed it) and let go
-            // in the meantime: this lock would then be on the finished file, not on NAME.part.
+            // in the meantime: this lock would then be on the finished file, not on the partial file.
             guard names(fd, path) else {
                 Foundation.close(fd)
                 return nil
@@ -113,7 +113,7 @@ final class PartFile: @unchecked Sendable {
     }
 
     /// Marks the file as this download's with a new random tag, kept in its checkpoints: a file
-    /// put at `NAME.part` since (another program's, a copy, one of the same size) lacks it, and
+    /// put at the partial file's name since (another program's, a copy, one of the same size) lacks it, and
     /// its checkpoint is not trusted for it.
     func tag() -> Tagging {
         let tag = WrittenOffsets.newID()
@@ -147,6 +147,15 @@ final class PartFile: @unchecked Sendable {
             guard count > 0 && String(decoding: buffer[0..<count], as: UTF8.self) == tag else { return false }
             state.tagged = true
             return true
+        }
+    }
+
+    /// The tag the file carries, or nil when it carries none (or its file system keeps none).
+    func currentTag() -> String? {
+        state.withLock { state in
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let count = state.open ? fgetxattr(fd, Self.tagAttribute, &buffer, buffer.count) : -1
+            return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : nil
         }
     }
 

@@ -297,10 +297,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
                 return "it would land in \(inside), the queue's own folder"
             }
         }
-        for suffix in [".part", ".part.state"] where relative.utf8.reversed().starts(with: suffix.utf8.reversed()) {
-            return "its name ends with \(suffix), which transferd keeps for partial files"
-        }
-        return nil
+        return PartialNames.refusal(of: relative)
     }
 
     /// Downloads one object to its partial path (`completedPartPath`), complete and verified.
@@ -368,7 +365,7 @@ public final class S3PrefixDownload: @unchecked Sendable {
                     failed.append((item, reason))
                     continue
                 }
-                unlink(item.path + ".part.state")
+                unlink(PartialNames.state(of: item.path))
                 item.lock?.untag()
             }
             Self.recordETag(item.path, etag: item.etag)

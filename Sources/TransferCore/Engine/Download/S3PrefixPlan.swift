@@ -39,8 +39,8 @@ public enum S3PrefixPlan {
             if bytes == [0x2E] || bytes == [0x2E, 0x2E] {
                 return .refused("the key has a \(component) segment: it would lead out of the folder")
             }
-            // 255 bytes is a file name's limit; the last segment also gets `.part.state` while it downloads.
-            let limit = index == components.count - 1 ? 255 - ".part.state".utf8.count : 255
+            // 255 bytes is a file name's limit; the last segment also gets the checkpoint's suffixes while it downloads.
+            let limit = index == components.count - 1 ? PartialNames.longestName : 255
             if bytes.count > limit {
                 return .refused("a segment of the key is over \(limit) bytes, too long for a file name here")
             }

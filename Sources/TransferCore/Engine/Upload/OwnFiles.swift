@@ -4,13 +4,16 @@ import Foundation
 /// whatever its include and exclude globs say: a queue folder's whole content
 /// (job files hold URLs and headers, `.transferd/` the store, its WAL and the
 /// API token), any `.transferd` folder, and a download's partial file and
-/// checkpoint (`NAME.part`, `NAME.part.state` and the checkpoint's temporary
-/// `NAME.part.state.PID.N.tmp`, names `get s3://` also refuses to save keys under).
+/// checkpoint (any name holding `.transferd-part`, which `get s3://` also refuses
+/// to save keys under, `PartialNames`), and those of earlier versions: a
+/// `NAME.part.state` checkpoint, and `NAME.part` beside one.
 enum OwnFiles {
     /// Why the file at `relative` (a path below the uploaded folder, "/"-separated) is
     /// transferd's own, or nil for a user's file. `queueFolders` are the folders below the
     /// upload that `isQueueFolder` found ("" for the uploaded folder itself).
-    static func reason(for relative: String, queueFolders: Set<String>) -> String? {
+    /// `siblings` are the other files found (relative paths), to tell an earlier version's
+    /// partial file (`NAME.part` beside `NAME.part.state`) from a user's `NAME.part`.
+    static func reason(for relative: String, queueFolders: Set<String>, siblings: Set<String> = []) -> String? {
         let components = relative.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard let name = components.last else { return nil }
         if queueFolders.contains("") { return "the uploaded folder is a transferd queue folder" }
@@ -19,9 +22,10 @@ enum OwnFiles {
             if queueFolders.contains(folder) { return "in the transferd queue folder \(folder)/" }
         }
         if components.contains(stateFolder) { return "in a \(stateFolder)/ state folder" }
-        if hasSuffix(name, ".part") { return "a partial download" }
-        if hasSuffix(name, ".part.state") { return "a partial download's checkpoint" }
-        if name.contains(".part.state."), hasSuffix(name, ".tmp") { return "a partial download's checkpoint being written" }
+        if PartialNames.holdsMarker(name) { return "a partial download or its checkpoint" }
+        if hasSuffix(name, ".part.state") { return "an earlier version's checkpoint of a partial download" }
+        if name.contains(".part.state."), hasSuffix(name, ".tmp") { return "an earlier version's checkpoint being written" }
+        if hasSuffix(name, ".part"), siblings.contains(relative + ".state") { return "an earlier version's partial download" }
         return nil
     }
 

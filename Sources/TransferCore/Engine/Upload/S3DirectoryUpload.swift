@@ -90,8 +90,9 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         let (found, queueFolders) = try files()
         var all: [String] = []
         var leftOut: [LeftOut] = []
+        let siblings = Set(found)
         for relative in found where filter.takes(relative) {
-            if let reason = OwnFiles.reason(for: relative, queueFolders: queueFolders) {
+            if let reason = OwnFiles.reason(for: relative, queueFolders: queueFolders, siblings: siblings) {
                 leftOut.append(LeftOut(path: relative, reason: reason))
             } else {
                 all.append(relative)
