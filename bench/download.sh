@@ -92,7 +92,7 @@ refetch() {  # CONNECTIONS
     sleep 0.3
     local killed_end on_disk=0
     killed_end=$(stat -c %s "$log")
-    [[ -f $out/f.part ]] && on_disk=$(bytes_on_disk "$out/f.part")
+    [[ -f $out/f.transferd-part ]] && on_disk=$(bytes_on_disk "$out/f.transferd-part")
     "$transferd" get "$url" -o "$out/f" -q -c "$1" >/dev/null
     cmp -s "$source_file" "$out/f" || { echo "bench: kill -9 and resume produced a wrong file" >&2; exit 1; }
     sleep 0.3
