@@ -37,6 +37,33 @@ final class DownloadResumeSafetyTests: XCTestCase {
         XCTAssertEqual(try store.load()?.plan.bytesWritten ?? 0, 0, "no checkpoint may claim the truncated bytes")
     }
 
+    /// A takeover's file (`PartFile.replaced`): the old one's bytes and attributes in a new inode at
+    /// the same name; what the old descriptor writes afterwards (a frozen worker woken) stays out of it.
+    func testATakeoverWritesANewFileTheOldDescriptorCannotReach() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = (directory as NSString).appendingPathComponent("f.transferd-part")
+        let old = try PartFile.create(part, takingOver: false)
+        let bytes = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        XCTAssertEqual(bytes.withUnsafeBytes { pwrite(old.fd, $0.baseAddress, $0.count, 0) }, bytes.count)
+        guard let tag = old.tag().tag else { throw XCTSkip("this file system keeps no user attributes") }
+        // The frozen worker's descriptor, still open after its PartFile moved on.
+        let stale = dup(old.fd)
+        defer { close(stale) }
+        let (fresh, method) = try old.replaced(at: part, keeping: 2 << 20)
+        defer { fresh.close() }
+        XCTAssertNotNil(method)
+        XCTAssertTrue(PartFile.names(fresh.fd, part))
+        XCTAssertFalse(PartFile.names(stale, part))
+        XCTAssertTrue(fresh.carries(tag), "the checkpoint's tag goes with the bytes")
+        XCTAssertEqual(fresh.size(), 2 << 20)
+        XCTAssertEqual(FileManager.default.contents(atPath: part), bytes.prefix(2 << 20))
+        let late = Data(repeating: 0xEE, count: 1 << 20)
+        XCTAssertEqual(late.withUnsafeBytes { pwrite(stale, $0.baseAddress, $0.count, 0) }, late.count)
+        XCTAssertEqual(FileManager.default.contents(atPath: part), bytes.prefix(2 << 20), "the late write went elsewhere")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), ["f.transferd-part"])
+    }
+
     func testAPartialFileHasOneWriterAtATime() throws {
         let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -461,11 +461,18 @@ public final class QueueRunner: @unchecked Sendable {
         // unless another worker holds the job now: the partial file is then that worker's.
         let unsynced = unsyncedAll.filter { !lost.contains($0.key) }
         for item in batch where unsynced[item.job.record.id] != nil {
-            if let part = item.result.completedPartPath { unlink(part) }
+            if let part = item.result.completedPartPath, Self.namesItsFile(item.result) { unlink(part) }
         }
         var failures = unsynced
         for item in batch where !lost.contains(item.job.record.id) && unsynced[item.job.record.id] == nil {
             guard let part = item.result.completedPartPath else { continue }
+            // Renamed by its name: one that names another file now (a worker that took the job
+            // over made a new one there, `PartFile.replaced`) is not this run's to put in place.
+            guard Self.namesItsFile(item.result) else {
+                failures[item.job.record.id] = "\(part) is no longer the file this run wrote (another worker took the job "
+                    + "over and made a new one); left to it — `transferd retry \(item.job.record.id)` fetches it again if it fails"
+                continue
+            }
             if let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
                 failures[item.job.record.id] = reason
             } else {
@@ -558,6 +565,13 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// Renames a finished partial file into place; the reason when that fails.
+    /// Whether a finished download's partial path still names the file it wrote (true when the
+    /// result holds no open file to compare: renamed by name, as before there were locks).
+    static func namesItsFile(_ result: DownloadResult) -> Bool {
+        guard let part = result.completedPartPath, let file = result.partFile else { return true }
+        return PartFile.names(file.fd, part)
+    }
+
     static func moveIntoPlace(part: String, destination: String) -> String? {
         guard rename(part, destination) != 0 else { return nil }
         let failure = POSIXFailure(operation: "rename \(part) to", path: destination)

@@ -143,14 +143,13 @@ public final class DownloadEngine: @unchecked Sendable {
     /// when it describes this URL and this file.
     private func openPartialFile(_ saved: DownloadCheckpoint?, recordFound: Bool, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
-        let file = try held ?? PartFile.create(part, takingOver: options.takesOverBusyPart)
+        var file = try held ?? PartFile.create(part, takingOver: options.takesOverBusyPart)
         // A file at the partial file's name that transferd cannot prove it wrote (put there by
         // hand or by another program) is never truncated or renamed into place.
         if file.existed, !PartFile.mayStartOver(size: file.size() ?? 0, tagged: file.carriesAnyTag(), recordFound: recordFound) {
             file.close()
             throw DownloadError.foreignPartial(path: part)
         }
-        let fd = file.fd
         var checkpoint = saved?.trusted(inBoot: BootID.current)
         // A partial file without the checkpoint's tag, or shorter than the bytes the checkpoint
         // claims, is not the file it describes (replaced, or truncated by another program): the
@@ -167,13 +166,21 @@ public final class DownloadEngine: @unchecked Sendable {
             // worker meanwhile) stops it here: the other worker's partial file is not truncated.
             if file.existed {
                 try store.removeBeforeStartingOver()
+                // A takeover starts over in a new, empty file, not in the one the worker it
+                // replaces may still hold open (`PartFile.replaced`).
+                if options.takesOverBusyPart { file = try file.replaced(at: part, keeping: 0).file }
                 // Whatever the file recorded of how far it was written is void once it is truncated.
-                WrittenOffsets.remove(fd: fd)
-                guard ftruncate(fd, 0) == 0 else { throw DownloadError.local(POSIXFailure(operation: "truncate", path: part)) }
+                WrittenOffsets.remove(fd: file.fd)
+                guard ftruncate(file.fd, 0) == 0 else { throw DownloadError.local(POSIXFailure(operation: "truncate", path: part)) }
             } else {
                 try store.remove()
             }
+        } else if options.takesOverBusyPart && file.existed {
+            // A takeover resumes in a copy: the worker it replaces may be frozen, not dead, and
+            // write the rest of its bytes into the file it has open when it wakes (`PartFile.replaced`).
+            file = try file.replaced(at: part, keeping: file.size() ?? 0).file
         }
+        let fd = file.fd
         var noteRecord = false
         if let trusted = checkpoint {
             let resumed = trusted.resumed(onFile: fd, bootID: BootID.current)
@@ -577,6 +584,9 @@ public final class DownloadEngine: @unchecked Sendable {
         guard fstat(state.fd, &info) == 0 else {
             throw DownloadError.local(POSIXFailure(operation: "stat", path: state.partPath))
         }
+        // Checked, removed and renamed by its name below: a name that no longer names this file (a
+        // worker that took the job over made a new one there, `PartFile.replaced`) is not ours to touch.
+        guard PartFile.names(state.fd, state.partPath) else { throw DownloadError.partInUse(path: state.partPath) }
         let size = plan.totalSize ?? plan.bytesWritten
         if let expected = options.expectedSize, expected != size {
             unlink(state.partPath)

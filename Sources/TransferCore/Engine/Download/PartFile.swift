@@ -179,6 +179,41 @@ final class PartFile: @unchecked Sendable {
         size == 0 || recordFound || tagged != false
     }
 
+    /// A new file put in this one's place at `path`, holding a copy of its first `length` bytes
+    /// (none: an empty file) and its tag and written-offsets record, locked; this one is closed.
+    ///
+    /// A takeover in a shared store makes one before it writes a byte: the worker the job was
+    /// taken from may be frozen rather than dead (SIGSTOP, a paused VM), its descriptor still open
+    /// on the old file, and what it writes when it wakes lands in that old file, which no one
+    /// reads any more. (Before, a frozen worker wrote the rest of its old bytes into the file its
+    /// successor had verified and put in place.) The attributes are read before the bytes are
+    /// copied, so the written-offsets record claims nothing the copy lacks.
+    /// - Returns: the new file, and how its bytes were copied (`FileCopy.Method`, nil for none).
+    func replaced(at path: String, keeping length: Int64) throws -> (file: PartFile, copied: FileCopy.Method?) {
+        let attributes = [Self.tagAttribute, WrittenOffsets.attribute].compactMap { name -> (String, [UInt8])? in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = fgetxattr(fd, name, &buffer, buffer.count)
+            return count > 0 ? (name, Array(buffer[0..<count])) : nil
+        }
+        let temporary = path + ".takeover.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let fresh = FileCreation.open(temporary, flags: O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW)
+        guard fresh >= 0 else { throw DownloadError.local(POSIXFailure(operation: "create", path: temporary)) }
+        do {
+            let method = length > 0 ? try FileCopy.copy(from: fd, to: fresh, length: length, path: temporary) : nil
+            for (name, value) in attributes { _ = fsetxattr(fresh, name, value, value.count, 0) }
+            _ = flock(fresh, LOCK_EX | LOCK_NB)
+            guard rename(temporary, path) == 0 else { throw DownloadError.local(POSIXFailure(operation: "rename", path: path)) }
+            let file = PartFile(fd: fresh, existed: true)
+            file.state.withLock { $0.tagged = !attributes.isEmpty && attributes[0].0 == Self.tagAttribute }
+            close()
+            return (file, method)
+        } catch {
+            Foundation.close(fresh)
+            unlink(temporary)
+            throw error
+        }
+    }
+
     /// The file's size now.
     func size() -> Int64? {
         var info = stat()
