@@ -276,9 +276,10 @@ public final class QueueRunner: @unchecked Sendable {
                 }
             }
         } catch {
-            // The loop failed (the store went away, say): no job task may outlive it.
+            // The loop failed (the store went away past --store-outage, say): no job task may
+            // outlive it, and the user learns what this run did before it stopped.
             for job in active.values { job.task?.cancel() }
-            throw error
+            throw RunAbandoned(summary: summary, running: active.count, cause: error)
         }
         try updateResultFiles()
         summary.failedInStore = try store.counts()[.failed] ?? 0

@@ -47,3 +47,18 @@ public struct RunSummary: Sendable {
 
     public init() {}
 }
+
+/// A run that stopped on an error of its own (its store unreachable past `--store-outage`, a
+/// local failure), with what it had done by then. The jobs it held stay in the store: a shared
+/// store hands them to another worker once their leases run out, and the next run takes them.
+public struct RunAbandoned: Error, CustomStringConvertible {
+    public let summary: RunSummary
+    /// Jobs that were running when it stopped.
+    public let running: Int
+    public let cause: Error
+
+    public var description: String {
+        "stopped: \(cause) — this run had finished \(summary.done) job\(summary.done == 1 ? "" : "s") "
+            + "(\(summary.failed) failed, \(summary.cancelled) cancelled); the \(running) running were stopped and stay queued for the next run"
+    }
+}

@@ -259,11 +259,34 @@ final class PostgresConnection {
         StoreError.postgres(target: shownTarget, message: what + ": " + Self.message(of: handle), fix: "")
     }
 
-    /// Renews a broken connection, or throws `error` when that fails.
+    /// How long a broken connection is tried again before the store gives up, in seconds
+    /// (`run --store-outage`): a restart of PostgreSQL takes a fraction of a second, a failover
+    /// or a maintenance stop minutes.
+    var outageLimit: TimeInterval = 300
+
+    /// Renews a broken connection, trying again with a growing pause (0.1 s doubling to 5 s)
+    /// until `outageLimit` has passed since the break, and throws then. The caller holds the
+    /// store's lock meanwhile, so the store's other callers wait for it rather than each
+    /// finding the server gone. A new session has no prepared statements (`renew` forgets them);
+    /// the store's advisory locks are transaction-scoped, so none is left to take again.
     fileprivate func reconnect(after error: Error) throws {
         guard let handle else { throw error }
-        renew(handle)
-        guard PQstatus(handle) == CONNECTION_OK else { throw error }
+        let started = LeaseClock.now()
+        var pause = 0.1
+        while true {
+            renew(handle)
+            if PQstatus(handle) == CONNECTION_OK { return }
+            let waited = LeaseClock.now() - started
+            guard waited < outageLimit else {
+                throw StoreError.postgres(
+                    target: shownTarget,
+                    message: "unreachable for \(Int(waited)) s, the most a worker waits (\(Self.message(of: handle)))",
+                    fix: "check that PostgreSQL runs and accepts connections, then run again; "
+                        + "to wait longer through an outage, give run --store-outage SECONDS")
+            }
+            usleep(UInt32(min(pause, outageLimit - waited) * 1_000_000))
+            pause = min(pause * 2, 5)
+        }
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.

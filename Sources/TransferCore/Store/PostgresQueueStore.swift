@@ -54,10 +54,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 
-    public init(url: String, worker: String? = nil, leaseSeconds: Double = 30) throws {
+    /// - Parameter outageSeconds: how long a lost connection is tried again before a call
+    ///   throws (`PostgresConnection.outageLimit`).
+    public init(url: String, worker: String? = nil, leaseSeconds: Double = 30, outageSeconds: Double = 300) throws {
         self.worker = worker ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
         self.lease = leaseSeconds
         connection = try PostgresConnection(url: url)
+        connection.outageLimit = outageSeconds
         try migrate()
     }
 

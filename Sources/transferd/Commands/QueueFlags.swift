@@ -29,9 +29,10 @@ enum QueueFlags {
     /// - Parameter forReading: only to look (`status`): a store that exists is
     ///   opened as it is, so a read-only queue folder can still be looked at.
     static func openStore(_ layout: QueueLayout, _ arguments: ParsedArguments, forReading: Bool = false,
-                          leaseSeconds: Double = 30) throws -> QueueStore {
+                          leaseSeconds: Double = 30, outageSeconds: Double = 300) throws -> QueueStore {
         if let url = try storeURL(arguments) {
-            return try PostgresQueueStore(url: url, worker: arguments.value("--worker"), leaseSeconds: leaseSeconds)
+            return try PostgresQueueStore(url: url, worker: arguments.value("--worker"), leaseSeconds: leaseSeconds,
+                                          outageSeconds: outageSeconds)
         }
         if !(forReading && FileManager.default.fileExists(atPath: layout.database)) {
             try layout.prepare()

@@ -12,6 +12,8 @@ enum RunCommand {
         QueueFlags.storeSpec,
         OptionSpec("--worker", value: "NAME", help: "this worker's name in a shared store (default: HOST:PID)"),
         OptionSpec("--lease", value: "SECONDS", help: "how long a shared store's claim holds without renewal (default: 30)"),
+        OptionSpec("--store-outage", value: "SECONDS",
+                   help: "how long a worker keeps trying to reach a shared store that went away before it stops (default: 300)"),
         OptionSpec("--listen", value: "ADDR:PORT", help: "serve the control API and dashboard while the run works (127.0.0.1:0: any free port)"),
         OptionSpec("--api-token-file", value: "FILE", help: "the API's bearer token (default: made once in QUEUE_DIR/.transferd/api.token)"),
         OptionSpec("--on-done", value: "COMMAND", help: "run COMMAND (words, or a JSON list; no shell) when a job without its own on_done is done"),
@@ -84,7 +86,9 @@ enum RunCommand {
             guard lease >= 1 else { throw UsageError("--lease must be at least 1 second") }
             // One run per queue folder with its own store; a shared store's workers may share a folder.
             lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
-            store = try QueueFlags.openStore(layout, arguments, leaseSeconds: lease)
+            let outage = try arguments.seconds("--store-outage") ?? 300
+            guard outage >= 1 else { throw UsageError("--store-outage must be at least 1 second") }
+            store = try QueueFlags.openStore(layout, arguments, leaseSeconds: lease, outageSeconds: outage)
         } catch let error as UsageError {
             Output.err("transferd run: \(error)\n")
             return .usage

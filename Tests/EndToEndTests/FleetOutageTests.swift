@@ -1,0 +1,114 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// Workers on a PostgreSQL store whose connections are cut (Tests/Servers/cut_proxy.py): every
+/// connection closed at once and new ones refused, as a restart of the server or an outage of
+/// the network does to its clients, then accepted again.
+final class FleetOutageTests: XCTestCase {
+    /// The proxy between the workers and the test's PostgreSQL, started and stopped by PID.
+    private final class CutProxy {
+        let process = Process()
+        let url: String
+
+        init(store: String) throws {
+            var components = try XCTUnwrap(URLComponents(string: store))
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Servers/cut_proxy.py").path
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script, components.host ?? "127.0.0.1", String(components.port ?? 5432)]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+            components.port = try XCTUnwrap(Int(line.trimmingCharacters(in: .whitespacesAndNewlines)), "proxy port: \(line)")
+            url = try XCTUnwrap(components.string)
+        }
+
+        func cut() { kill(process.processIdentifier, SIGUSR1) }
+        func restore() { kill(process.processIdentifier, SIGUSR2) }
+
+        deinit {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// Two workers, 40 downloads at 1 MB/s, the store's connections cut for `outage` seconds
+    /// once the first jobs are done: both workers wait, reconnect and finish every job.
+    private func runThroughAnOutage(of outage: TimeInterval, lease: Int) throws {
+        let servers = try TestServers.current()
+        let store = try TestStores.freshPostgresDatabase()
+        let proxy = try CutProxy(store: store)
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "outage", sizes: Array(repeating: 1 << 20, count: 40))
+        try fixture.drop("jobs.json", jobs: names.enumerated().map { index, name in
+            ["id": "j\(index)", "url": servers.http.absoluteString + "/crawl/" + name, "dest": "out/j\(index).bin"]
+        })
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRANSFERD_STORE"] = proxy.url
+        let observer = try PostgresQueueStore(url: store, worker: "observer")
+        let workers = try ["A", "B"].map { name in
+            try TransferdProcess(["run", fixture.queue, "--jobs", "3", "--lease", String(lease), "--worker", name, "--quiet"],
+                                 directory: fixture.root, environment: environment)
+        }
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, (try observer.counts()[.done] ?? 0) < 4 { usleep(100_000) }
+        XCTAssertGreaterThanOrEqual(try observer.counts()[.done] ?? 0, 4, "the run should be under way")
+        proxy.cut()
+        usleep(UInt32(outage * 1_000_000))
+        proxy.restore()
+        for (name, worker) in zip(["A", "B"], workers) {
+            let ended = worker.wait()
+            XCTAssertEqual(ended.status, 0, "worker \(name): \(ended.stderr)")
+        }
+        let jobs = try observer.jobs()
+        XCTAssertEqual(jobs.filter { $0.state == .done }.count, 40, "\(jobs.filter { $0.state != .done }.map { ($0.id, $0.state) })")
+        for (index, name) in names.enumerated() {
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/out/j\(index).bin"), try servers.sha256(of: name), "j\(index)")
+        }
+    }
+
+    /// As `pg_ctl restart -m fast` does in about 0.3 s. Before, every worker exited 4 at once.
+    func testAFastRestartOfTheDatabaseStopsNoWorker() throws {
+        try runThroughAnOutage(of: 0.5, lease: 30)
+    }
+
+    /// A minute without the database, longer than the lease: each worker waits, then renews
+    /// what it still holds or drops what another took, and the jobs end done once each.
+    func testAMinuteWithoutTheDatabaseUnderLoad() throws {
+        try runThroughAnOutage(of: 60, lease: 10)
+    }
+
+    /// Past `--store-outage` a worker stops, saying why and what it had done.
+    func testAWorkerGivesUpAfterItsOutageLimitWithASummary() throws {
+        let servers = try TestServers.current()
+        let store = try TestStores.freshPostgresDatabase()
+        let proxy = try CutProxy(store: store)
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "outage-limit", sizes: Array(repeating: 1 << 20, count: 12))
+        try fixture.drop("jobs.json", jobs: names.enumerated().map { index, name in
+            ["id": "j\(index)", "url": servers.http.absoluteString + "/crawl/" + name, "dest": "out/j\(index).bin"]
+        })
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRANSFERD_STORE"] = proxy.url
+        let observer = try PostgresQueueStore(url: store, worker: "observer")
+        let worker = try TransferdProcess(["run", fixture.queue, "--jobs", "2", "--store-outage", "3", "--worker", "A"],
+                                          directory: fixture.root, environment: environment)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, (try observer.counts()[.done] ?? 0) < 2 { usleep(100_000) }
+        proxy.cut()
+        let started = Date()
+        let ended = worker.wait()
+        let waited = Date().timeIntervalSince(started)
+        proxy.restore()
+        XCTAssertEqual(ended.status, 4, ended.stderr)
+        XCTAssertGreaterThanOrEqual(waited, 3, "it waited out --store-outage")
+        XCTAssertLessThan(waited, 30)
+        XCTAssertTrue(ended.stderr.contains("unreachable for"), ended.stderr)
+        XCTAssertTrue(ended.stderr.contains("--store-outage"), ended.stderr)
+        XCTAssertTrue(ended.stderr.contains("this run had finished"), ended.stderr)
+        XCTAssertFalse(ended.stderr.contains(try XCTUnwrap(URLComponents(string: store)?.password)), "no password shown")
+    }
+}
