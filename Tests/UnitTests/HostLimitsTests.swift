@@ -89,4 +89,33 @@ final class HostLimitsTests: XCTestCase {
         for _ in 0..<3 { limits.succeeded("a", now: 2.5) }
         XCTAssertEqual(limits.limit(for: "a"), 5)
     }
+
+    /// A worker that gets no successes from a host keeps no cut limit for good: one that no
+    /// refusal has cut for `recoveryInterval` rises by one, and again each interval after.
+    func testALimitRecoversWithTimeWithoutSuccesses() {
+        var limits = HostLimits(maximum: 4)
+        limits.throttled("a", retryAfter: nil, sent: 0, now: 100, serving: 1)
+        XCTAssertEqual(limits.limit(for: "a"), 1)
+        XCTAssertFalse(limits.recover(now: 109))
+        XCTAssertEqual(limits.limit(for: "a"), 1, "not before the interval")
+        XCTAssertTrue(limits.recover(now: 110))
+        XCTAssertEqual(limits.limit(for: "a"), 2)
+        XCTAssertFalse(limits.recover(now: 115), "an interval from the last raise")
+        limits.throttled("a", retryAfter: nil, sent: 112, now: 116, serving: 1)
+        XCTAssertFalse(limits.recover(now: 121), "a new cut starts the interval over")
+        XCTAssertTrue(limits.recover(now: 126))
+        XCTAssertTrue(limits.recover(now: 136))
+        XCTAssertTrue(limits.recover(now: 146))
+        XCTAssertEqual(limits.limit(for: "a"), 4)
+        XCTAssertEqual(limits.reduced, [:], "back at the maximum, forgotten")
+        XCTAssertFalse(limits.recover(now: 500))
+    }
+
+    func testRetryAfterHoldsRecoveryByTimeToo() {
+        var limits = HostLimits(maximum: 8)
+        limits.throttled("a", retryAfter: 60, sent: 0, now: 0, serving: 2)
+        XCTAssertFalse(limits.recover(now: 30))
+        XCTAssertTrue(limits.recover(now: 60))
+        XCTAssertEqual(limits.limit(for: "a"), 3)
+    }
 }

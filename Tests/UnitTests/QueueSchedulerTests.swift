@@ -124,6 +124,26 @@ final class QueueSchedulerTests: XCTestCase {
         XCTAssertEqual(scheduler.claimSize(now: 0.3), 6, "the host's room grew: claimed (the slots all free)")
     }
 
+    /// One of three workers on a host that answered 429: its limit was cut to 1, and the fleet's
+    /// other workers hold the host's connections, so it finds no room and gets no success that
+    /// would raise the limit (before: it sat idle for the rest of the run). Time raises it.
+    func testAWorkerWithACutLimitAndNoSuccessesGetsRoomBackWithTime() {
+        var scheduler = QueueScheduler(maxJobs: 4, defaultConnections: 1, maxConnectionsPerHost: 4)
+        scheduler.started("1", download("/d/1"))
+        let refused = QueueRunner.JobOutcome.retry(delay: 1, reason: "HTTP 429", failures: 1, throttled: true)
+        _ = scheduler.settle("1", outcome: refused, attempts: 0, sent: 0, now: 100, serving: 1)
+        XCTAssertEqual(scheduler.hostLimits.limit(for: "a.example"), 1)
+        var round = scheduler.claimRound()
+        XCTAssertNil(round.accept(candidate("2", heldElsewhere: 2)), "the fleet holds 2, over this worker's limit of 1")
+        scheduler.timePassed(now: 105)
+        round = scheduler.claimRound()
+        XCTAssertNil(round.accept(candidate("2", heldElsewhere: 2)))
+        for now in [110.0, 120, 130] { scheduler.timePassed(now: now) }
+        XCTAssertEqual(scheduler.hostLimits.limit(for: "a.example"), 4, "back at the maximum after three quiet intervals")
+        round = scheduler.claimRound()
+        XCTAssertEqual(round.accept(candidate("2", heldElsewhere: 2)), 1, "room again")
+    }
+
     func testCandidatesFitTheirHostsLimitCountingOtherWorkers() {
         var scheduler = QueueScheduler(maxJobs: 16, defaultConnections: 2, maxConnectionsPerHost: 4)
         scheduler.started("busy", download("/d/busy", connections: 2))

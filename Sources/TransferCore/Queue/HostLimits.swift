@@ -10,8 +10,11 @@ import Foundation
 /// instead of a blind half, so a host that takes four settles at four).
 /// Refusals of requests sent before the last cut answer the old limit and
 /// cut nothing, so one burst cuts once. A `Retry-After` holds increases until
-/// it has passed. A pure value: the runner feeds it outcomes and asks it for
-/// limits.
+/// it has passed. Time raises a limit too: one that no refusal has cut for
+/// `recoveryInterval` rises by one (`recover`), so a worker that gets no
+/// successes from a host (its jobs went to other workers, or it has none
+/// left for it) does not keep a cut limit for good. A pure value: the
+/// runner feeds it outcomes and the time, and asks it for limits.
 public struct HostLimits: Sendable, Equatable {
     /// The configured limit (`--per-host`), which no host exceeds.
     public let maximum: Int
@@ -21,7 +24,12 @@ public struct HostLimits: Sendable, Equatable {
         var successes = 0
         var lastCut: TimeInterval
         var holdUntil: TimeInterval
+        /// When the limit last changed (a cut or a raise), for `recover`.
+        var lastChange: TimeInterval = -.infinity
     }
+
+    /// How long a limit stays where a refusal or a raise left it before time alone raises it by one.
+    public static let recoveryInterval: TimeInterval = 10
 
     private var hosts: [String: Host] = [:]
 
@@ -54,6 +62,7 @@ public struct HostLimits: Sendable, Equatable {
         if sent >= state.lastCut {
             state.limit = max(1, serving > 0 ? min(state.limit - 1, serving) : state.limit / 2)
             state.lastCut = now
+            state.lastChange = now
             refusal = .cut
         } else {
             refusal = .overshoot
@@ -71,7 +80,23 @@ public struct HostLimits: Sendable, Equatable {
         if state.successes >= state.limit {
             state.limit += 1
             state.successes = 0
+            state.lastChange = now
         }
         hosts[host] = state.limit >= maximum ? nil : state
+    }
+
+    /// Raises by one every limit that has not changed for `recoveryInterval` (and whose
+    /// `Retry-After` has passed); returns whether any rose. The runner calls it as time passes.
+    @discardableResult
+    public mutating func recover(now: TimeInterval) -> Bool {
+        var raised = false
+        for (host, var state) in hosts where now >= state.holdUntil && now - state.lastChange >= Self.recoveryInterval {
+            state.limit += 1
+            state.successes = 0
+            state.lastChange = now
+            hosts[host] = state.limit >= maximum ? nil : state
+            raised = true
+        }
+        return raised
     }
 }

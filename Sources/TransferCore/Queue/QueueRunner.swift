@@ -224,6 +224,7 @@ public final class QueueRunner: @unchecked Sendable {
                     switch wake {
                     case .tick:
                         try renewLeasesIfDue()
+                        scheduler.timePassed(now: ProcessInfo.processInfo.systemUptime)
                         if !busyFinishing.isEmpty && Date().timeIntervalSince(lastBusyFinishingTry) >= Self.busyFinishingRetry {
                             try complete(Array(busyFinishing.values))
                         }

@@ -111,6 +111,12 @@ struct QueueScheduler: Sendable {
     /// Something changed that a claim that came back short did not see.
     mutating func somethingChanged() { shortClaim = nil }
 
+    /// Time passed: host limits no refusal has cut for a while rise (`HostLimits.recover`),
+    /// and a claim that came back short for want of room is tried again.
+    mutating func timePassed(now: TimeInterval) {
+        if hostLimits.recover(now: now) { somethingChanged() }
+    }
+
     /// A claim asked for `asked` jobs in `round` and came back with `found`.
     mutating func claimed(found: Int, asked: Int, in round: ClaimRound, now: TimeInterval) {
         slotFreeSince = nil
