@@ -58,7 +58,7 @@ let package = Package(
         ),
         .target(
             name: "TestSupport",
-            dependencies: ["TransferCore"],
+            dependencies: ["TransferCore", "CPostgres"],
             path: "Tests/TestSupport"
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
-@testable import TransferCore
+import CPostgres
+import TransferCore
 import XCTest
 
 /// The queue stores every store contract test runs against: the SQLite store
@@ -20,15 +21,32 @@ public enum TestStores {
     public static func freshPostgresDatabase() throws -> String {
         let admin = try postgresURL()
         let name = "transferd_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        try PostgresConnection(url: admin).execute("CREATE DATABASE \(name)")
+        try execute(admin, "CREATE DATABASE \(name)")
         guard var components = URLComponents(string: admin) else { throw XCTSkip("bad TRANSFERD_TEST_POSTGRES") }
         components.path = "/" + name
         return components.string ?? admin
     }
 
     /// Runs one statement on a test database (to stage what another process would have done).
+    /// (Through libpq itself: TestSupport is an ordinary target, built by `swift build -c release`
+    /// too, so it may not import TransferCore's internals.)
     public static func execute(_ url: String, _ sql: String) throws {
-        try PostgresConnection(url: url).execute(sql)
+        guard let connection = PQconnectdb(url) else { throw TestStoreError(message: "out of memory") }
+        defer { PQfinish(connection) }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            throw TestStoreError(message: String(cString: PQerrorMessage(connection)))
+        }
+        let result = PQexec(connection, sql)
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw TestStoreError(message: String(cString: PQerrorMessage(connection)) + " in: " + sql)
+        }
+    }
+
+    public struct TestStoreError: Error, CustomStringConvertible {
+        public let message: String
+        public var description: String { message }
     }
 
     /// One maker per store kind: each call of a maker opens the same store again (a

@@ -146,6 +146,9 @@ public protocol QueueStore: AnyObject, Sendable {
     /// A page of jobs (all, or those in `state`) in the order they were added, after the one
     /// numbered `seq` (0: from the first): the control API's cursor pagination.
     func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord]
+    /// The first `limit` jobs in `state` in the order a claim takes them (priority, then the
+    /// order they were added): `status`'s view of a large queue, read through the claim index.
+    func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord]
     func jobs(fromFile name: String) throws -> [JobRecord]
     /// The finished (done, failed, cancelled) jobs of one job file, in order: what its result files list.
     func results(fromFile name: String) throws -> [JobResult]

@@ -472,6 +472,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    public func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord] {
+        try locked {
+            try connection.query("SELECT \(Self.columns) FROM transferd_jobs WHERE state = $1 ORDER BY priority DESC, seq LIMIT $2",
+                                 [state.rawValue, String(limit)]).map(Self.record)
+        }
+    }
+
     /// Finishing jobs whose worker is gone (lease run out): taken by this worker to complete.
     public func abandonedFinishing() throws -> [JobRecord] {
         let sentAt = LeaseClock.now()

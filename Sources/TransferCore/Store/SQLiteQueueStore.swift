@@ -407,6 +407,13 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    public func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord] {
+        try locked {
+            try database.query("SELECT \(Self.columns) FROM jobs WHERE state = ? ORDER BY priority DESC, seq LIMIT ?",
+                               [.text(state.rawValue), .integer(Int64(limit))]).map(Self.record)
+        }
+    }
+
     public func jobs(fromFile name: String) throws -> [JobRecord] {
         try locked {
             try database.query("SELECT \(Self.columns) FROM jobs WHERE source_file = ? ORDER BY seq", [.text(name)]).map(Self.record)

@@ -8,7 +8,8 @@ enum QueueCommands {
     // MARK: status
 
     static func status(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job"),
+        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job, streamed"),
+                     OptionSpec("--all", help: "list every job, however many (a queue of over \(StatusTable.listedWhole) is summed up)"),
                      OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
                      OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
                      OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"),
@@ -26,18 +27,48 @@ enum QueueCommands {
                 return try StatusWatch(store: store, layout: layout, interval: interval,
                                        color: !arguments.has("--no-color") && Output.colorAllowed()).run()
             }
-            let jobs = try store.jobs()
             if arguments.has("--json") {
-                for job in jobs { Output.out(StatusTable.json(job) + "\n") }
+                try forEachPage(of: store) { page in Output.out(page.map { StatusTable.json($0) + "\n" }.joined()) }
                 return .success
             }
             let width = Output.stdoutIsTerminal ? Output.terminalSize().columns : 200
-            Output.out(StatusTable.render(jobs, width: width))
+            let counts = try store.counts()
+            Output.out(StatusTable.countsLine(counts))
+            if counts.values.reduce(0, +) <= StatusTable.listedWhole || arguments.has("--all") {
+                var idWidth: Int?
+                try forEachPage(of: store) { page in
+                    if idWidth == nil {
+                        idWidth = StatusTable.idWidth(page)
+                        Output.out(StatusTable.header(idWidth: idWidth!))
+                    }
+                    Output.out(StatusTable.rows(page, idWidth: idWidth!, width: width))
+                }
+            } else {
+                // Running jobs are as many as the workers' slots: all of them (up to 500); of the rest, the first 20.
+                let sections = try [("running", JobState.running, 500), ("finishing", .finishing, 500), ("failed", .failed, 20),
+                                    ("waiting to retry", .waiting, 20), ("paused", .paused, 20),
+                                    ("next queued", .queued, 20)].map { title, state, shown in
+                    (title: title, state: state, jobs: try store.jobs(in: state, firstInClaimOrder: shown))
+                }
+                Output.out(StatusTable.summary(counts: counts, sections: sections, width: width))
+            }
             let workers = try store.workers()
             if !workers.isEmpty { Output.out(StatusTable.renderWorkers(workers, width: width)) }
             let limits = try store.hostLimits()
             if !limits.isEmpty { Output.out(StatusTable.renderHostLimits(limits, width: width)) }
             return .success
+        }
+    }
+
+    /// Every job of `store` in the order they were added, a page at a time: memory follows the
+    /// page, not the queue (a million jobs held at once took 1.5 GiB).
+    private static func forEachPage(of store: QueueStore, _ body: ([JobRecord]) throws -> Void) throws {
+        var after: Int64 = 0
+        while true {
+            let page = try store.jobs(in: nil, after: after, limit: 1_000)
+            guard let last = page.last else { return }
+            try body(page)
+            after = last.seq
         }
     }
 

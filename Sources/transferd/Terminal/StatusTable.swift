@@ -3,15 +3,26 @@ import TransferCore
 
 /// The job table of `transferd status`.
 enum StatusTable {
-    static func render(_ jobs: [JobRecord], width: Int) -> String {
-        var counts: [JobState: Int] = [:]
-        for job in jobs { counts[job.state, default: 0] += 1 }
-        var lines: [String] = []
-        let summary = JobState.allCases.compactMap { state in counts[state].map { "\($0) \(state.rawValue)" } }
-        lines.append("\(jobs.count) job\(jobs.count == 1 ? "" : "s"): " + (summary.isEmpty ? "none" : summary.joined(separator: ", ")))
-        guard !jobs.isEmpty else { return lines.joined(separator: "\n") + "\n" }
-        let idWidth = min(40, max(2, jobs.map(\.id.count).max() ?? 2))
-        lines.append(pad("ID", idWidth) + "  " + pad("STATE", 9) + "  " + pad("PROGRESS", 22) + "  " + pad("SPEED", 11) + "  DETAIL")
+    /// A queue of up to this many jobs is listed whole; a larger one is summed up (`summary`).
+    static let listedWhole = 1_000
+
+    /// `N jobs: 3 running, 10 queued, ...`.
+    static func countsLine(_ counts: [JobState: Int]) -> String {
+        let total = counts.values.reduce(0, +)
+        let summary = JobState.allCases.compactMap { state in counts[state].flatMap { $0 > 0 ? "\($0) \(state.rawValue)" : nil } }
+        return "\(total) job\(total == 1 ? "" : "s"): " + (summary.isEmpty ? "none" : summary.joined(separator: ", ")) + "\n"
+    }
+
+    /// The width of the ID column for these jobs.
+    static func idWidth(_ jobs: [JobRecord]) -> Int { min(40, max(2, jobs.map(\.id.count).max() ?? 2)) }
+
+    static func header(idWidth: Int) -> String {
+        pad("ID", idWidth) + "  " + pad("STATE", 9) + "  " + pad("PROGRESS", 22) + "  " + pad("SPEED", 11) + "  DETAIL\n"
+    }
+
+    /// One line per job, each cut to `width`.
+    static func rows(_ jobs: [JobRecord], idWidth: Int, width: Int) -> String {
+        var text = ""
         for job in jobs {
             let progress = progressText(job)
             let speed = job.state == .running && (job.speed ?? 0) > 0 ? rate(job.speed!) : ""
@@ -24,9 +35,28 @@ enum StatusTable {
             let line = pad(job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
                 + pad(speed, 11) + "  " + detail
             // File names, URLs and server messages may hold escape sequences: escaped (`\u{1B}`).
-            lines.append(String(Text.sanitized(line).prefix(max(40, width))))
+            text += String(Text.sanitized(line).prefix(max(40, width))) + "\n"
         }
-        return lines.joined(separator: "\n") + "\n"
+        return text
+    }
+
+    /// What `status` shows of a large queue, in the order they matter: the jobs running now, the
+    /// failed ones, those waiting to retry, and the next queued ones, each section with how
+    /// many more there are.
+    static func summary(counts: [JobState: Int], sections: [(title: String, state: JobState, jobs: [JobRecord])],
+                        width: Int) -> String {
+        let all = sections.flatMap(\.jobs)
+        let idWidth = idWidth(all)
+        var text = ""
+        for section in sections where !section.jobs.isEmpty {
+            let count = counts[section.state] ?? section.jobs.count
+            let more = count > section.jobs.count ? " (first \(section.jobs.count) of \(count))" : " (\(count))"
+            text += "\n\(section.title)\(more):\n" + header(idWidth: idWidth) + rows(section.jobs, idWidth: idWidth, width: width)
+        }
+        let total = counts.values.reduce(0, +)
+        text += "\n\(total) jobs are too many to list here: `transferd status --all` lists every job, `--json` gives one JSON "
+            + "object per job (both streamed)\n"
+        return text
     }
 
     /// The workers of a shared store, after the job table.
@@ -61,22 +91,42 @@ enum StatusTable {
         return "\(percent)% of \(bytes(total))"
     }
 
-    static func json(_ job: JobRecord) -> String {
-        // Redacted as in every other view: user info and secret query values.
-        var object: [String: Any] = ["id": job.id, "state": job.state.rawValue, "url": Redaction.url(string: job.spec.url),
-                                     "bytes_done": job.bytesDone, "attempts": job.attempts, "priority": job.spec.priority]
-        object["destination"] = job.spec.destination
-        object["bytes_total"] = job.bytesTotal
-        object["last_error"] = job.lastError.map(Redaction.message)
-        object["sha256"] = job.sha256
-        object["speed"] = job.speed
-        object["next_attempt_at"] = job.nextAttemptAt.map { ISO8601DateFormatter().string(from: $0) }
-        object["worker"] = job.worker
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+    /// One job as `status --json` prints it (keys sorted; absent values left out).
+    private struct JobJSON: Encodable {
+        var attempts: Int
+        var bytes_done: Int64
+        var bytes_total: Int64?
+        var destination: String?
+        var id: String
+        var last_error: String?
+        var next_attempt_at: String?
+        var priority: Int
+        var sha256: String?
+        var speed: Double?
+        var state: String
+        var url: String
+        var worker: String?
     }
 
-    private static func pad(_ text: String, _ width: Int) -> String {
+    /// JSONEncoder, not JSONSerialization: a million jobs took 119 s through JSONSerialization
+    /// (its dictionaries of `Any`), most of `status --json`'s time.
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    static func json(_ job: JobRecord) -> String {
+        // Redacted as in every other view: user info and secret query values.
+        let object = JobJSON(attempts: job.attempts, bytes_done: job.bytesDone, bytes_total: job.bytesTotal,
+                             destination: job.spec.destination, id: job.id, last_error: job.lastError.map(Redaction.message),
+                             next_attempt_at: job.nextAttemptAt.map { ISO8601DateFormatter().string(from: $0) },
+                             priority: job.spec.priority, sha256: job.sha256, speed: job.speed, state: job.state.rawValue,
+                             url: Redaction.url(string: job.spec.url), worker: job.worker)
+        return (try? encoder.encode(object)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? String(text.prefix(width)) : text + String(repeating: " ", count: width - text.count)
     }
 
