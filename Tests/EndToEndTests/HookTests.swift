@@ -99,6 +99,29 @@ final class HookTests: XCTestCase {
                        "nothing is owed once every hook ran")
     }
 
+    /// A receiver's answer is not read past its status: one without end (which FoundationNetworking
+    /// read on to the 30 s resource timeout, its `.cancel` disposition ignored) costs nothing.
+    func testANotifyAnsweredWithoutEndIsSentAtOnce() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "hooks-endless", sizes: [2000])
+        let (notify, key) = servers.fault("_echo", ["endless": "1", "rate": "1000000"])
+        try fixture.drop("notify.json", jobs: [
+            ["id": "ok", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/ok.bin", "notify": notify.absoluteString],
+        ])
+        let run = try TransferdProcess(["run", fixture.queue, "--quiet", "--allow-job-hooks"], directory: fixture.root)
+        let deadline = Date().addingTimeInterval(10)
+        while run.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        XCTAssertFalse(run.process.isRunning, "the run still waits for the notify's answer to end after 10 s")
+        if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) }
+        let result = run.wait()
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let sent = try XCTUnwrap(try hook(try fixture.store(), "ok")["notify"] as? [String: Any])
+        XCTAssertEqual(sent["status"] as? String, "sent")
+        XCTAssertEqual(sent["http"] as? Int, 200)
+        XCTAssertEqual(try servers.stats(key: key).requests, 1)
+    }
+
     func testAHookCutOffByKillRunsOnTheNextStart() throws {
         let servers = try TestServers.current()
         let fixture = try QueueFixture()

@@ -50,6 +50,56 @@ final class RemoteWatchTests: XCTestCase {
         XCTAssertFalse(view.stdout.contains(try String(contentsOfFile: tokenFile).trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
+    /// `status --watch --remote` pointed at the fault server, whose presets answer the control
+    /// API's paths; the view must end by itself within 20 s (else it is stopped and the test fails).
+    private func watchFaultServer(_ servers: TestServers) throws -> TransferdProcess.Result {
+        let fixture = try QueueFixture()
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRANSFERD_API_TOKEN"] = "0123456789abcdef0123"
+        let watch = try TransferdProcess(["status", "--watch", "--remote", servers.fault.absoluteString, "--interval", "0.2"],
+                                         directory: fixture.root, environment: environment)
+        let deadline = Date().addingTimeInterval(20)
+        while watch.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        XCTAssertFalse(watch.process.isRunning, "the view still reads after 20 s")
+        if watch.process.isRunning { kill(watch.process.processIdentifier, SIGKILL) }
+        let result = watch.wait()
+        XCTAssertFalse(result.stderr.contains("0123456789abcdef0123"), result.stderr)
+        return result
+    }
+
+    func testAnAnswerWithoutEndFailsAtTheCapWithTheAddressToCheck() throws {
+        let servers = try TestServers.current()
+        let key = UUID().uuidString
+        defer { servers.reset(key: key) }
+        // Paced at 2 MB/s: what was read without end before the cap grows slowly in a failing run.
+        try servers.preset("/v1/summary", ["endless": "1", "rate": "2000000"], key: key)
+        let result = try watchFaultServer(servers)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        let base = servers.fault.absoluteString
+        XCTAssertTrue(result.stderr.contains("the answer from \(base)/v1/summary is longer than 4 MiB (4194304 bytes),"
+                                             + " the most transferd reads of it; check that \(base) is the address"
+                                             + " `transferd run --listen` printed on that machine"), result.stderr)
+        XCTAssertEqual(try servers.stats(key: key).requests, 1)
+    }
+
+    func testAnEventStreamLineWithoutEndFailsAtTheCap() throws {
+        let servers = try TestServers.current()
+        let key = UUID().uuidString
+        defer { servers.reset(key: key) }
+        // A snapshot of an idle run, then a stream whose one line never ends (paced as above).
+        try servers.preset("/v1/summary", ["status": "200", "message": #"{"jobs": {"running": 0}}"#], key: key)
+        try servers.preset("/v1/jobs", ["status": "200", "message": #"{"jobs": []}"#], key: key)
+        try servers.preset("/v1/events", ["endless_line": "1", "rate": "4000000"], key: key)
+        let result = try watchFaultServer(servers)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        let events = servers.fault.absoluteString + "/v1/events"
+        XCTAssertTrue(result.stderr.contains("a line of the event stream from \(events) is longer than 1 MiB (1048576 bytes),"
+                                             + " the most transferd reads of it; check that \(events) is the event stream"
+                                             + " of `transferd run --listen`"), result.stderr)
+        // One connection: the stream is not joined again to read as much again.
+        XCTAssertEqual(try servers.stats(key: key).requests, 1 + 2 + 1, "summary, two pages of jobs, the stream")
+    }
+
     func testMistakesAreRefusedWithTheFix() throws {
         let fixture = try QueueFixture()
         let noToken = try TransferdProcess.run(["status", "--watch", "--remote", "http://127.0.0.1:9"], directory: fixture.root,

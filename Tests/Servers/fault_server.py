@@ -6,7 +6,8 @@ produce on demand: connections dropped mid-body, short bodies, transient error
 statuses, validators that change mid-download, ignored Range headers, stalls,
 slow bodies and redirect chains; and hostile answers: no validators, forced
 gzip, redirects to any URL (another host, ftp://), header values with a bare
-CR or a NUL, bodies without end, 200 answers to a Range request carrying only
+CR or a NUL, bodies without end (also one line without end, for an event
+stream), 200 answers to a Range request carrying only
 the range, and Content-Length values larger than the body.
 
 It also runs a tiny anonymous FTP responder on a second loopback port (see
@@ -60,6 +61,10 @@ SERVER_NAME = "transferd-fault-server"
 
 # The body of every `endless` / `endless_chunked` response, repeated forever.
 ENDLESS_PATTERN = b"transferd-endless-body-0123456789\n"
+# An `endless_line` body: ENDLESS_LINE_START, then ENDLESS_LINE_PATTERN repeated
+# forever, never a CR or LF (one Server-Sent Events data line without end).
+ENDLESS_LINE_START = b"data: "
+ENDLESS_LINE_PATTERN = b"transferd-endless-line-0123456789-"
 
 # What the FTP responder answers any RETR with, and the stats key its control
 # connections are counted under (GET /_stats?key=ftp).
@@ -111,6 +116,7 @@ class FaultPlan:
     header_nul: bool = False  # a header value with a NUL byte (HEADER_NUL_LINE)
     endless: bool = False  # 200, no Content-Length, Connection: close, body never ends
     endless_chunked: bool = False  # 200, chunked, the last chunk never comes
+    endless_line: bool = False  # 200 text/event-stream, no Content-Length, close, one line that never ends
     range_lie: bool = False  # a range request gets 200 with Content-Range and the range only
     range_bare: bool = False  # a range request gets 200 with the range only and no Content-Range
     weak_etag: bool = False  # the ETag is sent weak (W/"...")
@@ -164,8 +170,8 @@ class FaultPlan:
                 redirect_to.encode("latin-1")
             except UnicodeEncodeError:
                 raise BadRequest("redirect_to must be Latin-1 (percent-encode the rest)") from None
-        if flag("endless") and flag("endless_chunked"):
-            raise BadRequest("endless and endless_chunked exclude each other")
+        if sum(flag(name) for name in ("endless", "endless_chunked", "endless_line")) > 1:
+            raise BadRequest("endless, endless_chunked and endless_line exclude each other")
 
         return cls(
             key=query.get("key", path),
@@ -193,6 +199,7 @@ class FaultPlan:
             header_nul=flag("header_nul"),
             endless=flag("endless"),
             endless_chunked=flag("endless_chunked"),
+            endless_line=flag("endless_line"),
             range_lie=flag("range_lie"),
             range_bare=flag("range_bare"),
             weak_etag=flag("weak_etag"),
@@ -250,6 +257,9 @@ class StateRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._states: dict[str, KeyState] = {}
+        # Fault parameters given with /_preset, by request path: for clients
+        # that choose their paths and queries themselves.
+        self._presets: dict[str, dict[str, str]] = {}
 
     def _state(self, key: str) -> KeyState:
         state = self._states.get(key)
@@ -334,8 +344,18 @@ class StateRegistry:
         with self._lock:
             if key is None:
                 self._states.clear()
+                self._presets.clear()
             else:
                 self._states.pop(key, None)
+                self._presets = {path: preset for path, preset in self._presets.items() if preset.get("key") != key}
+
+    def set_preset(self, path: str, parameters: dict[str, str]) -> None:
+        with self._lock:
+            self._presets[path] = dict(parameters)
+
+    def preset(self, path: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._presets.get(path, {}))
 
 
 # ---------------------------------------------------------------------------
@@ -509,7 +529,7 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
     def handle_other_method(self) -> None:
         body = self.read_request_body()
         target = urlsplit(self.path)
-        if target.path == "/_echo":
+        if is_echo(target.path):
             query = dict(parse_qsl(target.query, keep_blank_values=True))
             if not self.answer_echo_faults(target.path, query, None):
                 if "key" in query:
@@ -524,9 +544,12 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             extra_headers={"Allow": "GET, HEAD"},
         )
 
-    def answer_echo_faults(self, path: str, query: dict[str, str], range_header: Optional[str]) -> bool:
-        """Count an /_echo request with a `key`, and answer its `status` or
-        `fail` fault; True if a fault answered (then there is no echo).
+    def answer_echo_faults(
+        self, path: str, query: dict[str, str], range_header: Optional[str], send_body: bool = True
+    ) -> bool:
+        """Count an /_echo request with a `key`, and answer its `status`,
+        `fail` or `endless*` fault; True if a fault answered (then there is no
+        echo).
 
         Uploads can be faulted this way, and a redirect's target can be an
         echo whose arrival the key's stats show."""
@@ -549,7 +572,31 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             self.send_simple(plan.fail_status, plan.message or default_status_message(plan.fail_status),
                              key=plan.key, extra_headers=headers)
             return True
+        if plan.endless or plan.endless_chunked or plan.endless_line:
+            # The answer to an upload that never ends (the request body was read first).
+            try:
+                self.send_endless(plan, send_body)
+            except ConnectionAborted:
+                self.abort_connection()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            return True
         return False
+
+    def set_preset(self, query: dict[str, str]) -> None:
+        """`/_preset?path=P&PARAMS`: later GET and HEAD requests for path P take
+        PARAMS as fault parameters (their own query's win)."""
+        path = query.pop("path", "")
+        if not path.startswith("/") or path.startswith("/_"):
+            self.send_simple(http.HTTPStatus.BAD_REQUEST, "path must be a request path, not a control endpoint\n")
+            return
+        try:
+            FaultPlan.from_query(path, query)
+        except BadRequest as error:
+            self.send_simple(http.HTTPStatus.BAD_REQUEST, f"{error}\n")
+            return
+        self.server.registry.set_preset(path, query)
+        self.send_json({"preset": path, "parameters": query})
 
     # -- simple responses ----------------------------------------------------
 
@@ -613,11 +660,16 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             self.server.registry.reset(query.get("key"))
             self.send_json({"reset": query.get("key", "*")})
             return
-        if path == "/_echo":
-            if not self.answer_echo_faults(path, query, self.headers.get("Range")):
+        if path == "/_preset":
+            self.set_preset(query)
+            return
+        if is_echo(path):
+            if not self.answer_echo_faults(path, query, self.headers.get("Range"), send_body):
                 self.send_echo()
             return
 
+        # Parameters the request's own query does not give come from a preset for its path.
+        query = {**self.server.registry.preset(path), **query}
         try:
             plan = FaultPlan.from_query(path, query)
         except BadRequest as error:
@@ -682,7 +734,7 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             )
             return
 
-        if plan.endless or plan.endless_chunked:
+        if plan.endless or plan.endless_chunked or plan.endless_line:
             self.send_endless(plan, send_body)
             return
 
@@ -814,9 +866,10 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
 
     def send_endless(self, plan: FaultPlan, send_body: bool) -> None:
         """200 with a body that never ends: no Content-Length and
-        `Connection: close`, or chunked without the last chunk."""
+        `Connection: close`, or chunked without the last chunk. With
+        `endless_line`, an event stream whose one line never ends."""
         self.send_response(http.HTTPStatus.OK)
-        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Type", "text/event-stream" if plan.endless_line else "application/octet-stream")
         if plan.endless_chunked:
             self.send_header("Transfer-Encoding", "chunked")
         else:
@@ -824,12 +877,17 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if not send_body:
             return
-        pattern = ENDLESS_PATTERN * (CHUNK_SIZE // len(ENDLESS_PATTERN) + 2)
+        unit = ENDLESS_PATTERN
+        if plan.endless_line:
+            unit = ENDLESS_LINE_PATTERN
+            self.connection.sendall(ENDLESS_LINE_START)
+            self.server.registry.add_bytes(plan.key, len(ENDLESS_LINE_START))
+        pattern = unit * (CHUNK_SIZE // len(unit) + 2)
         view = memoryview(pattern)
         sock = self.connection
 
         def write(offset: int, count: int) -> int:
-            start = offset % len(ENDLESS_PATTERN)
+            start = offset % len(unit)
             data = view[start : start + count]
             if plan.endless_chunked:
                 sock.sendall(b"%x\r\n" % len(data) + data + b"\r\n")
@@ -927,6 +985,12 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def is_echo(path: str) -> bool:
+    """`/_echo`, or a path below it (a client that adds its own path, as an S3
+    client does with its bucket and key, can be echoed and faulted too)."""
+    return path == "/_echo" or path.startswith("/_echo/")
 
 
 def default_status_message(status: int) -> str:

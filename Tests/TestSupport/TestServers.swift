@@ -48,6 +48,23 @@ public struct TestServers {
         return (components.url!, key)
     }
 
+    /// Gives the fault server's requests for `path` these fault parameters (their own query's
+    /// win), under `key`: for a client that picks its paths itself (the control API's
+    /// `/v1/summary`). `reset(key:)` takes them back.
+    public func preset(_ path: String, _ parameters: [String: String], key: String) throws {
+        var components = URLComponents(url: fault.appendingPathComponent("_preset"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "path", value: path)]
+            + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+            + [URLQueryItem(name: "key", value: key)]
+        let answer = String(decoding: try Data(contentsOf: components.url!), as: UTF8.self)
+        guard answer.contains("\"preset\"") else { throw POSIXFailure(operation: "preset \(path): \(answer)", path: path, code: EINVAL) }
+    }
+
+    /// Forgets what the fault server counted for `key`, and its presets.
+    public func reset(key: String) {
+        _ = try? Data(contentsOf: URL(string: "\(fault.absoluteString)/_reset?key=\(key)")!)
+    }
+
     public struct FaultStats: Decodable {
         public let requests: Int
         public let bytes_sent: Int64

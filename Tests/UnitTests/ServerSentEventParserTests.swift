@@ -49,11 +49,13 @@ final class ServerSentEventParserTests: XCTestCase {
         var long = ServerSentEventParser()
         _ = long.feed([UInt8](repeating: 0x61, count: ServerSentEventParser.maxLineBytes + 1))
         XCTAssertTrue(long.overflowed, "a line without end is not buffered without end")
+        XCTAssertEqual(long.broken, .line, "and the bound is named, for the client's message")
         XCTAssertEqual(long.feed(Array("\n\ndata: x\n\n".utf8)), [], "and the stream is done")
         var big = ServerSentEventParser()
         let line = Array(("data: " + String(repeating: "b", count: 1 << 19) + "\n").utf8)
         for _ in 0..<20 { _ = big.feed(line) }
         XCTAssertTrue(big.overflowed, "an event without end is not buffered without end")
+        XCTAssertEqual(big.broken, .event)
     }
 
     func testTheEncodersEventsReadBack() {

@@ -22,8 +22,8 @@ public struct ServerSentEvent: Sendable, Equatable {
 /// `data` lines join with LF; an `id` holding NUL is ignored; `retry` takes digits only;
 /// a blank line dispatches, and an event without data is not dispatched.
 /// Hand-written because no library in the dependency set parses SSE. A server that
-/// sends a line or an event beyond the bounds gets `overflowed` set: the client should
-/// drop the connection rather than buffer without end.
+/// sends a line or an event beyond the bounds gets `broken` (and `overflowed`) set: the
+/// client should drop the connection rather than buffer without end.
 public struct ServerSentEventParser: Sendable {
     public static let maxLineBytes = 1 << 20
     public static let maxEventBytes = 8 << 20
@@ -31,7 +31,16 @@ public struct ServerSentEventParser: Sendable {
     public private(set) var lastEventID = ""
     /// The reconnection delay the stream asked for, in milliseconds.
     public private(set) var retry: Int?
-    public private(set) var overflowed = false
+    /// The bound the stream broke, if it did: nothing more is parsed after it.
+    public private(set) var broken: Bound?
+    public var overflowed: Bool { broken != nil }
+
+    public enum Bound: Sendable, Equatable {
+        /// A line longer than `maxLineBytes`.
+        case line
+        /// An event whose data is longer than `maxEventBytes`.
+        case event
+    }
 
     private var line: [UInt8] = []
     private var data: [UInt8] = []
@@ -60,7 +69,7 @@ public struct ServerSentEventParser: Sendable {
                 if let event = endLine() { events.append(event) }
             default:
                 guard line.count < Self.maxLineBytes else {
-                    overflowed = true
+                    broken = .line
                     return events
                 }
                 line.append(byte)
@@ -93,7 +102,7 @@ public struct ServerSentEventParser: Sendable {
             type = String(decoding: value, as: UTF8.self)
         case "data":
             guard data.count + value.count + 1 <= Self.maxEventBytes else {
-                overflowed = true
+                broken = .event
                 return nil
             }
             data.append(contentsOf: value)

@@ -189,26 +189,43 @@ final class HookRunner: @unchecked Sendable {
         defer { session.finishTasksAndInvalidate() }
         session.dataTask(with: request).resume()
         reader.done.wait()
-        return reader.answer.current
+        let answer = reader.answer.current
+        return (answer.status, answer.error)
     }
 }
 
 /// A data delegate that keeps a response's status and cancels the rest.
+// @unchecked: `answer` is a lock; `done` is signalled once, which `answer` decides.
 private final class StatusOnly: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
-    let answer = Locked<(Int?, String?)>((nil, nil))
+    /// The status, the error without one, and whether `done` was signalled.
+    let answer = Locked<(status: Int?, error: String?, signalled: Bool)>((nil, nil, false))
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        answer.withLock { $0.0 = (response as? HTTPURLResponse)?.statusCode }
+        answer.withLock { $0.status = (response as? HTTPURLResponse)?.statusCode }
         completionHandler(.cancel)
+        // FoundationNetworking ignores that disposition and reads the body on, to its end or to the
+        // 30 s resource timeout (an endless one to the timeout): the status answers now, and the task
+        // is cancelled by hand, from another thread (cancel() waits for FoundationNetworking's work
+        // queue, see URLSessionExchange).
+        finish()
+        DispatchQueue.global().async { dataTask.cancel() }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         answer.withLock { answer in
-            if answer.0 == nil { answer.1 = error.map { Redaction.message($0.localizedDescription) } ?? "no answer" }
+            if answer.status == nil { answer.error = error.map { Redaction.message($0.localizedDescription) } ?? "no answer" }
         }
-        done.signal()
+        finish()
+    }
+
+    private func finish() {
+        let first = answer.withLock { answer -> Bool in
+            defer { answer.signalled = true }
+            return !answer.signalled
+        }
+        if first { done.signal() }
     }
 }
 

@@ -72,6 +72,10 @@ public final class UploadEngine: Sendable {
     let options: UploadOptions
     let onEvent: @Sendable (UploadEvent) -> Void
 
+    /// The most read of the server's answer to an upload (a receipt, an echo, an error page are
+    /// far less): an answer without end stops the upload here rather than run on.
+    static let answerLimit = 4 << 20
+
     public init(transport: Transport, options: UploadOptions, onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
         self.transport = transport
         self.options = options
@@ -117,7 +121,9 @@ public final class UploadEngine: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let sink = CapturingSink(limit: 64 << 10)
+            let sink = CapturingSink(limit: Self.answerLimit, url: options.url,
+                                     advice: "the upload may have arrived all the same; check that this is the address"
+                                        + " meant to receive it before sending it again")
             let events = onEvent
             var request = TransferRequest(method: options.method, url: options.url, headers: headers, body: body,
                                           connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
@@ -181,28 +187,6 @@ public enum UploadError: Error, CustomStringConvertible, Sendable {
         case .sourceChanged(let path, let detail):
             return "\(path) changed while it was being uploaded (\(detail)), so the server may hold a mix of old and new bytes; "
                 + "upload a copy that nothing writes to, or retry once the file is complete"
-        }
-    }
-}
-
-/// Keeps the start of a response body (for messages and small XML answers).
-// @unchecked: a transport calls a sink from one thread at a time (the ResponseSink contract), and the
-// caller reads `head` and `body` only after `execute` returned.
-// Locked: a transport's threads write, the caller reads once the exchange is answered; the lock
-// also keeps a write that comes late (after the answer) from racing the read.
-final class CapturingSink: ResponseSink, Sendable {
-    let limit: Int
-    private let captured = Locked<(head: ResponseHead?, body: Data)>((nil, Data()))
-
-    init(limit: Int) { self.limit = limit }
-
-    var head: ResponseHead? { captured.withLock { $0.head } }
-    var body: Data { captured.withLock { $0.body } }
-
-    func receive(head: ResponseHead) throws { captured.withLock { $0.head = head } }
-    func receive(body chunk: UnsafeRawBufferPointer) throws {
-        captured.withLock { captured in
-            if captured.body.count < limit { captured.body.append(contentsOf: chunk.prefix(limit - captured.body.count)) }
         }
     }
 }

@@ -209,7 +209,9 @@ public final class S3Client: Sendable {
             attempt += 1
             // Signed per attempt: the date must be fresh.
             let signed = signer.sign(method: method, url: url, headers: headers, payloadHash: payloadHash).headers
-            let sink = CapturingSink(limit: responseLimit)
+            let sink = CapturingSink(limit: responseLimit, url: url,
+                                     advice: "check that \(Redaction.url(configuration.endpoint)) is an S3 endpoint"
+                                        + " (--endpoint, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)")
             var request = TransferRequest(method: method, url: url, headers: signed, body: body, tls: tls,
                                           onProgress: onProgress.map { callback in { @Sendable sent, _ in callback(sent) } })
             if body != .none { rate.apply(to: &request, inFlight: inFlight) }
