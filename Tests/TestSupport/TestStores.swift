@@ -31,6 +31,29 @@ public enum TestStores {
         try PostgresConnection(url: url).execute(sql)
     }
 
+    /// Runs one query on a test database; each row's values as text (nil is NULL).
+    public static func query(_ url: String, _ sql: String) throws -> [[String?]] {
+        try PostgresConnection(url: url).query(sql).map(\.values)
+    }
+
+    /// The URL of `url` with another user and password (a role made for a test).
+    public static func url(_ url: String, user: String, password: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.user = user
+        components.password = password
+        return components.string ?? url
+    }
+
+    /// The store's schema as an older transferd left it: its first `version` migrations.
+    public static func postgresSchema(_ url: String, version: Int) throws {
+        let connection = try PostgresConnection(url: url)
+        try connection.executeScript("CREATE TABLE transferd_schema (version INTEGER NOT NULL)")
+        for step in 0..<version {
+            try connection.executeScript(PostgresQueueStore.migrations[step])
+            try connection.execute("INSERT INTO transferd_schema (version) VALUES ($1)", [String(step + 1)])
+        }
+    }
+
     /// One maker per store kind: each call of a maker opens the same store again (a
     /// second connection, or a second worker on PostgreSQL).
     public static func all() throws -> [(name: String, open: (_ worker: String?) throws -> QueueStore)] {

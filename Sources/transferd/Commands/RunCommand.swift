@@ -79,18 +79,18 @@ enum RunCommand {
             } else if arguments.has("--api-token-file") {
                 throw UsageError("--api-token-file goes with --listen")
             }
+            if try QueueFlags.storeURL(arguments) != nil {
+                try QueueFlags.requireQueueFolder(layout, command: "run", uses: "reads job files from it and writes results into it")
+            }
             try layout.prepare()
             let lease = try arguments.seconds("--lease") ?? 30
             guard lease >= 1 else { throw UsageError("--lease must be at least 1 second") }
             // One run per queue folder with its own store; a shared store's workers may share a folder.
             lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
             store = try QueueFlags.openStore(layout, arguments, leaseSeconds: lease)
-        } catch let error as UsageError {
-            Output.err("transferd run: \(error)\n")
-            return .usage
         } catch {
-            Output.err("transferd run: \(error)\n")
-            return .usage
+            Output.err("transferd run: \(CommandError.text(error))\n")
+            return CommandError.exitCode(error, otherwise: .usage)
         }
         let renderer = output.renderer(failedFolder: layout.failed)
         options.requestLog = output.requestLog(renderer)
@@ -109,7 +109,7 @@ enum RunCommand {
                 server = try ControlServer(address: listen, api: api)
                 Output.err("transferd: control API and dashboard at \(server!.url)/ (token in \(token.path))\n")
             } catch {
-                Output.err("transferd run: \(error)\n")
+                Output.err("transferd run: \(CommandError.text(error))\n")
                 return .usage
             }
         }
@@ -128,8 +128,8 @@ enum RunCommand {
         } catch {
             renderer.abandon()
             TerminalRestore.deactivate()
-            Output.err("transferd run: \(error)\n")
-            return .localError
+            Output.err("transferd run: \(CommandError.text(error))\n")
+            return CommandError.exitCode(error, otherwise: .localError)
         }
     }
 
