@@ -21,8 +21,10 @@ struct TransferdMain {
 
         `transferd COMMAND --help` lists a command's options.
 
-        Exit codes: 0 done, 1 transfer failed, 2 usage error, 3 verification failed,
-        4 local file error (e.g. disk full), 5 destination exists, 130 interrupted.
+        Exit codes: 0 done, 1 transfer failed, 2 usage or configuration error (also a queue
+        store that cannot be used: unreachable, refused, no rights, not transferd's),
+        3 verification failed, 4 local file error (e.g. disk full), 5 destination exists,
+        130 interrupted.
 
         """
 

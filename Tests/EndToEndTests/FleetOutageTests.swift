@@ -35,14 +35,15 @@ final class FleetOutageTests: XCTestCase {
         }
     }
 
-    /// Two workers, 40 downloads at 1 MB/s, the store's connections cut for `outage` seconds
+    /// Two workers, 40 downloads of 3 MiB at 1 MB/s (nginx sends the first second's MiB at once,
+    /// the rest in about 2 s), the store's connections cut for `outage` seconds
     /// once the first jobs are done: both workers wait, reconnect and finish every job.
     private func runThroughAnOutage(of outage: TimeInterval, lease: Int) throws {
         let servers = try TestServers.current()
         let store = try TestStores.freshPostgresDatabase()
         let proxy = try CutProxy(store: store)
         let fixture = try QueueFixture()
-        let names = try Fixtures.makeFiles(in: servers, folder: "outage", sizes: Array(repeating: 1 << 20, count: 40))
+        let names = try Fixtures.makeFiles(in: servers, folder: "outage", sizes: Array(repeating: 3 << 20, count: 40))
         try fixture.drop("jobs.json", jobs: names.enumerated().map { index, name in
             ["id": "j\(index)", "url": servers.http.absoluteString + "/crawl/" + name, "dest": "out/j\(index).bin"]
         })
@@ -87,7 +88,7 @@ final class FleetOutageTests: XCTestCase {
         let store = try TestStores.freshPostgresDatabase()
         let proxy = try CutProxy(store: store)
         let fixture = try QueueFixture()
-        let names = try Fixtures.makeFiles(in: servers, folder: "outage-limit", sizes: Array(repeating: 1 << 20, count: 12))
+        let names = try Fixtures.makeFiles(in: servers, folder: "outage-limit", sizes: Array(repeating: 3 << 20, count: 12))
         try fixture.drop("jobs.json", jobs: names.enumerated().map { index, name in
             ["id": "j\(index)", "url": servers.http.absoluteString + "/crawl/" + name, "dest": "out/j\(index).bin"]
         })
@@ -103,7 +104,7 @@ final class FleetOutageTests: XCTestCase {
         let ended = worker.wait()
         let waited = Date().timeIntervalSince(started)
         proxy.restore()
-        XCTAssertEqual(ended.status, 4, ended.stderr)
+        XCTAssertEqual(ended.status, 4, ended.stderr + ended.stdout)
         XCTAssertGreaterThanOrEqual(waited, 3, "it waited out --store-outage")
         XCTAssertLessThan(waited, 30)
         XCTAssertTrue(ended.stderr.contains("unreachable for"), ended.stderr)

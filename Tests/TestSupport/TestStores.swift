@@ -31,6 +31,18 @@ public enum TestStores {
     /// (Through libpq itself: TestSupport is an ordinary target, built by `swift build -c release`
     /// too, so it may not import TransferCore's internals.)
     public static func execute(_ url: String, _ sql: String) throws {
+        _ = try query(url, sql)
+    }
+
+    public struct TestStoreError: Error, CustomStringConvertible {
+        public let message: String
+        public var description: String { message }
+    }
+
+    /// Runs one statement (or several, without parameters) on a test database; each row's
+    /// values as text (nil is NULL). Through libpq itself: TestSupport is an ordinary target,
+    /// built by `swift build -c release` too, so it may not import TransferCore's internals.
+    public static func query(_ url: String, _ sql: String) throws -> [[String?]] {
         guard let connection = PQconnectdb(url) else { throw TestStoreError(message: "out of memory") }
         defer { PQfinish(connection) }
         guard PQstatus(connection) == CONNECTION_OK else {
@@ -42,11 +54,29 @@ public enum TestStores {
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             throw TestStoreError(message: String(cString: PQerrorMessage(connection)) + " in: " + sql)
         }
+        return (0..<PQntuples(result)).map { row in
+            (0..<PQnfields(result)).map { column in
+                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+            }
+        }
     }
 
-    public struct TestStoreError: Error, CustomStringConvertible {
-        public let message: String
-        public var description: String { message }
+    /// The URL of `url` with another user and password (a role made for a test).
+    public static func url(_ url: String, user: String, password: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.user = user
+        components.password = password
+        return components.string ?? url
+    }
+
+    /// The store's schema as an older transferd left it: the first `migrations.count` migrations
+    /// (`PostgresQueueStore.migrations`, which the caller passes: test targets may read internals).
+    public static func postgresSchema(_ url: String, migrations: [String]) throws {
+        try execute(url, "CREATE TABLE transferd_schema (version INTEGER NOT NULL)")
+        for (step, migration) in migrations.enumerated() {
+            try execute(url, migration)
+            try execute(url, "INSERT INTO transferd_schema (version) VALUES (\(step + 1))")
+        }
     }
 
     /// One maker per store kind: each call of a maker opens the same store again (a

@@ -23,6 +23,22 @@ extension QueueLayout {
         }
     }
 
+    /// The queue's own store for a look only (`status`): nothing is made. A queue folder that
+    /// no run has worked (no store file, or an empty one, and no results) reads as an empty
+    /// store in memory; a missing folder is `QueueError.noQueue`; a store that lost its jobs
+    /// or is damaged is refused as `openStateStore` refuses it.
+    public func openStateStoreForReading() throws -> SQLiteQueueStore {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw QueueError.noQueue(directory)
+        }
+        var info = stat()
+        if lstat(database, &info) != 0 || info.st_size == 0, recordedJobsEvidence() == nil {
+            return try SQLiteQueueStore.empty()
+        }
+        return try openStateStore()
+    }
+
     /// What shows that jobs were recorded: the first of `accepted/`, `done/` and
     /// `failed/` that holds a file, and how many it holds ("accepted/ holds 3 files").
     func recordedJobsEvidence() -> String? {

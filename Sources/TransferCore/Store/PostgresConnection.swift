@@ -20,6 +20,10 @@ final class PostgresConnection {
     static let preparedLimit = 256
     /// Where, with any password left out: for errors.
     let shownTarget: String
+    /// The store's URL as `Redaction.url` shows it: for the sentences of `StoreProblem`.
+    let shownURL: String
+    /// The role this connection logs in as (libpq's default when the URL names none).
+    private(set) var user: String
 
     /// `url` is a libpq connection URI (postgres:// or postgresql://). Credentials
     /// come from it, `PGPASSWORD` or `~/.pgpass`, as libpq reads them.
@@ -31,8 +35,7 @@ final class PostgresConnection {
         guard let options = PQconninfoParse(url, &parseError) else {
             // libpq's message may quote the URL, password and all: not shown.
             PQfreemem(parseError)
-            throw StoreError.postgres(target: "the store URL", message: "is not a valid PostgreSQL connection URL",
-                                      fix: "write it as postgres://USER@HOST:PORT/DATABASE (the password from PGPASSWORD or ~/.pgpass)")
+            throw StoreError.unusable(StoreProblem(store: "", user: "", failure: .badURL))
         }
         var fields: [String: String] = [:]
         var option = options
@@ -42,6 +45,8 @@ final class PostgresConnection {
         }
         PQconninfoFree(options)
         if let password = fields["password"], !password.isEmpty { Redaction.registerSecret(password) }
+        shownURL = Redaction.url(string: url)
+        user = fields["user"] ?? ""
         shownTarget = "postgres://" + (fields["user"].map { $0 + "@" } ?? "") + (fields["host"] ?? "localhost")
             + (fields["port"].map { ":" + $0 } ?? "") + "/" + (fields["dbname"] ?? "")
         // Give up on an unreachable server after 10 s, and notice a dead peer (a cut network, a
@@ -52,10 +57,13 @@ final class PostgresConnection {
         handle = Self.withCStrings(keywords) { keywordPointers in
             Self.withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
         }
+        if user.isEmpty, let handle, let name = PQuser(handle) { user = String(cString: name) }
         guard let handle, PQstatus(handle) == CONNECTION_OK else {
             let message = handle.map { Self.message(of: $0) } ?? "out of memory"
             PQfinish(handle)
             self.handle = nil
+            // libpq gives no SQLSTATE for a connection that failed: told apart by its words.
+            if let problem = problem(sqlState: nil, message: message) { throw problem }
             throw StoreError.postgres(target: shownTarget, message: message,
                                       fix: "check that PostgreSQL runs there and that the user, password and database are right")
         }
@@ -74,6 +82,17 @@ final class PostgresConnection {
 
     deinit { PQfinish(handle) }
 
+    /// The error for a failure `StoreFailure` knows (one sentence with the store and the
+    /// fix), or nil for any other.
+    func problem(sqlState: String?, message: String) -> StoreError? {
+        StoreFailure(sqlState: sqlState, message: message).map { .unusable(StoreProblem(store: shownURL, user: user, failure: $0)) }
+    }
+
+    /// `StoreError.unusable` for `failure` at this store.
+    func problem(_ failure: StoreFailure) -> StoreError {
+        .unusable(StoreProblem(store: shownURL, user: user, failure: failure))
+    }
+
     /// A NULL-terminated array of C strings, alive while `body` runs.
     private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
         let copies = strings.map { strdup($0) }
@@ -89,6 +108,11 @@ final class PostgresConnection {
     /// session is unusable until renewed, which the callers' retry does.
     private var abandonedPipeline = false
     fileprivate var inTransaction = false
+
+    /// The server's message alone (no severity, position or statement lines), when the result has one.
+    private static func primaryMessage(of result: OpaquePointer?) -> String? {
+        result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
+    }
 
     private static func message(of handle: OpaquePointer) -> String {
         // libpq's messages name host, port, user and database, never the password; scrubbed all the same.
@@ -135,6 +159,12 @@ final class PostgresConnection {
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             let message = result.map { String(cString: PQresultErrorMessage($0)) } ?? Self.message(of: handle)
+            let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+            // A statement's failure is told apart by its SQLSTATE only (a connection lost mid-statement
+            // stays a `.postgres` error: the run's "database went away").
+            if let state, let problem = problem(sqlState: state, message: Redaction.scrub(Self.primaryMessage(of: result) ?? message)) {
+                throw problem
+            }
             throw StoreError.postgres(target: shownTarget, message: Redaction.scrub(message.trimmingCharacters(in: .whitespacesAndNewlines)),
                                       fix: "")
         }
@@ -196,7 +226,13 @@ final class PostgresConnection {
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             let message = result.map { String(cString: PQresultErrorMessage($0)) } ?? Self.message(of: handle)
             let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+            let primary = Self.primaryMessage(of: result)
             PQclear(result)
+            // A statement's failure is told apart by its SQLSTATE only (a connection lost mid-statement
+            // stays a `.postgres` error: the run's "database went away").
+            if let state, let problem = problem(sqlState: state, message: Redaction.scrub(primary ?? message)) {
+                throw problem
+            }
             throw StoreError.postgres(target: shownTarget,
                                       message: Redaction.scrub(message.trimmingCharacters(in: .whitespacesAndNewlines))
                                           + " in: \(sql.prefix(60))",

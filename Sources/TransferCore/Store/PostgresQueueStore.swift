@@ -54,14 +54,23 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 
+    /// - Parameter readOnly: only to look (`status`): the session is read-only, and the schema is
+    ///   neither created nor upgraded. No schema is `StoreFailure.noQueueYet`; an older one
+    ///   `.schemaOlder`, with what to run.
     /// - Parameter outageSeconds: how long a lost connection is tried again before a call
     ///   throws (`PostgresConnection.outageLimit`).
-    public init(url: String, worker: String? = nil, leaseSeconds: Double = 30, outageSeconds: Double = 300) throws {
+    public init(url: String, worker: String? = nil, leaseSeconds: Double = 30, readOnly: Bool = false,
+                outageSeconds: Double = 300) throws {
         self.worker = worker ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
         self.lease = leaseSeconds
         connection = try PostgresConnection(url: url)
         connection.outageLimit = outageSeconds
-        try migrate()
+        if readOnly {
+            try connection.executeScript("SET default_transaction_read_only = on")
+            try checkSchema()
+        } else {
+            try migrate()
+        }
     }
 
     /// Joins the worker list (at the start of a run). A name another live worker uses is
@@ -102,7 +111,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     // MARK: Schema
 
     /// Each entry brings the schema from version `index` to `index + 1`.
-    private static let migrations: [String] = [
+    static let migrations: [String] = [
         """
         CREATE TABLE transferd_jobs (
             seq BIGSERIAL PRIMARY KEY,
@@ -167,17 +176,47 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     public static var schemaVersion: Int { migrations.count }
 
+    /// The schema's version (0: none), and whether a `transferd_jobs` table exists without
+    /// `transferd_schema` (someone else's table of that name). Reads only, so a role without
+    /// CREATE can use a store another role made.
+    private func foundSchemaVersion() throws -> Int {
+        let tables = try connection.query("""
+            SELECT to_regclass('transferd_schema') IS NOT NULL, to_regclass('transferd_jobs') IS NOT NULL
+            """).first
+        guard tables?.bool(0) == true else {
+            if tables?.bool(1) == true {
+                throw connection.problem(.foreignTable("table \"transferd_jobs\" exists, but not transferd_schema, which transferd makes with it"))
+            }
+            return 0
+        }
+        let version = Int(try connection.query("SELECT max(version) FROM transferd_schema").first?.int(0) ?? 0)
+        guard version <= Self.migrations.count else {
+            throw connection.problem(.schemaNewer(found: version, supported: Self.migrations.count))
+        }
+        if version == 0, tables?.bool(1) == true {
+            throw connection.problem(.foreignTable("table \"transferd_jobs\" exists, but transferd_schema records no version"))
+        }
+        return version
+    }
+
+    /// For a read-only look: the schema as this transferd reads it, or why not.
+    private func checkSchema() throws {
+        let version = try foundSchemaVersion()
+        if version == 0 { throw connection.problem(.noQueueYet) }
+        if version < Self.migrations.count {
+            throw connection.problem(.schemaOlder(found: version, supported: Self.migrations.count))
+        }
+    }
+
     private func migrate() throws {
+        // Up to date: nothing to create (a role that may not create tables still works).
+        if try foundSchemaVersion() == Self.migrations.count { return }
         try connection.transaction {
             // Workers starting together migrate one at a time.
             try connection.execute("SELECT pg_advisory_xact_lock(7372657)")
             try connection.execute("CREATE TABLE IF NOT EXISTS transferd_schema (version INTEGER NOT NULL)")
-            let version = Int(try connection.query("SELECT max(version) FROM transferd_schema").first?.int(0) ?? 0)
-            guard version <= Self.migrations.count else {
-                throw StoreError.postgres(target: connection.shownTarget,
-                                          message: "the schema is version \(version); this transferd understands up to \(Self.migrations.count)",
-                                          fix: "use a newer transferd")
-            }
+            // Again under the lock: another worker may have migrated meanwhile.
+            let version = try foundSchemaVersion()
             for step in version..<Self.migrations.count {
                 try connection.executeScript(Self.migrations[step])
                 try connection.execute("INSERT INTO transferd_schema (version) VALUES ($1)", [String(step + 1)])

@@ -133,6 +133,9 @@ public enum StoreError: Error, CustomStringConvertible {
     case damaged(path: String, reason: String)
     /// A PostgreSQL store's error; `target` is its URL without the password.
     case postgres(target: String, message: String, fix: String, sqlState: String? = nil)
+    /// A PostgreSQL store that cannot be used as it is (connection, rights, schema): one
+    /// sentence with the store and the fix (`StoreFailure` tells the causes apart).
+    case unusable(StoreProblem)
 
     public var description: String {
         switch self {
@@ -146,6 +149,8 @@ public enum StoreError: Error, CustomStringConvertible {
             return "another transferd run is working this queue (\(holder)); lock: \(path)"
         case .postgres(let target, let message, let fix, _):
             return "state store \(target): \(message)" + (fix.isEmpty ? "" : " — \(fix)")
+        case .unusable(let problem):
+            return problem.description
         }
     }
 }

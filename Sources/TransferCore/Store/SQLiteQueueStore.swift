@@ -20,15 +20,17 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     /// quick_check`), is refused with `StoreError.damaged` before anything is written
     /// to it: it may be all that is left of the queue's jobs.
     public init(path: String) throws {
-        try Self.checkHeader(path)
-        // Owner only: the store holds URLs and headers as the jobs wrote them (a token in a
-        // query, say). SQLite gives its -wal and -shm files the database file's mode.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if fd >= 0 {
-            fchmod(fd, 0o600)
-            close(fd)
+        if path != Self.inMemory {
+            try Self.checkHeader(path)
+            // Owner only: the store holds URLs and headers as the jobs wrote them (a token in a
+            // query, say). SQLite gives its -wal and -shm files the database file's mode.
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                fchmod(fd, 0o600)
+                close(fd)
+            }
+            for companion in [path + "-wal", path + "-shm"] { chmod(companion, 0o600) }
         }
-        for companion in [path + "-wal", path + "-shm"] { chmod(companion, 0o600) }
         database = try SQLiteDatabase(path: path)
         do {
             let check = try database.query("PRAGMA quick_check")
@@ -41,6 +43,15 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
         try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         try migrate()
+    }
+
+    /// SQLite's name for a database in memory only.
+    static let inMemory = ":memory:"
+
+    /// An empty store in memory, touching no file: what a read-only look (`status`) reads for
+    /// a queue folder that no run has worked yet.
+    public static func empty() throws -> SQLiteQueueStore {
+        try SQLiteQueueStore(path: inMemory)
     }
 
     /// Throws `StoreError.damaged` when the file at `path` holds bytes that do not

@@ -24,8 +24,13 @@ enum QueueCommands {
             let store = try QueueFlags.openStore(layout, arguments, forReading: true)
             if arguments.has("--watch") {
                 let interval = try arguments.seconds("--interval") ?? 0.5
-                return try StatusWatch(store: store, layout: layout, interval: interval,
-                                       color: !arguments.has("--no-color") && Output.colorAllowed()).run()
+                var watch = StatusWatch(store: store, layout: layout, interval: interval,
+                                        color: !arguments.has("--no-color") && Output.colorAllowed())
+                if try QueueFlags.storeURL(arguments) == nil, !StatusWatch.hasStore(layout) {
+                    // No run has worked the queue yet: watched empty until one makes its store.
+                    watch.reopen = { StatusWatch.hasStore(layout) ? try? layout.openStateStoreForReading() : nil }
+                }
+                return try watch.run()
             }
             if arguments.has("--json") {
                 try forEachPage(of: store) { page in Output.out(page.map { StatusTable.json($0) + "\n" }.joined()) }
@@ -108,6 +113,9 @@ enum QueueCommands {
         return command("ingest", argv, specs: specs, usage: "transferd ingest [QUEUE_DIR] [--root DIR] [--store URL]",
                        summary: "Records the job files waiting in the queue without running them (run does this first).") { arguments in
             let layout = QueueFlags.layout(arguments)
+            if try QueueFlags.storeURL(arguments) != nil {
+                try QueueFlags.requireQueueFolder(layout, command: "ingest", uses: "reads the job files waiting there")
+            }
             let store = try QueueFlags.openStore(layout, arguments)
             let lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
             defer { withExtendedLifetime(lock) {} }
@@ -131,7 +139,9 @@ enum QueueCommands {
                            + "With --store, records the jobs in the shared store at once.") { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one URL") }
             let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d", root: arguments.value("--root"))
-            try layout.prepare()
+            // With --store the jobs go straight into the shared store: no queue folder needed.
+            let shared = try QueueFlags.storeURL(arguments) != nil
+            if !shared { try layout.prepare() }
             var jobs: [[String: String]] = []
             if let source = arguments.value("--upload") {
                 guard arguments.positionals.count == 1 else { throw UsageError("--upload takes one destination URL") }
@@ -151,7 +161,7 @@ enum QueueCommands {
             case .failure(let rejection): throw UsageError(rejection.description)
             case .success(let specs): parsed = specs
             }
-            if try QueueFlags.storeURL(arguments) != nil {
+            if shared {
                 // Straight into the shared store: every worker sees the jobs at its next claim.
                 let store = try QueueFlags.openStore(layout, arguments)
                 let outcome: IngestOutcome
@@ -223,8 +233,16 @@ enum QueueCommands {
             if let id, try store.job(id) == nil { throw QueueError.unknownJob(id) }
             let touched = Set(try store.jobs().filter { $0.state == .failed && (id == nil || $0.id == id) }.map(\.sourceFile))
             let count = try store.requeue(id: id)
-            try ResultFiles(layout: layout, store: store).update(sourceFiles: touched)
             Output.out("\(count) job\(count == 1 ? "" : "s") queued again\n")
+            // The result files live in a queue folder: with --store, this one's if there is one
+            // (each worker writes its own when it finishes a job).
+            guard try QueueFlags.storeURL(arguments) == nil || QueueFlags.queueFolderExists(layout) else { return .success }
+            do {
+                try layout.prepare()
+                try ResultFiles(layout: layout, store: store).update(sourceFiles: touched)
+            } catch {
+                throw ResultFilesNotUpdated(count: count, reason: CommandError.text(error))
+            }
             return .success
         }
     }
@@ -257,8 +275,17 @@ enum QueueCommands {
             }
             return try body(arguments)
         } catch {
-            Output.err("transferd \(name): \(error)\n")
-            return error is UsageError || error is QueueError ? .usage : .localError
+            Output.err("transferd \(name): \(CommandError.text(error))\n")
+            return CommandError.exitCode(error)
         }
+    }
+}
+
+/// `retry` queued the jobs again, and then could not rewrite the queue folder's result files.
+struct ResultFilesNotUpdated: Error, CustomStringConvertible {
+    let count: Int
+    let reason: String
+    var description: String {
+        "the \(count == 1 ? "job is" : "jobs are") queued again, but the queue folder's result files were not updated: \(reason)"
     }
 }

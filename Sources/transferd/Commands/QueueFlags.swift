@@ -26,17 +26,34 @@ enum QueueFlags {
     }
 
     /// The queue folder's SQLite store, or the shared PostgreSQL store that `--store` names.
-    /// - Parameter forReading: only to look (`status`): a store that exists is
-    ///   opened as it is, so a read-only queue folder can still be looked at.
+    /// - Parameter forReading: only to look (`status`): nothing is made or upgraded. A
+    ///   store that exists is opened as it is, so a read-only queue folder can still be looked
+    ///   at; a queue folder no run has worked reads as empty; a PostgreSQL store without
+    ///   transferd's schema, or with an older one, is refused with what to run.
     static func openStore(_ layout: QueueLayout, _ arguments: ParsedArguments, forReading: Bool = false,
                           leaseSeconds: Double = 30, outageSeconds: Double = 300) throws -> QueueStore {
         if let url = try storeURL(arguments) {
             return try PostgresQueueStore(url: url, worker: arguments.value("--worker"), leaseSeconds: leaseSeconds,
-                                          outageSeconds: outageSeconds)
+                                          readOnly: forReading, outageSeconds: outageSeconds)
         }
-        if !(forReading && FileManager.default.fileExists(atPath: layout.database)) {
-            try layout.prepare()
-        }
+        if forReading { return try layout.openStateStoreForReading() }
+        try layout.prepare()
         return try layout.openStateStore()
+    }
+
+    /// For the commands that need the queue folder with --store too (`run`, `ingest`): a
+    /// missing one is said with what the command does there.
+    static func requireQueueFolder(_ layout: QueueLayout, command: String, uses: String) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: layout.directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw UsageError("\(layout.directory) is not a folder, and `transferd \(command)` \(uses), with --store too"
+                             + " — create it (mkdir -p \(layout.directory)) or name another queue folder")
+        }
+    }
+
+    /// Whether the queue folder exists (a command with --store that only updates it if so).
+    static func queueFolderExists(_ layout: QueueLayout) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: layout.directory, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 }

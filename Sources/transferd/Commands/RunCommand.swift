@@ -81,6 +81,9 @@ enum RunCommand {
             } else if arguments.has("--api-token-file") {
                 throw UsageError("--api-token-file goes with --listen")
             }
+            if try QueueFlags.storeURL(arguments) != nil {
+                try QueueFlags.requireQueueFolder(layout, command: "run", uses: "reads job files from it and writes results into it")
+            }
             try layout.prepare()
             let lease = try arguments.seconds("--lease") ?? 30
             guard lease >= 1 else { throw UsageError("--lease must be at least 1 second") }
@@ -89,12 +92,9 @@ enum RunCommand {
             let outage = try arguments.seconds("--store-outage") ?? 300
             guard outage >= 1 else { throw UsageError("--store-outage must be at least 1 second") }
             store = try QueueFlags.openStore(layout, arguments, leaseSeconds: lease, outageSeconds: outage)
-        } catch let error as UsageError {
-            Output.err("transferd run: \(error)\n")
-            return .usage
         } catch {
-            Output.err("transferd run: \(error)\n")
-            return .usage
+            Output.err("transferd run: \(CommandError.text(error))\n")
+            return CommandError.exitCode(error, otherwise: .usage)
         }
         let renderer = output.renderer(failedFolder: layout.failed)
         options.requestLog = output.requestLog(renderer)
@@ -113,7 +113,7 @@ enum RunCommand {
                 server = try ControlServer(address: listen, api: api)
                 Output.err("transferd: control API and dashboard at \(server!.url)/ (token in \(token.path))\n")
             } catch {
-                Output.err("transferd run: \(error)\n")
+                Output.err("transferd run: \(CommandError.text(error))\n")
                 return .usage
             }
         }
@@ -132,8 +132,8 @@ enum RunCommand {
         } catch {
             renderer.abandon()
             TerminalRestore.deactivate()
-            Output.err("transferd run: \(error)\n")
-            return .localError
+            Output.err("transferd run: \(CommandError.text(error))\n")
+            return CommandError.exitCode(error, otherwise: .localError)
         }
     }
 

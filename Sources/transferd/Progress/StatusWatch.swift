@@ -6,12 +6,28 @@ import TransferCore
 /// twice a second. On a terminal it redraws in place; otherwise it prints a
 /// progress line per refresh. Ctrl-C ends it with the terminal restored.
 struct StatusWatch {
-    let store: QueueStore
+    var store: QueueStore
     let layout: QueueLayout
     let interval: TimeInterval
     let color: Bool
+    /// For a queue no run has worked yet (`store` is empty, in memory): the queue's store once
+    /// a run has made it, else nil; asked at each refresh until it gives one.
+    var reopen: (() -> QueueStore?)?
 
-    func run() throws -> ExitCode {
+    init(store: QueueStore, layout: QueueLayout, interval: TimeInterval, color: Bool) {
+        self.store = store
+        self.layout = layout
+        self.interval = interval
+        self.color = color
+    }
+
+    /// Whether the queue folder holds a store a run made (a file with something in it).
+    static func hasStore(_ layout: QueueLayout) -> Bool {
+        var info = stat()
+        return lstat(layout.database, &info) == 0 && info.st_size > 0
+    }
+
+    mutating func run() throws -> ExitCode {
         let stop = Locked(false)
         let signals = SignalHandler { stop.withLock { $0 = true } }
         defer { signals.restore() }
@@ -25,6 +41,10 @@ struct StatusWatch {
             }
         }
         while !stop.current {
+            if let reopen, let opened = reopen() {
+                store = opened
+                self.reopen = nil
+            }
             let now = Date()
             let active = try store.jobs(in: .running) + store.jobs(in: .finishing) + store.jobs(in: .waiting)
             let progress = RunProgress(active: active, counts: try store.counts(), at: now)
