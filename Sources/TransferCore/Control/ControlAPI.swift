@@ -52,7 +52,7 @@ public final class ControlAPI: Sendable {
         switch APIRoute.match(method: request.method, path: request.path) {
         case .success(let matched): route = matched
         case .failure(.notFound):
-            return .error(404, "no endpoint \(request.path)", fix: "the endpoints are listed in the README, \"Control API\"")
+            return .error(404, "no endpoint \(request.path)", fix: "the endpoints are listed in docs/control-api.md")
         case .failure(.methodNotAllowed(let allowed)):
             return .error(405, "\(request.path) does not take \(request.method)", fix: "use \(allowed.joined(separator: " or "))",
                           headers: [("Allow", allowed.joined(separator: ", "))])

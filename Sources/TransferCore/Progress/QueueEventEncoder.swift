@@ -1,7 +1,7 @@
 import Foundation
 
 /// Queue events as JSON objects, keys in a fixed order: what `--json` prints and
-/// what the control API's event stream sends (the schema is in the README, "JSON
+/// what the control API's event stream sends (the schema is in docs/watching.md, "JSON
 /// events"). It folds the events into a `RunProgress` for the totals; progress
 /// events closer than `interval` to the last one shown are left out.
 public struct QueueEventEncoder: Sendable {

@@ -1,4 +1,4 @@
-/// transferd's exit codes, documented in the README.
+/// transferd's exit codes, documented in docs/exit-codes.md.
 struct ExitCode: Equatable {
     let rawValue: Int32
 

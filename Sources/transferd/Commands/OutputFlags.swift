@@ -6,7 +6,7 @@ struct OutputFlags {
     static let specs: [OptionSpec] = [
         OptionSpec("--progress", value: "tty|plain", help: "live view (default on a terminal) or plain lines (default otherwise)"),
         OptionSpec("--progress-interval", value: "SECONDS", help: "seconds between progress lines in plain and --json output (default: 10, --json: 1)"),
-        OptionSpec("--json", help: "one JSON object per event on stdout (schema in the README)"),
+        OptionSpec("--json", help: "one JSON object per event on stdout (schema in docs/watching.md)"),
         OptionSpec("-q", "--quiet", help: "print errors only (on stderr)"),
         OptionSpec("--no-color", help: "no colour in the live view (also: NO_COLOR=1)"),
         OptionSpec("-v", "--verbose", help: "log every request and response, secrets redacted"),

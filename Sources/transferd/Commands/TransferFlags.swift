@@ -77,7 +77,7 @@ enum TransferFlags {
         }
         let pin = arguments.value("--pin")
         if let pin, !pin.hasPrefix("sha256//") {
-            throw UsageError("--pin must look like sha256//BASE64 (see README: computing a pin)")
+            throw UsageError("--pin must look like sha256//BASE64 (see docs/downloads.md: computing a pin)")
         }
         return TLSOptions(caBundlePath: ca, insecure: arguments.has("--insecure"), pinnedPublicKey: pin)
     }

@@ -2,7 +2,7 @@ import Foundation
 import TransferCore
 
 /// `--json`: one object per line and per event, keys in a fixed order, for
-/// `jq` and other programs. The schema is in the README ("JSON events").
+/// `jq` and other programs. The schema is in docs/watching.md ("JSON events").
 // @unchecked: `encoder` changes only under `lock`.
 final class JSONRenderer: RunRenderer, @unchecked Sendable {
     private let context: RenderContext
