@@ -35,21 +35,28 @@ final class FleetOutageTests: XCTestCase {
         }
     }
 
-    /// Two workers, 40 downloads of 3 MiB at 1 MB/s (nginx sends the first second's MiB at once,
-    /// the rest in about 2 s), the store's connections cut for `outage` seconds
-    /// once the first jobs are done: both workers wait, reconnect and finish every job.
-    private func runThroughAnOutage(of outage: TimeInterval, lease: Int) throws {
+    /// A fresh PostgreSQL store behind a cut proxy, and a queue of `count` downloads of 3 MiB at
+    /// 1 MB/s (nginx sends the first second's MiB at once, the rest in about 2 s).
+    private func outageQueue(folder: String, count: Int) throws
+        -> (servers: TestServers, names: [String], proxy: CutProxy, fixture: QueueFixture,
+            environment: [String: String], observer: PostgresQueueStore) {
         let servers = try TestServers.current()
         let store = try TestStores.freshPostgresDatabase()
         let proxy = try CutProxy(store: store)
         let fixture = try QueueFixture()
-        let names = try Fixtures.makeFiles(in: servers, folder: "outage", sizes: Array(repeating: 3 << 20, count: 40))
+        let names = try Fixtures.makeFiles(in: servers, folder: folder, sizes: Array(repeating: 3 << 20, count: count))
         try fixture.drop("jobs.json", jobs: names.enumerated().map { index, name in
             ["id": "j\(index)", "url": servers.http.absoluteString + "/crawl/" + name, "dest": "out/j\(index).bin"]
         })
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSFERD_STORE"] = proxy.url
-        let observer = try PostgresQueueStore(url: store, worker: "observer")
+        return (servers, names, proxy, fixture, environment, try PostgresQueueStore(url: store, worker: "observer"))
+    }
+
+    /// Two workers, 40 downloads (`outageQueue`), the store's connections cut for `outage` seconds
+    /// once the first jobs are done: both workers wait, reconnect and finish every job.
+    private func runThroughAnOutage(of outage: TimeInterval, lease: Int) throws {
+        let (servers, names, proxy, fixture, environment, observer) = try outageQueue(folder: "outage", count: 40)
         let workers = try ["A", "B"].map { name in
             try TransferdProcess(["run", fixture.queue, "--jobs", "3", "--lease", String(lease), "--worker", name, "--quiet"],
                                  directory: fixture.root, environment: environment)
@@ -84,17 +91,7 @@ final class FleetOutageTests: XCTestCase {
 
     /// Past `--store-outage` a worker stops, saying why and what it had done.
     func testAWorkerGivesUpAfterItsOutageLimitWithASummary() throws {
-        let servers = try TestServers.current()
-        let store = try TestStores.freshPostgresDatabase()
-        let proxy = try CutProxy(store: store)
-        let fixture = try QueueFixture()
-        let names = try Fixtures.makeFiles(in: servers, folder: "outage-limit", sizes: Array(repeating: 3 << 20, count: 12))
-        try fixture.drop("jobs.json", jobs: names.enumerated().map { index, name in
-            ["id": "j\(index)", "url": servers.http.absoluteString + "/crawl/" + name, "dest": "out/j\(index).bin"]
-        })
-        var environment = ProcessInfo.processInfo.environment
-        environment["TRANSFERD_STORE"] = proxy.url
-        let observer = try PostgresQueueStore(url: store, worker: "observer")
+        let (_, _, proxy, fixture, environment, observer) = try outageQueue(folder: "outage-limit", count: 12)
         let worker = try TransferdProcess(["run", fixture.queue, "--jobs", "2", "--store-outage", "3", "--worker", "A"],
                                           directory: fixture.root, environment: environment)
         let deadline = Date().addingTimeInterval(60)
@@ -110,6 +107,6 @@ final class FleetOutageTests: XCTestCase {
         XCTAssertTrue(ended.stderr.contains("unreachable for"), ended.stderr)
         XCTAssertTrue(ended.stderr.contains("--store-outage"), ended.stderr)
         XCTAssertTrue(ended.stderr.contains("this run had finished"), ended.stderr)
-        XCTAssertFalse(ended.stderr.contains(try XCTUnwrap(URLComponents(string: store)?.password)), "no password shown")
+        XCTAssertFalse(ended.stderr.contains(try XCTUnwrap(URLComponents(string: proxy.url)?.password)), "no password shown")
     }
 }
