@@ -85,9 +85,14 @@ final class UploadConformanceTests: XCTestCase {
     }
 
     func testS3MultipartUploadOfOneGibibyteIsByteIdentical() async throws {
-        try skipUnderSanitizer("1 GiB through each S3 server; the smaller multipart cases cover the same code")
+        try skipUnderSanitizer("1 GiB through SeaweedFS on both backends; the smaller multipart cases cover the same code")
         let servers = try TestServers.current()
-        for (label, _, configuration, transport) in try s3Pairs() {
+        // Through SeaweedFS, the real S3 server, on both backends (moto where SeaweedFS was not
+        // started): moto, a mock keeping objects in memory, took 184 s of this case's 229 s on
+        // urlsession alone (curl 12 s; SeaweedFS 11 s on curl, 22 s on urlsession).
+        let pairs = try s3Pairs()
+        let gigabytePairs = pairs.contains { $0.server == "seaweedfs" } ? pairs.filter { $0.server == "seaweedfs" } : pairs
+        for (label, _, configuration, transport) in gigabytePairs {
             let recorder = RecordingTransport(wrapping: transport)
             let client = S3Client(configuration: configuration, transport: recorder, retry: quickRetry)
             let bucket = bucket("conformance", label)
