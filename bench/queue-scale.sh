@@ -2,8 +2,9 @@
 # Queue scale: a queue of 10,000, 100,000 and 1,000,000 jobs in the queue
 # folder's SQLite store (1,000 URLs per .urls file). For each size: ingest
 # time and peak RSS, `status` (the summed-up view of a large queue) time and
-# RSS, `status --json` (every job, streamed) time and RSS; then `run` jobs/s
-# for 10,000 downloads of 4 KiB from the local nginx.
+# RSS, `status --json` (every job, streamed) time and RSS, and the ingest of
+# the same URLs as one .urls file (over 8 MiB: read a piece at a time); then
+# `run` jobs/s for 10,000 downloads of 4 KiB from the local nginx.
 #
 #   bench/queue-scale.sh [SIZES...]     (default: 10000 100000 1000000)
 #
@@ -45,6 +46,19 @@ PY
     (cd "$dir" && timed "status --json ($size jobs)" "$transferd" status queue.d --json)
     lines=$(wc -l < "$work/out")
     [[ $lines -eq $size ]] || { echo "bench: status --json printed $lines lines for $size jobs" >&2; exit 1; }
+    rm -rf "$dir"
+    # The same URLs as one list.
+    mkdir -p "$dir/queue.d"
+    python3 - "$dir/queue.d" "$size" <<'PY'
+import sys
+folder, size = sys.argv[1], int(sys.argv[2])
+with open(f"{folder}/all.urls", "w") as out:
+    for n in range(size):
+        out.write(f"http://127.0.0.1:9/f{n // 1000}/{n % 1000}.bin out/{n // 1000}/\n")
+PY
+    list_mib=$(awk -v b="$(stat -c %s "$dir/queue.d/all.urls")" 'BEGIN { printf "%.0f", b / 1048576 }')
+    (cd "$dir" && timed "ingest one list ($size, $list_mib MiB)" "$transferd" ingest queue.d)
+    [[ -f $dir/queue.d/accepted/all.urls ]] || { echo "bench: the list of $size was not accepted" >&2; cat "$work/out" "$work/stderr" >&2; exit 1; }
     rm -rf "$dir"
 done
 

@@ -167,6 +167,7 @@ public final class ControlAPI: Sendable {
         let outcome: IngestOutcome
         switch try store.ingest([JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: request.body), jobs: jobs)])[0] {
         case .idTaken(let conflict): return Self.rejected(conflict.rejection(file: name), status: 409)
+        case .invalid(let rejection): return Self.rejected(rejection, status: 422)
         case .recorded(let recorded): outcome = recorded
         }
         keepCopy(name: name, body: request.body)

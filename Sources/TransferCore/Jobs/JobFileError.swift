@@ -36,7 +36,7 @@ public struct JobFileError: Error, Equatable, Sendable, CustomStringConvertible 
 }
 
 /// All problems found in one file.
-public struct JobFileRejection: Error, Sendable, CustomStringConvertible {
+public struct JobFileRejection: Error, Equatable, Sendable, CustomStringConvertible {
     public var errors: [JobFileError]
     public var description: String { errors.map(\.description).joined(separator: "\n") }
 }

@@ -8,8 +8,11 @@ import Foundation
 /// the file, the job, the field and the fix. Nothing is expanded here:
 /// `${env:NAME}` references stay as written.
 public struct JobFileParser: Sendable {
-    /// Larger files are rejected unread: split them.
+    /// Larger files are rejected unread (split them), but for URL lists up to `maxListSize`,
+    /// which are read a piece at a time (`LargeURLList`).
     public static let maxFileSize = 8 << 20
+    /// The largest URL list: about three million URLs of 80 bytes.
+    public static let maxListSize = 256 << 20
     public static let formatVersion = 1
 
     /// Destinations and upload sources must lie inside this directory.
@@ -73,6 +76,30 @@ public struct JobFileParser: Sendable {
         return context.errors.isEmpty ? .success(context.jobs) : .failure(JobFileRejection(errors: context.errors))
     }
 
+    /// A URL list over `maxFileSize` bytes (up to `maxListSize`), opened as ingest opens a
+    /// job file (never following a link, never blocking on a FIFO) and read once: its hash,
+    /// and that it is text. Its lines are parsed as the store takes its jobs.
+    public func openLargeList(_ path: String, name: String) throws(JobFileRejection) -> LargeURLList {
+        func rejection(_ message: String, fix: String) -> JobFileRejection {
+            JobFileRejection(errors: [JobFileError(file: name, message: message, fix: fix)])
+        }
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw rejection("could not be read: \(POSIXFailure(operation: "open", path: path))", fix: "make it a readable regular file")
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw rejection("is not a regular file; it was not read", fix: "write the list itself, not a link to it")
+        }
+        guard info.st_size <= Self.maxListSize else {
+            close(descriptor)
+            throw rejection("the file is \(info.st_size) bytes; the limit for a URL list is \(Self.maxListSize) bytes",
+                            fix: "split it into lists of at most \(Self.maxListSize) bytes")
+        }
+        return try LargeURLList(name: name, descriptor: descriptor, parser: self)
+    }
+
     static func describe(_ error: Error) -> String {
         if case DecodingError.dataCorrupted(let context) = error {
             return (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
@@ -94,10 +121,16 @@ struct Context {
     /// Whether the jobs are the items of a "jobs" list (else the top object is the one job).
     private var listed = false
     var jobs: [JobSpec] = []
+    /// The jobs a URL list has given so far (kept by `parseList`, handed on by `LargeURLList`).
+    private(set) var listedJobs = 0
     var errors: [JobFileError] = []
     private var seenIDs: Set<String> = []
     /// Download destinations of this file's jobs, with the job number that claimed each.
     private var seenDestinations: [String: Int] = [:]
+    /// Whether destinations are remembered by a 128-bit digest instead (a large list: 40 bytes
+    /// a job instead of the path's length and more).
+    var destinationsByDigest = false
+    private var seenDestinationDigests: [DestinationDigest: Int] = [:]
     /// The URL last parsed: checking a URL and naming its destination read it once.
     private var lastParsed: (text: String, url: URL?)?
 
@@ -125,28 +158,33 @@ struct Context {
     // MARK: URL lists
 
     mutating func parseList(_ text: String) {
-        let lines = JobFileParser.lines(text)
-        for (offset, rawLine) in lines.enumerated() {
-            let line = rawLine.trimmingSpaces()
-            guard !line.isEmpty, !line.hasPrefix("#") else { continue }
-            let parts = JobFileParser.words(line)
-            let number = offset + 1
-            guard parts.count <= 2 else {
-                fail(number, nil, nil, "line \(number) has \(parts.count) words", fix: "write `URL [DEST_DIR]`")
-                continue
-            }
-            let id = "\(idPrefix)-\(jobs.count + errors.count + 1)"
-            guard let url = checkURL(parts[0], kind: .download, job: number, id: id) else { continue }
-            let directory = parts.count == 2 ? parts[1] + "/" : nil
-            guard let destination = resolveDestination(directory, url: url, job: number, id: id),
-                  claimDestination(destination, job: number, id: nil) else { continue }
-            var spec = JobSpec(id: id, kind: .download, url: url, destination: destination)
-            spec.priority = 0
-            jobs.append(spec)
+        for (offset, rawLine) in JobFileParser.lines(text).enumerated() {
+            if let spec = parseListLine(rawLine, number: offset + 1) { jobs.append(spec) }
         }
         if jobs.isEmpty && errors.isEmpty {
             fail(nil, nil, nil, "the list has no URLs", fix: "write one URL per line")
         }
+    }
+
+    /// The job of line `number` of a URL list; nil for a blank line, a comment or a mistake
+    /// (recorded).
+    mutating func parseListLine(_ rawLine: Substring, number: Int) -> JobSpec? {
+        let line = rawLine.trimmingSpaces()
+        guard !line.isEmpty, !line.hasPrefix("#") else { return nil }
+        let parts = JobFileParser.words(line)
+        guard parts.count <= 2 else {
+            fail(number, nil, nil, "line \(number) has \(parts.count) words", fix: "write `URL [DEST_DIR]`")
+            return nil
+        }
+        let id = "\(idPrefix)-\(listedJobs + errors.count + 1)"
+        guard let url = checkURL(parts[0], kind: .download, job: number, id: id) else { return nil }
+        let directory = parts.count == 2 ? parts[1] + "/" : nil
+        guard let destination = resolveDestination(directory, url: url, job: number, id: id),
+              claimDestination(destination, job: number, id: nil) else { return nil }
+        var spec = JobSpec(id: id, kind: .download, url: url, destination: destination)
+        spec.priority = 0
+        listedJobs += 1
+        return spec
     }
 
     // MARK: JSON
@@ -391,12 +429,20 @@ struct Context {
     /// False (after recording why) when an earlier job of this file writes the same file:
     /// two downloads into one destination would share one partial file.
     mutating func claimDestination(_ destination: String, job: Int, id: String?) -> Bool {
-        if let first = seenDestinations[destination] {
+        let first: Int?
+        if destinationsByDigest {
+            let digest = DestinationDigest(destination)
+            first = seenDestinationDigests[digest]
+            if first == nil { seenDestinationDigests[digest] = job }
+        } else {
+            first = seenDestinations[destination]
+            if first == nil { seenDestinations[destination] = job }
+        }
+        if let first {
             fail(job, id, "dest", "\(destination) is also the destination of job \(first) in this file",
                  fix: "give each download its own \"dest\"")
             return false
         }
-        seenDestinations[destination] = job
         return true
     }
 
@@ -491,6 +537,25 @@ struct Context {
     }
 }
 
+
+/// A destination path as two 64-bit hashes of it: two different paths share both only by a
+/// chance near 2^-128, far below a disk's error rate. (Hasher is seeded once per process,
+/// the same for every line of a file.)
+struct DestinationDigest: Hashable {
+    let first: Int
+    let second: Int
+
+    init(_ path: String) {
+        var one = Hasher()
+        one.combine(0 as UInt8)
+        one.combine(path)
+        var two = Hasher()
+        two.combine(1 as UInt8)
+        two.combine(path)
+        first = one.finalize()
+        second = two.finalize()
+    }
+}
 
 extension JobFileParser {
     /// A list line's words: what spaces and tabs separate. An ASCII line (nearly every one) is

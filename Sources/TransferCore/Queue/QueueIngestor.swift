@@ -52,6 +52,9 @@ public struct QueueIngestor {
                     let rejection = conflict.rejection(file: file.fileName)
                     try reject(file.fileName, rejection)
                     report.rejected.append((file.fileName, rejection.description))
+                case .invalid(let rejection):
+                    try reject(file.fileName, rejection)
+                    report.rejected.append((file.fileName, rejection.description))
                 }
             }
             batch = []
@@ -71,6 +74,8 @@ public struct QueueIngestor {
             }
             switch read(name: name, size: identity.size) {
             case .success(let content):
+                // A large list is recorded in a transaction of its own.
+                if content.isLarge { try recordBatch() }
                 batch.append((content, identity))
                 batchBytes += Int(identity.size)
                 if batch.count >= Self.batchFiles || batchBytes >= Self.batchBytes { try recordBatch() }
@@ -88,11 +93,16 @@ public struct QueueIngestor {
     /// rejected with the reason, like an invalid one.
     func read(name: String, size: Int64) -> Result<JobFileContent, JobFileRejection> {
         let path = layout.path(name)
+        let parser = JobFileParser(root: layout.root, queueDirectory: layout.directory, allowsCommands: allowsCommands)
+        if size > JobFileParser.maxFileSize && name.hasSuffix(".urls") && size <= JobFileParser.maxListSize {
+            return Result { () throws(JobFileRejection) in JobFileContent(try parser.openLargeList(path, name: name)) }
+        }
         if size > JobFileParser.maxFileSize {
             // Too big to read: the parser's rule, without loading it.
             return .failure(JobFileRejection(errors: [JobFileError(
                 file: name, message: "the file is \(size) bytes; the limit is \(JobFileParser.maxFileSize) bytes",
-                fix: "split it into several job files")]))
+                fix: name.hasSuffix(".urls") ? "split it into lists of at most \(JobFileParser.maxListSize) bytes"
+                    : "split it into several job files")]))
         }
         let data: Data
         do {
@@ -101,8 +111,7 @@ public struct QueueIngestor {
             return .failure(JobFileRejection(errors: [JobFileError(
                 file: name, message: "could not be read: \(error)", fix: "make it a readable regular file")]))
         }
-        return JobFileParser(root: layout.root, queueDirectory: layout.directory, allowsCommands: allowsCommands)
-            .parse(name: name, data: data).map {
+        return parser.parse(name: name, data: data).map {
             JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: $0)
         }
     }
@@ -211,6 +220,7 @@ extension QueueStore {
         switch try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0] {
         case .recorded(let outcome): return outcome
         case .idTaken(let conflict): throw conflict.rejection(file: fileName)
+        case .invalid(let rejection): throw rejection
         }
     }
 }

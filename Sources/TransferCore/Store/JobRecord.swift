@@ -51,17 +51,57 @@ public struct ProgressSnapshot: Sendable, Equatable {
     }
 }
 
-/// A valid job file's jobs, ready for the store.
+/// A job file's jobs, ready for the store: a valid file's, held in memory, or a large URL
+/// list's, parsed as the store takes them (`LargeURLList`).
 public struct JobFileContent: Sendable {
     public var fileName: String
     /// SHA-256 of the file's bytes: the same content is recorded once.
     public var contentHash: String
-    public var jobs: [JobSpec]
+    private let jobs: Jobs
+
+    private enum Jobs: Sendable {
+        case held([JobSpec])
+        case large(LargeURLList)
+    }
 
     public init(fileName: String, contentHash: String, jobs: [JobSpec]) {
         self.fileName = fileName
         self.contentHash = contentHash
-        self.jobs = jobs
+        self.jobs = .held(jobs)
+    }
+
+    public init(_ list: LargeURLList) {
+        fileName = list.name
+        contentHash = list.contentHash
+        jobs = .large(list)
+    }
+
+    /// Whether the jobs are a large list's, read as the store takes them.
+    public var isLarge: Bool {
+        if case .large = jobs { return true }
+        return false
+    }
+
+    /// How many jobs the file holds (a large list: when valid).
+    public var jobCount: Int {
+        switch jobs {
+        case .held(let jobs): return jobs.count
+        case .large(let list): return list.jobCount
+        }
+    }
+
+    /// The jobs, up to `size` at a time, in the file's order. A store calls it inside the
+    /// file's savepoint: a large list with a mistake throws its `JobFileRejection` after the
+    /// batches before the mistake, and the store drops what it recorded of the file.
+    public func forEachBatch(of size: Int, _ body: ([JobSpec]) throws -> Void) throws {
+        switch jobs {
+        case .held(let jobs):
+            for start in stride(from: 0, to: jobs.count, by: size) {
+                try body(Array(jobs[start..<min(start + size, jobs.count)]))
+            }
+        case .large(let list):
+            try list.forEachBatch(of: size, body)
+        }
     }
 }
 
@@ -78,6 +118,8 @@ public enum IngestResult: Sendable, Equatable {
     case recorded(IngestOutcome)
     /// The whole file was left out: one of its ids belongs to a different job.
     case idTaken(IDConflict)
+    /// The whole file was left out: a large list's mistake, found as the store read it.
+    case invalid(JobFileRejection)
 }
 
 /// A job id a store already holds for a different job.

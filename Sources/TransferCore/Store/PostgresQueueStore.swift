@@ -239,6 +239,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                         try connection.execute("ROLLBACK TO SAVEPOINT job_file")
                         try connection.execute("RELEASE SAVEPOINT job_file")
                         return .idTaken(conflict)
+                    } catch let rejection as JobFileRejection {
+                        try connection.execute("ROLLBACK TO SAVEPOINT job_file")
+                        try connection.execute("RELEASE SAVEPOINT job_file")
+                        return .invalid(rejection)
                     }
                 }
             }
@@ -249,14 +253,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// ingesting the same content at once both succeed; its jobs are recorded once.
     private func record(_ file: JobFileContent) throws -> IngestOutcome {
         if try !connection.query("SELECT 1 FROM transferd_files WHERE content_sha256 = $1", [file.contentHash]).isEmpty {
-            return IngestOutcome(added: 0, alreadyKnown: file.jobs.count, duplicateFile: true)
+            return IngestOutcome(added: 0, alreadyKnown: file.jobCount, duplicateFile: true)
         }
         var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
         let now = String(Date().timeIntervalSince1970)
         // Rows go in by the thousand, one statement each (a statement per job made ingesting
         // 10,000 jobs take 3.3 s, against 0.29 s on SQLite); `seq` follows the file's order.
-        for start in stride(from: 0, to: file.jobs.count, by: Self.ingestBatch) {
-            let jobs = file.jobs[start..<min(start + Self.ingestBatch, file.jobs.count)]
+        try file.forEachBatch(of: Self.ingestBatch) { jobs in
             let added = try connection.query("""
                 INSERT INTO transferd_jobs (id, kind, host, spec, source_file, priority, connections, state, created_at)
                 SELECT n.id, n.kind, n.host, n.spec, $5, n.priority, n.connections, 'queued', $7
@@ -271,7 +274,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             let inserted = Set(added.compactMap { $0[0] })
             outcome.added += inserted.count
             let taken = jobs.filter { !inserted.contains($0.id) }
-            guard !taken.isEmpty else { continue }
+            guard !taken.isEmpty else { return }
             // The ids already taken: the same job again is fine, another one is refused.
             var stored: [String: (spec: String?, file: String?)] = [:]
             for row in try connection.query("SELECT id, spec, source_file FROM transferd_jobs WHERE id = ANY($1::text[])",
@@ -289,7 +292,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         try connection.execute("""
             INSERT INTO transferd_files (content_sha256, file_name, jobs, ingested_at) VALUES ($1, $2, $3, $4)
             ON CONFLICT (content_sha256) DO NOTHING
-            """, [file.contentHash, file.fileName, String(file.jobs.count), now])
+            """, [file.contentHash, file.fileName, String(outcome.added + outcome.alreadyKnown), now])
         return outcome
     }
 

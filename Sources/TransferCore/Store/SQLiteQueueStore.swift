@@ -162,6 +162,9 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     } catch let conflict as IDConflict {
                         try database.execute("ROLLBACK TO job_file; RELEASE job_file")
                         return .idTaken(conflict)
+                    } catch let rejection as JobFileRejection {
+                        try database.execute("ROLLBACK TO job_file; RELEASE job_file")
+                        return .invalid(rejection)
                     }
                 }
             }
@@ -170,12 +173,19 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     /// Records one file's jobs (inside the caller's transaction).
     private func record(_ file: JobFileContent) throws -> IngestOutcome {
-        let (fileName, contentHash, jobs) = (file.fileName, file.contentHash, file.jobs)
+        let (fileName, contentHash) = (file.fileName, file.contentHash)
         if try !database.query("SELECT 1 FROM ingested_files WHERE content_sha256 = ?", [.text(contentHash)]).isEmpty {
-            return IngestOutcome(added: 0, alreadyKnown: jobs.count, duplicateFile: true)
+            return IngestOutcome(added: 0, alreadyKnown: file.jobCount, duplicateFile: true)
         }
         var outcome = IngestOutcome(added: 0, alreadyKnown: 0, duplicateFile: false)
         let now = Date().timeIntervalSince1970
+        try file.forEachBatch(of: 1000) { jobs in try record(jobs, from: fileName, at: now, into: &outcome) }
+        try database.query("INSERT INTO ingested_files (content_sha256, file_name, jobs, ingested_at) VALUES (?, ?, ?, ?)",
+                           [.text(contentHash), .text(fileName), .integer(Int64(outcome.added + outcome.alreadyKnown)), .real(now)])
+        return outcome
+    }
+
+    private func record(_ jobs: [JobSpec], from fileName: String, at now: Double, into outcome: inout IngestOutcome) throws {
         for job in jobs {
             let spec = job.storedJSON
             try database.query("""
@@ -195,9 +205,6 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                 outcome.alreadyKnown += 1
             }
         }
-        try database.query("INSERT INTO ingested_files (content_sha256, file_name, jobs, ingested_at) VALUES (?, ?, ?, ?)",
-                           [.text(contentHash), .text(fileName), .integer(Int64(jobs.count)), .real(now)])
-        return outcome
     }
 
 

@@ -168,6 +168,7 @@ enum QueueCommands {
                 switch try store.ingest([JobFileContent(fileName: name, contentHash: SHA256Hasher.hex(of: data), jobs: parsed)])[0] {
                 case .recorded(let recorded): outcome = recorded
                 case .idTaken(let conflict): throw UsageError(conflict.rejection(file: name).description)
+                case .invalid(let rejection): throw UsageError(rejection.description)
                 }
                 Output.out("\(outcome.added) job\(outcome.added == 1 ? "" : "s") added to the shared store\n")
                 return .success
@@ -196,6 +197,19 @@ enum QueueCommands {
                 let parser = JobFileParser(root: root.isEmpty ? FileManager.default.currentDirectoryPath : root,
                                            queueDirectory: folder.isEmpty ? FileManager.default.currentDirectoryPath : folder,
                                            allowsCommands: arguments.has("--allow-job-hooks"))
+                var info = stat()
+                if path.hasSuffix(".urls"), lstat(path, &info) == 0, info.st_size > JobFileParser.maxFileSize {
+                    // A large list is parsed as ingest parses it: a piece at a time.
+                    do {
+                        let list = try parser.openLargeList(path, name: path)
+                        try list.forEachBatch(of: 10_000) { _ in }
+                        Output.out("\(path): ok, \(list.jobCount) job\(list.jobCount == 1 ? "" : "s")\n")
+                    } catch {
+                        Output.err("\(error)\n")
+                        allValid = false
+                    }
+                    continue
+                }
                 let data: Data
                 do {
                     // Never blocks on a FIFO, never follows a link: as ingest reads it.
@@ -231,7 +245,9 @@ enum QueueCommands {
                 throw UsageError("give one job ID or --failed")
             }
             if let id, try store.job(id) == nil { throw QueueError.unknownJob(id) }
-            let touched = Set(try store.jobs().filter { $0.state == .failed && (id == nil || $0.id == id) }.map(\.sourceFile))
+            // Only the failed jobs are read (a queue of a million holds far fewer): their files' results change.
+            let failed = try id.map { try store.job($0).map { [$0] } ?? [] } ?? store.jobs(in: .failed)
+            let touched = Set(failed.filter { $0.state == .failed }.map(\.sourceFile))
             let count = try store.requeue(id: id)
             Output.out("\(count) job\(count == 1 ? "" : "s") queued again\n")
             // The result files live in a queue folder: with --store, this one's if there is one
