@@ -1,9 +1,27 @@
 import Foundation
-import TransferCore
+@testable import TransferCore
 import XCTest
 
-/// A run ends the same way whether a signal stops it or the task that runs it is cancelled.
+/// A run ends the same way whether a signal stops it or the task that runs it is cancelled;
+/// its loop, which calls the store, runs on a thread of its own.
 final class QueueRunnerCancellationTests: XCTestCase {
+    /// The loop's work (its events, and so its store calls, which block) is done on the
+    /// `transferd.run-loop` thread, not on one of the cooperative threads the transfers use.
+    func testTheLoopRunsOnAThreadOfItsOwn() async throws {
+        let folder = NSTemporaryDirectory() + "/transferd-loop-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let layout = QueueLayout(directory: folder + "/queue.d")
+        try FileManager.default.createDirectory(atPath: layout.directory, withIntermediateDirectories: true)
+        try layout.prepare()
+        let threads = Locked<[String]>([])
+        let runner = QueueRunner(layout: layout, store: try SQLiteQueueStore(path: layout.database), options: RunOptions()) { _ in
+            threads.withLock { $0.append(DedicatedThreadExecutor.currentName ?? "a thread of no executor") }
+        }
+        _ = try await runner.run()
+        XCTAssertFalse(threads.current.isEmpty)
+        XCTAssertEqual(Set(threads.current), ["transferd.run-loop"])
+    }
+
     func testCancellingTheRunsTaskStopsItAsAStopDoes() async throws {
         let folder = NSTemporaryDirectory() + "/transferd-cancel-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: folder) }

@@ -189,7 +189,23 @@ public final class QueueRunner: @unchecked Sendable {
     public var hostUse: [HostUse] { publishedHostUse.current }
     private let publishedHostUse = Locked<[HostUse]>([])
 
+    /// Runs the queue. The loop, and with it every store call (SQLite, libpq, a reconnect's
+    /// backoff), runs on a thread of its own, never on a cooperative thread: the jobs' tasks,
+    /// which move the bytes, have those to themselves.
     public func run() async throws -> RunSummary {
+        #if os(Linux)
+        let loopThread = DedicatedThreadExecutor(name: "transferd.run-loop")
+        defer { loopThread.stop() }
+        return try await withTaskExecutorPreference(loopThread) { try await runLoop() }
+        #else
+        guard #available(macOS 15, *) else { return try await runLoop() }
+        let loopThread = DedicatedThreadExecutor(name: "transferd.run-loop")
+        defer { loopThread.stop() }
+        return try await withTaskExecutorPreference(loopThread) { try await runLoop() }
+        #endif
+    }
+
+    private func runLoop() async throws -> RunSummary {
         var summary = RunSummary()
         try store.enlist()
         if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
@@ -343,6 +359,7 @@ public final class QueueRunner: @unchecked Sendable {
                                     bytesDone: Self.resumesFrom(record), bytesTotal: record.bytesTotal ?? Self.sourceSize(record.spec),
                                     attempt: record.attempts + 1)))
         let executor = context.executor(for: record.spec)
+        // On the cooperative threads, not the loop's (an unstructured task does not take its preference).
         job.task = Task { [post] in
             let outcome = await executor.execute(job)
             post.yield(.finished(record.id, outcome))
