@@ -12,7 +12,8 @@ import Foundation
 enum FuzzTarget: String, CaseIterable {
     /// A job file named `f.json`: JSONParser, then JobFileParser's validation.
     case jobJSON = "job-json"
-    /// A job file named `f.urls`: one `URL [DEST_DIR]` per line.
+    /// A job file named `f.urls`: one `URL [DEST_DIR]` per line; read whole and, as a list too
+    /// large to read whole is, a piece at a time (`LargeURLList`), which must agree.
     case jobURLs = "job-urls"
     /// An S3 response body: S3XMLElement as S3Client and UploadEngine read it.
     case s3XML = "s3-xml"
@@ -46,7 +47,9 @@ enum FuzzTarget: String, CaseIterable {
     func run(_ data: Data) {
         switch self {
         case .jobJSON: fuzzJobFile(name: "f.json", data)
-        case .jobURLs: fuzzJobFile(name: "f.urls", data)
+        case .jobURLs:
+            fuzzJobFile(name: "f.urls", data)
+            fuzzLargeList(data)
         case .s3XML: fuzzS3XML(data)
         case .headers: fuzzHeaders(data)
         case .headerValue: fuzzHeaderValue(data)
@@ -119,6 +122,51 @@ func fuzzJobFile(name: String, _ data: Data) {
                 check(false, "the stored form does not read back (\(error)): \(spec.storedJSON)")
             }
         }
+    }
+}
+
+/// The file a list is written to for `LargeURLList`, which reads a descriptor.
+nonisolated(unsafe) private var largeListPath: String = {
+    let path = NSTemporaryDirectory() + "/transferd-fuzz-list-\(getpid()).urls"
+    atexit { unlink(NSTemporaryDirectory() + "/transferd-fuzz-list-\(getpid()).urls") }
+    return path
+}()
+
+/// The list read a piece at a time (pieces of 1 to 16 bytes, from the input's length) gives
+/// the jobs the list read whole gives, and is refused when that is; for text both refuse, the
+/// same mistakes.
+func fuzzLargeList(_ data: Data) {
+    let parser = JobFileParser(root: fuzzRoot)
+    let whole = parser.parse(name: "f.urls", data: data)
+    let path = largeListPath
+    do { try data.write(to: URL(fileURLWithPath: path)) } catch { check(false, "cannot write \(path): \(error)") }
+    let pieces = Result { () throws(JobFileRejection) -> [JobSpec] in
+        let list = try LargeURLList(name: "f.urls", descriptor: open(path, O_RDONLY | O_CLOEXEC), parser: parser,
+                                    pieceSize: 1 + data.count % 16)
+        var jobs: [JobSpec] = []
+        do {
+            try list.forEachBatch(of: 7) { jobs += $0 }
+        } catch let rejection as JobFileRejection {
+            throw rejection
+        } catch {
+            check(false, "not a rejection: \(error)")
+        }
+        check(list.jobCount == jobs.count, "\(list.jobCount) job lines counted, \(jobs.count) jobs read")
+        return jobs
+    }
+    switch (whole, pieces) {
+    case (.success(let a), .success(let b)):
+        check(a == b, "the jobs differ read whole and in pieces")
+    case (.failure(let a), .failure(let b)):
+        // Text the whole-file reader takes as text: the same mistakes, in the same words.
+        let text = String(data: data, encoding: .utf8)
+        if let text, !text.utf8.contains(0), !text.allSatisfy(\.isWhitespace) {
+            check(a.errors == b.errors, "the mistakes differ read whole and in pieces:\n\(a)\n--\n\(b)")
+        }
+    case (.success, .failure(let b)):
+        check(false, "taken whole, refused in pieces: \(b)")
+    case (.failure(let a), .success):
+        check(false, "refused whole, taken in pieces: \(a)")
     }
 }
 

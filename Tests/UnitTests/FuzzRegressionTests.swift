@@ -84,4 +84,14 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertFalse(escaped.unicodeScalars.contains("<"), escaped)
         XCTAssertEqual(S3XMLElement.parse("<ETag>\(escaped)</ETag>")?.text, etag)
     }
+
+    /// job-urls (read whole and in pieces): a NUL followed by a combining mark makes one
+    /// Character that is not "\u{0}", so a Character-wise check let it through as text.
+    func testANULBeforeACombiningMarkIsNotText() {
+        let data = Data("https://x-\twub\u{0}\u{65B}ir".utf8)
+        guard case .failure(let rejection) = JobFileParser(root: "/data").parse(name: "f.urls", data: data) else {
+            return XCTFail("taken as text")
+        }
+        XCTAssertEqual(rejection.errors.map(\.message), ["not UTF-8 text (binary data?)"])
+    }
 }

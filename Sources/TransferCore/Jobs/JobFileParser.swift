@@ -47,7 +47,7 @@ public struct JobFileParser: Sendable {
             return reject("the file is \(data.count) bytes; the limit is \(Self.maxFileSize) bytes",
                           fix: "split it into several job files")
         }
-        guard let text = String(data: data, encoding: .utf8), !text.contains("\u{0}") else {
+        guard let text = String(data: data, encoding: .utf8), !text.utf8.contains(0) else {
             return reject("not UTF-8 text (binary data?)", fix: "job files are JSON or URL lists")
         }
         guard !text.allSatisfy(\.isWhitespace) else {

@@ -100,9 +100,13 @@ public final class LargeURLList: Sendable {
         var number = 0
         func emit(_ bytes: ArraySlice<UInt8>) throws {
             number += 1
-            guard !bytes.contains(0), let line = String(bytes: bytes, encoding: .utf8) else {
+            // Decoding is lossless exactly when the bytes are UTF-8. (Not Foundation's decoder: it
+            // drops a byte order mark at the start of every line, where a whole file loses only its first.)
+            var line = String(decoding: bytes, as: UTF8.self)
+            guard !bytes.contains(0), line.utf8.elementsEqual(bytes) else {
                 throw rejection(name, "line \(number) is not UTF-8 text (binary data?)", fix: "job files are JSON or URL lists")
             }
+            if number == 1 && line.unicodeScalars.first == "\u{FEFF}" { line.unicodeScalars.removeFirst() }
             try body(line, number)
         }
         while true {
