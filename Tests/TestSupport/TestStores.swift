@@ -81,12 +81,17 @@ public enum TestStores {
 
     /// One maker per store kind: each call of a maker opens the same store again (a
     /// second connection, or a second worker on PostgreSQL).
+    /// Every store the contract suite (`QueueStoreContractTests`) runs each case on, each a
+    /// factory of a fresh, empty store (opened again with another worker name, the same
+    /// store). A new store joins the contract by adding its factory here.
     public static func all() throws -> [(name: String, open: (_ worker: String?) throws -> QueueStore)] {
         let path = NSTemporaryDirectory() + "/transferd-contract-\(UUID().uuidString).db"
         let postgres = try freshPostgresDatabase()
+        let memory = MemoryQueueStore()
         return [
             ("sqlite", { _ in try SQLiteQueueStore(path: path) }),
             ("postgres", { worker in try PostgresQueueStore(url: postgres, worker: worker ?? "test-worker", leaseSeconds: 30) }),
+            ("memory", { _ in memory }),
         ]
     }
 }

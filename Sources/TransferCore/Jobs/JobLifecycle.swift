@@ -5,7 +5,7 @@ import Foundation
 /// that both stores' statements take their state conditions from, so a stale
 /// or racing write (a retry recorded for a job a user cancelled a moment ago,
 /// a failure for a job already done) changes nothing.
-enum JobTransition: CaseIterable, Sendable {
+public enum JobTransition: CaseIterable, Sendable {
     /// A worker takes a runnable job.
     case claim
     /// An attempt failed and another is due later.
@@ -32,7 +32,7 @@ enum JobTransition: CaseIterable, Sendable {
     case requeue
 
     /// The transition that ends a job in `state` (done, failed, or cancelled by its runner).
-    static func ending(in state: JobState) -> JobTransition {
+    public static func ending(in state: JobState) -> JobTransition {
         switch state {
         case .done: return .complete
         case .cancelled: return .cancelStopped
@@ -41,7 +41,7 @@ enum JobTransition: CaseIterable, Sendable {
     }
 
     /// The states it applies to, in declaration order.
-    var sources: [JobState] {
+    public var sources: [JobState] {
         JobState.allCases.filter { $0.after(self) != nil }
     }
 
@@ -53,7 +53,7 @@ enum JobTransition: CaseIterable, Sendable {
 
 extension JobState {
     /// Where `transition` leads from this state; nil where it does not apply.
-    func after(_ transition: JobTransition) -> JobState? {
+    public func after(_ transition: JobTransition) -> JobState? {
         switch (transition, self) {
         case (.claim, .queued), (.claim, .waiting):
             return .running
@@ -86,7 +86,7 @@ extension JobState {
     }
 
     /// What a user's `cancel` does to a job in this state.
-    var cancelEffect: CancelEffect {
+    public var cancelEffect: CancelEffect {
         if after(.cancelAtOnce) != nil { return .endsNow }
         if after(.requestCancel) != nil { return .stopRequested }
         return .none
@@ -94,7 +94,7 @@ extension JobState {
 }
 
 /// What a user's `cancel` does.
-enum CancelEffect: Sendable, Equatable {
+public enum CancelEffect: Sendable, Equatable {
     /// No one is transferring it: it is cancelled now.
     case endsNow
     /// Its runner is asked to stop it, and records it cancelled.

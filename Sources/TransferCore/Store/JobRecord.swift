@@ -36,6 +36,30 @@ public struct JobRecord: Sendable, Equatable {
     public var hook: String? = nil
 
     public var id: String { spec.id }
+
+    public init(seq: Int64, spec: JobSpec, state: JobState, attempts: Int = 0, nextAttemptAt: Date? = nil,
+                lastError: String? = nil, bytesDone: Int64 = 0, bytesTotal: Int64? = nil, speed: Double? = nil,
+                sha256: String? = nil, sourceFile: String, createdAt: Date, startedAt: Date? = nil, finishedAt: Date? = nil,
+                cancelRequested: Bool = false, checkpoint: String? = nil, worker: String? = nil, hook: String? = nil) {
+        self.seq = seq
+        self.spec = spec
+        self.state = state
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.bytesDone = bytesDone
+        self.bytesTotal = bytesTotal
+        self.speed = speed
+        self.sha256 = sha256
+        self.sourceFile = sourceFile
+        self.createdAt = createdAt
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.cancelRequested = cancelRequested
+        self.checkpoint = checkpoint
+        self.worker = worker
+        self.hook = hook
+    }
 }
 
 /// Progress of a running job, as snapshotted into the store for `status`.
@@ -108,7 +132,7 @@ public struct JobFileContent: Sendable {
 extension JobFileContent {
     /// Whether `job` is the job a store holds under its id (as `storedSpec`): the same job
     /// dropped again is recorded once; a different one makes the store refuse its file.
-    static func isSameJob(_ job: JobSpec, storedSpec: String?) -> Bool {
+    public static func isSameJob(_ job: JobSpec, storedSpec: String?) -> Bool {
         storedSpec == job.storedJSON || storedSpec.flatMap({ try? JobSpec(stored: $0) }) == job
     }
 }
@@ -148,120 +172,6 @@ public struct IngestOutcome: Sendable, Equatable {
     }
 }
 
-/// The persistent queue: the single source of truth for jobs, their states
-/// and their resume checkpoints. SQLite is the embedded implementation; the
-/// protocol keeps SQL and claiming logic behind it.
-public protocol QueueStore: AnyObject, Sendable {
-    /// Records several files in one transaction, each file all or nothing: a
-    /// file the store refuses (an id taken by another job) is left out alone.
-    /// Content seen before is recorded once. Validation and wording are the caller's.
-    func ingest(_ files: [JobFileContent]) throws -> [IngestResult]
-    /// Jobs left `running` or `paused` by an earlier process become `queued` again.
-    func recoverInterrupted() throws -> Int
-    /// Marks up to `limit` runnable jobs `running` (by priority, then age) and returns them.
-    /// Jobs for `excludingHosts` are passed over; `accept` sees the other candidates
-    /// in order and says which to take (per-host limits), with the connections each will
-    /// use (nil: not taken). Only taken jobs are read whole.
-    func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
-                       accept: (ClaimCandidate) -> Int?) throws -> [JobRecord]
-    /// Records a job's end.
-    /// - Returns: false when it did not: a user cancelled it meanwhile or (a shared store)
-    ///   another worker holds it now.
-    @discardableResult
-    func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws -> Bool
-    /// Marks many jobs done in one transaction.
-    /// - Returns: the jobs it did not mark: a user cancelled them meanwhile, or (a shared
-    ///   store) another worker holds them now.
-    @discardableResult
-    func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws -> Set<String>
-    /// Marks many jobs `finishing` (complete and synced, about to be renamed into place).
-    /// - Returns: the jobs it did not mark, which must not be renamed into place: a shared
-    ///   store gave them to another worker (or a user cancelled them).
-    @discardableResult
-    func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String>
-    func jobs(in state: JobState) throws -> [JobRecord]
-    func scheduleRetry(_ id: String, at: Date, error: String, attempts: Int) throws
-    func pause(_ ids: [String]) throws
-    func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws
-    func job(_ id: String) throws -> JobRecord?
-    func jobs() throws -> [JobRecord]
-    /// A page of jobs (all, or those in `state`) in the order they were added, after the one
-    /// numbered `seq` (0: from the first): the control API's cursor pagination.
-    func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord]
-    /// The first `limit` jobs in `state` in the order a claim takes them (priority, then the
-    /// order they were added): `status`'s view of a large queue, read through the claim index.
-    func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord]
-    func jobs(fromFile name: String) throws -> [JobRecord]
-    /// The finished (done, failed, cancelled) jobs of one job file, in order: what its result files list.
-    func results(fromFile name: String) throws -> [JobResult]
-    func counts() throws -> [JobState: Int]
-    /// When the earliest waiting job becomes runnable.
-    func nextWakeup() throws -> Date?
-    /// Failed or cancelled jobs (all, or those with `id`) go back to `queued`; returns how many.
-    func requeue(id: String?) throws -> Int
-    /// Cancels a job; a running one is flagged and stopped by its runner. Returns the state it had.
-    func cancel(_ id: String) throws -> JobState?
-    func cancelRequested(among ids: [String]) throws -> [String]
-    func checkpoint(for id: String) throws -> String?
-    /// - Returns: false when this worker no longer holds the job (a shared store gave it to
-    ///   another): nothing was saved, and the transfer must stop.
-    @discardableResult
-    func saveCheckpoint(_ json: String?, for id: String) throws -> Bool
-    /// Records what a finished job's hook did (JSON), whichever state the job is in now.
-    func recordHook(_ json: String, for id: String) throws
-
-    // A store shared by several workers (a fleet) leases what each one claims.
-
-    /// Jobs left `finishing` by a worker that is gone, now held by this one to complete.
-    func abandonedFinishing() throws -> [JobRecord]
-    /// Extends this worker's leases; returns the jobs it no longer holds (their tasks must stop).
-    func renewLeases() throws -> Set<String>
-    /// How long a claim holds without renewal (nil: claims never expire, one run per store).
-    var leaseSeconds: Double? { get }
-    /// Whether the queue should gather free slots into groups before it claims: true when each
-    /// claim costs round trips to a server (see `QueueScheduler.claimSize`).
-    var claimsInGroups: Bool { get }
-    /// The workers sharing the store.
-    func workers() throws -> [WorkerInfo]
-    /// Records this run's per-host limits that 429s and 503s brought below `maximum` (for `status`).
-    func saveHostLimits(_ limits: [String: Int], maximum: Int) throws
-    /// The recorded per-host limits below their maximum.
-    func hostLimits() throws -> [HostLimitInfo]
-    /// This worker's share of a `--limit-rate` of `rate` bytes per second.
-    func rateShare(of rate: Int64) throws -> Int64
-    /// Joins the worker list at the start of a run.
-    func enlist() throws
-    /// Leaves the worker list at the end of a run.
-    func retire() throws
-}
-
-extension QueueStore {
-    /// `claimRunnable` for callers that only say yes or no (each taken job counted as its own
-    /// `connections`, or 1).
-    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
-                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
-        try claimRunnable(limit: limit, now: now, excludingHosts: excludingHosts) { (candidate: ClaimCandidate) -> Int? in
-            accept(candidate) ? (candidate.connections ?? 1) : nil
-        }
-    }
-
-    /// The configured `--limit-rate`'s share for this worker (a shared store divides it among
-    /// the live workers); the whole rate for a store of one run.
-    public func rateShare(of rate: Int64) throws -> Int64 { rate }
-}
-
-/// One run's store needs no leases: what a run holds is its own until it ends.
-extension QueueStore {
-    public func abandonedFinishing() throws -> [JobRecord] { try jobs(in: .finishing) }
-    public func renewLeases() throws -> Set<String> { [] }
-    public var leaseSeconds: Double? { nil }
-    /// A claim in the run's own file costs a fraction of a millisecond: each free slot is filled at once.
-    public var claimsInGroups: Bool { false }
-    public func workers() throws -> [WorkerInfo] { [] }
-    public func enlist() throws {}
-    public func retire() throws {}
-}
-
 /// A host whose connection limit a run lowered after 429s or 503s, as `status` shows it.
 public struct HostLimitInfo: Sendable, Equatable {
     public var host: String
@@ -269,6 +179,13 @@ public struct HostLimitInfo: Sendable, Equatable {
     public var maximum: Int
     /// The worker of a shared store that keeps this limit.
     public var worker: String?
+
+    public init(host: String, limit: Int, maximum: Int, worker: String? = nil) {
+        self.host = host
+        self.limit = limit
+        self.maximum = maximum
+        self.worker = worker
+    }
 }
 
 /// A worker of a shared store, as `status` shows it.
@@ -280,6 +197,15 @@ public struct WorkerInfo: Sendable, Equatable {
     /// By the store's clock, so workers' clocks need not agree.
     public var secondsSinceHeartbeat: Double
     public var jobsHeld: Int
+
+    public init(name: String, host: String, pid: Int, lastHeartbeat: Date, secondsSinceHeartbeat: Double, jobsHeld: Int) {
+        self.name = name
+        self.host = host
+        self.pid = pid
+        self.lastHeartbeat = lastHeartbeat
+        self.secondsSinceHeartbeat = secondsSinceHeartbeat
+        self.jobsHeld = jobsHeld
+    }
 }
 
 /// What a result file lists about one finished job (read without decoding its spec).
@@ -294,6 +220,20 @@ public struct JobResult: Sendable, Equatable {
     public var lastError: String?
     public var startedAt: Date?
     public var finishedAt: Date?
+
+    public init(id: String, state: JobState, url: String, destination: String?, bytes: Int64?, sha256: String?,
+                attempts: Int, lastError: String?, startedAt: Date?, finishedAt: Date?) {
+        self.id = id
+        self.state = state
+        self.url = url
+        self.destination = destination
+        self.bytes = bytes
+        self.sha256 = sha256
+        self.attempts = attempts
+        self.lastError = lastError
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+    }
 }
 
 /// A runnable job as the scheduler weighs it, before its spec is read.
@@ -304,4 +244,11 @@ public struct ClaimCandidate: Sendable, Equatable {
     public var connections: Int?
     /// Connections other workers of a shared store hold on the host now.
     public var heldElsewhere = 0
+
+    public init(id: String, host: String, connections: Int? = nil, heldElsewhere: Int = 0) {
+        self.id = id
+        self.host = host
+        self.connections = connections
+        self.heldElsewhere = heldElsewhere
+    }
 }

@@ -509,6 +509,20 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    // MARK: One run, no fleet
+
+    /// A store of one run (the run lock keeps it so): every finishing job is this run's to complete.
+    public func abandonedFinishing() throws -> [JobRecord] { try jobs(in: .finishing) }
+    /// What a run claims is its own until it ends: no leases to renew, none lost.
+    public func renewLeases() throws -> Set<String> { [] }
+    public var leaseSeconds: Double? { nil }
+    /// A claim in the run's own file costs a fraction of a millisecond: each free slot is filled at once.
+    public var claimsInGroups: Bool { false }
+    public func workers() throws -> [WorkerInfo] { [] }
+    public func enlist() throws {}
+    public func retire() throws {}
+    public func rateShare(of rate: Int64) throws -> Int64 { rate }
+
     // MARK: Host limits
 
     public func saveHostLimits(_ limits: [String: Int], maximum: Int) throws {

@@ -1,0 +1,161 @@
+import Foundation
+
+/// The persistent queue: the one truth about jobs, their states, checkpoints and
+/// results, for the run loop, the CLI and the control API. Two stores keep it: SQLite
+/// (`SQLiteQueueStore`, the queue folder's own file, one run at a time) and PostgreSQL
+/// (`PostgresQueueStore`, shared by a fleet of workers under leases).
+///
+/// Every requirement below says what it must guarantee; none has a default, so a store
+/// states each choice. Every state change is one of `JobTransition` and applies only where
+/// `JobState.after(_:)` says it does: a write that finds its job moved on (a retry for a job
+/// a user cancelled a moment ago) changes nothing. A method either does all it says or
+/// throws and changes nothing; errors are the store's own (`StoreFailure` words them).
+///
+/// A new store proves itself against the contract suite
+/// (`Tests/ConformanceTests/QueueStoreContractTests.swift`): add a factory for it to
+/// `TestStores.all()` (`Tests/TestSupport/TestStores.swift`) and every case runs on it.
+/// `MemoryQueueStore` in the same folder is a complete store in memory, written from
+/// this contract alone.
+public protocol QueueStore: AnyObject, Sendable {
+    // MARK: Ingest
+
+    /// Records several job files in one transaction, each all or nothing, in order: a file
+    /// whose content (`contentHash`) was recorded before adds nothing (`duplicateFile`,
+    /// its jobs counted `alreadyKnown`); a job whose id the store holds for the same job
+    /// (`JobFileContent.isSameJob`) is `alreadyKnown`; an id held for a different job
+    /// leaves the whole file out (`.idTaken`, naming the file it came from); a large
+    /// list's mistake (`forEachBatch` throws a `JobFileRejection`) leaves it out too
+    /// (`.invalid`). New jobs are `queued`, numbered (`seq`) in the file's order after
+    /// every job before them. One result per file, in order.
+    func ingest(_ files: [JobFileContent]) throws -> [IngestResult]
+
+    // MARK: Claiming and the run's writes
+
+    /// At the start of a run: jobs an earlier process left (`JobTransition.recover`:
+    /// `running`, `paused`; a shared store only those whose lease ran out or that its own
+    /// worker name held) become `queued`. Returns how many.
+    func recoverInterrupted() throws -> Int
+    /// Marks up to `limit` runnable jobs `running` and returns them whole, in the order
+    /// weighed: `queued` jobs and `waiting` ones whose `nextAttemptAt` is at or before
+    /// `now`, by priority (higher first), then `seq`. Jobs of `excludingHosts` are never
+    /// weighed; `accept` sees the others as `ClaimCandidate`s in that order and answers the
+    /// connections the job will use, or nil to pass it over — a host passed over once is
+    /// not offered again in the same claim, so one full host cannot hide the next host's
+    /// jobs. A shared store leases what it hands out and counts other workers' connections
+    /// into `heldElsewhere`.
+    func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+                       accept: (ClaimCandidate) -> Int?) throws -> [JobRecord]
+    /// Ends a job: `done`, `failed` or `cancelled` (`JobTransition.ending(in:)`), with its
+    /// error, bytes (and for `done` its total) and SHA-256; clears its retry time,
+    /// checkpoint, speed and cancel request.
+    /// - Returns: false when nothing was recorded: the job had moved on (a user cancelled it
+    ///   meanwhile) or, in a shared store, another worker holds it now.
+    @discardableResult
+    func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at: Date) throws -> Bool
+    /// Marks many jobs `done` in one transaction (`JobTransition.complete`), as `finish` does.
+    /// - Returns: the jobs it did not mark.
+    @discardableResult
+    func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at: Date) throws -> Set<String>
+    /// Marks many running jobs `finishing` (complete, verified and synced; about to be renamed
+    /// into place), with their bytes and SHA-256, in one transaction.
+    /// - Returns: the jobs it did not mark, which must not be renamed into place.
+    @discardableResult
+    func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String>
+    /// A running job waits until `at` for its next attempt (`waiting`), with the error that
+    /// made it wait and its attempts so far; no speed.
+    func scheduleRetry(_ id: String, at: Date, error: String, attempts: Int) throws
+    /// A stopping run's running jobs wait for the next run (`paused`); a shared store puts
+    /// them back in the queue for any worker (`JobTransition.release`).
+    func pause(_ ids: [String]) throws
+    /// Bytes done, total and speed of running jobs, for `status`; other jobs are left alone.
+    func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws
+    /// When the earliest `waiting` job becomes runnable; nil when none waits.
+    func nextWakeup() throws -> Date?
+
+    // MARK: Reading
+
+    /// One job, or nil.
+    func job(_ id: String) throws -> JobRecord?
+    /// Every job, by `seq`. (For small queues and tests: the CLI pages large ones.)
+    func jobs() throws -> [JobRecord]
+    /// The jobs in `state`, by `seq`.
+    func jobs(in state: JobState) throws -> [JobRecord]
+    /// A page of jobs (all, or those in `state`) by `seq`, the first after `seq` (0: from the
+    /// first), at most `limit`: the control API's and `status --all`'s cursor.
+    func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord]
+    /// The first `limit` jobs in `state` in claim order (priority, then `seq`), read without
+    /// sorting the queue: `status`'s view of a large one.
+    func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord]
+    /// The jobs that came from job file `name`, by `seq`.
+    func jobs(fromFile name: String) throws -> [JobRecord]
+    /// The ended (`done`, `failed`, `cancelled`) jobs of job file `name`, by `seq`: what its
+    /// result file lists.
+    func results(fromFile name: String) throws -> [JobResult]
+    /// How many jobs are in each state (states with none may be left out).
+    func counts() throws -> [JobState: Int]
+
+    // MARK: A user's actions
+
+    /// Jobs go back to `queued` with no attempts, error, retry time or end: with an id, that
+    /// job if `JobTransition.requeue` applies (failed, cancelled, waiting); without, every
+    /// `failed` job. Returns how many.
+    func requeue(id: String?) throws -> Int
+    /// Cancels a job: one no one transfers ends `cancelled` now; a running one is flagged
+    /// (`cancelRequested`) for its runner to stop; an ended one is left alone. Returns the
+    /// state it had, or nil for an unknown id.
+    func cancel(_ id: String) throws -> JobState?
+    /// Which of `ids` are running with a cancel requested.
+    func cancelRequested(among ids: [String]) throws -> [String]
+
+    // MARK: Checkpoints and hooks
+
+    /// A job's resume checkpoint (JSON), or nil.
+    func checkpoint(for id: String) throws -> String?
+    /// Saves (nil: clears) a job's checkpoint.
+    /// - Returns: false when this worker no longer holds the job (a shared store gave it to
+    ///   another): nothing was saved, and the transfer must stop.
+    @discardableResult
+    func saveCheckpoint(_ json: String?, for id: String) throws -> Bool
+    /// Records what a finished job's hook did (JSON), whichever state the job is in now.
+    func recordHook(_ json: String, for id: String) throws
+
+    // MARK: Workers, leases and limits
+
+    /// Jobs left `finishing` whose process is gone, now this one's to complete: in a store of
+    /// one run every `finishing` job; in a shared store those whose lease ran out, taken over.
+    func abandonedFinishing() throws -> [JobRecord]
+    /// Extends this worker's leases; returns the jobs it no longer holds, whose tasks must
+    /// stop. A store without leases returns none.
+    func renewLeases() throws -> Set<String>
+    /// How long a claim holds without renewal; nil when claims never expire (one run per
+    /// store, kept by the run lock).
+    var leaseSeconds: Double? { get }
+    /// Whether the run should gather free slots into groups before it claims: true when each
+    /// claim costs round trips to a server (see `QueueScheduler.claimSize`).
+    var claimsInGroups: Bool { get }
+    /// The workers sharing the store, for `status`; none for a store of one run.
+    func workers() throws -> [WorkerInfo]
+    /// Joins the worker list at the start of a run (nothing to join for a store of one run).
+    func enlist() throws
+    /// Leaves the worker list at the end of a run.
+    func retire() throws
+    /// This worker's share of a `--limit-rate` of `rate` bytes per second: the whole rate
+    /// for a store of one run; a shared store divides it among the live workers.
+    func rateShare(of rate: Int64) throws -> Int64
+    /// Records this run's per-host limits that 429s and 503s brought below `maximum` (for
+    /// `status`), replacing this worker's earlier ones.
+    func saveHostLimits(_ limits: [String: Int], maximum: Int) throws
+    /// The recorded per-host limits below their maximum.
+    func hostLimits() throws -> [HostLimitInfo]
+}
+
+extension QueueStore {
+    /// `claimRunnable` for callers that only say yes or no (each taken job counted as its own
+    /// `connections`, or 1).
+    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+                              accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
+        try claimRunnable(limit: limit, now: now, excludingHosts: excludingHosts) { (candidate: ClaimCandidate) -> Int? in
+            accept(candidate) ? (candidate.connections ?? 1) : nil
+        }
+    }
+}
