@@ -1,23 +1,9 @@
 import Foundation
 import TransferCore
 
-/// What a command prints for the error that ended it, and its exit code: decided here for
-/// every command, so one cause gets one code and one kind of sentence everywhere.
+/// What a command prints for the error that ended it, one kind of sentence for one cause
+/// everywhere (its exit code: `ExitCode.of`).
 enum CommandError {
-    /// The exit code for `error`; `otherwise` for an error of no cause listed here.
-    ///
-    /// A store that cannot be used as configured — a PostgreSQL store's connection, rights or
-    /// schema (`StoreError.unusable`), a SQLite store too new or damaged, a missing queue
-    /// folder — is a configuration error (2), as a bad option is: the command changed nothing,
-    /// and the message says what to fix.
-    static func exitCode(_ error: Error, otherwise: ExitCode = .localError) -> ExitCode {
-        switch error {
-        case is UsageError, is QueueError: return .usage
-        case StoreError.unusable, StoreError.schemaTooNew, StoreError.damaged: return .usage
-        default: return otherwise
-        }
-    }
-
     /// The error as a sentence. transferd's own errors say what, where and the fix;
     /// Foundation's (an NSError: a file that could not be written, say) are put in the same
     /// shape, never shown raw.

@@ -144,23 +144,9 @@ enum GetCommand {
         case is CancellationError:
             Output.err("transferd get: interrupted; \(options.partPath) is kept — run the same command to resume\n")
             return .interrupted
-        case let failure as DownloadError:
-            Output.err("transferd get: \(failure)\n")
-            switch failure {
-            case .destinationExists: return .destinationExists
-            case .checksumMismatch, .sizeMismatch: return .verificationFailed
-            case .local, .partInUse, .foreignPartial, .reservedDestination: return .localError
-            case .httpStatus, .transport, .unstableSource: return .transferFailed
-            }
-        case let failure as TransportError:
-            Output.err("transferd get: \(failure)\n")
-            return failure.kind == .unsupported ? .usage : .transferFailed
-        case let failure as POSIXFailure:
-            Output.err("transferd get: \(failure)\n")
-            return .localError
         default:
             Output.err("transferd get: \(error)\n")
-            return .transferFailed
+            return ExitCode.of(error, otherwise: .transferFailed)
         }
     }
 }

@@ -65,22 +65,11 @@ enum GetPrefix {
         } catch let error as S3PrefixError {
             line.clear()
             Output.err("transferd get: \(error); run the same command to retry them\n")
-            return .transferFailed
-        } catch let error as S3Error {
-            line.clear()
-            Output.err("transferd get: \(error)\n")
-            switch error {
-            case .noCredentials, .badEndpoint: return .usage
-            default: return .transferFailed
-            }
-        } catch let error as POSIXFailure {
-            line.clear()
-            Output.err("transferd get: \(error)\n")
-            return .localError
+            return ExitCode.of(error, otherwise: .transferFailed)
         } catch {
             line.clear()
             Output.err("transferd get: \(error)\n")
-            return .transferFailed
+            return ExitCode.of(error, otherwise: .transferFailed)
         }
     }
 }

@@ -58,15 +58,10 @@ enum PutCommand {
             line.clear()
             Output.err("transferd put: interrupted; a plain upload starts over when run again\n")
             return .interrupted
-        } catch let error as UploadError {
-            line.clear()
-            Output.err("transferd put: \(error)\n")
-            if case .local = error { return .localError }
-            return .transferFailed
         } catch {
             line.clear()
             Output.err("transferd put: \(error)\n")
-            return error is TransportError ? .usage : .transferFailed
+            return ExitCode.of(error, otherwise: .transferFailed)
         }
     }
 
@@ -117,16 +112,9 @@ enum PutCommand {
         } catch let error as UsageError {
             Output.err("transferd put: \(error)\n")
             return .usage
-        } catch let error as S3Error {
-            Output.err("transferd put: \(error)\n")
-            return exitCode(for: error)
-        } catch let error as UploadError {
-            Output.err("transferd put: \(error)\n")
-            if case .local = error { return .localError }
-            return .transferFailed
         } catch {
             Output.err("transferd put: \(error)\n")
-            return .transferFailed
+            return ExitCode.of(error, otherwise: .transferFailed)
         }
     }
 
@@ -168,12 +156,9 @@ enum PutCommand {
         } catch let error as UsageError {
             Output.err("transferd put: \(error)\n")
             return .usage
-        } catch let error as S3Error {
-            Output.err("transferd put: \(error)\n")
-            return exitCode(for: error)
         } catch {
             Output.err("transferd put: \(error)\n")
-            return .transferFailed
+            return ExitCode.of(error, otherwise: .transferFailed)
         }
     }
 
@@ -196,14 +181,6 @@ enum PutCommand {
                                                         profile: arguments.value("--profile"))
         return S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
                         retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
-    }
-
-    static func exitCode(for error: S3Error) -> ExitCode {
-        switch error {
-        case .noCredentials, .badEndpoint: return .usage
-        case .verification: return .verificationFailed
-        default: return .transferFailed
-        }
     }
 
     static func uploadOptions(_ arguments: ParsedArguments) throws -> UploadOptions {

@@ -198,7 +198,7 @@ enum QueueCommands {
                                            queueDirectory: folder.isEmpty ? FileManager.default.currentDirectoryPath : folder,
                                            allowsCommands: arguments.has("--allow-job-hooks"))
                 var info = stat()
-                if path.hasSuffix(".urls"), lstat(path, &info) == 0, info.st_size > JobFileParser.maxFileSize {
+                if path.hasSuffix(".urls"), lstat(path, &info) == 0, info.st_size > JobFileParser.largeListSize {
                     // A large list is parsed as ingest parses it: a piece at a time.
                     do {
                         let list = try parser.openLargeList(path, name: path)
@@ -292,7 +292,7 @@ enum QueueCommands {
             return try body(arguments)
         } catch {
             Output.err("transferd \(name): \(CommandError.text(error))\n")
-            return CommandError.exitCode(error)
+            return ExitCode.of(error, otherwise: .localError)
         }
     }
 }

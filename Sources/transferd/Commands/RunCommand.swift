@@ -94,7 +94,7 @@ enum RunCommand {
             store = try QueueFlags.openStore(layout, arguments, leaseSeconds: lease, outageSeconds: outage)
         } catch {
             Output.err("transferd run: \(CommandError.text(error))\n")
-            return CommandError.exitCode(error, otherwise: .usage)
+            return ExitCode.of(error, otherwise: .usage)
         }
         let renderer = output.renderer(failedFolder: layout.failed)
         options.requestLog = output.requestLog(renderer)
@@ -133,7 +133,7 @@ enum RunCommand {
             renderer.abandon()
             TerminalRestore.deactivate()
             Output.err("transferd run: \(CommandError.text(error))\n")
-            return CommandError.exitCode(error, otherwise: .localError)
+            return ExitCode.of(error, otherwise: .localError)
         }
     }
 
