@@ -104,7 +104,7 @@ final class LargeURLListTests: XCTestCase {
         XCTAssertEqual(rejection.errors.map(\.message), ["/data/a.iso is also the destination of job 1 in this file"])
     }
 
-    /// A list over 8 MiB goes into the store through the ingestor; one with a mistake on
+    /// A list over 1 MiB goes into the store through the ingestor; one with a mistake on
     /// its last line leaves nothing in the store and is moved aside with its reason.
     func testALargeListIsIngestedWholeOrNotAtAll() throws {
         let queue = folder + "/queue.d"
@@ -112,23 +112,23 @@ final class LargeURLListTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: queue, withIntermediateDirectories: true)
         try layout.prepare()
         let store = try SQLiteQueueStore(path: layout.database)
-        // 9,000 lines of 1 KiB: past the 8 MiB a file read whole may hold, in few jobs.
+        // 1,200 lines of 1 KiB: past the 1 MiB from which a list is read a piece at a time, in few jobs.
         let folderName = String(repeating: "d", count: 1000)
-        var lines = (0..<9_000).map { "https://e.com/files/\(folderName)/release-\($0).bin" }.joined(separator: "\n") + "\n"
-        XCTAssertGreaterThan(lines.utf8.count, JobFileParser.maxFileSize)
+        var lines = (0..<1_200).map { "https://e.com/files/\(folderName)/release-\($0).bin" }.joined(separator: "\n") + "\n"
+        XCTAssertGreaterThan(lines.utf8.count, JobFileParser.largeListSize)
         try Data(lines.utf8).write(to: URL(fileURLWithPath: layout.path("big.urls")))
         var report = try QueueIngestor(layout: layout, store: store).ingestAll()
-        XCTAssertEqual(report.jobsAdded, 9_000)
-        XCTAssertEqual(try store.counts()[.queued], 9_000)
-        XCTAssertEqual(try store.jobs(fromFile: "big.urls").last?.spec.destination, folder + "/release-8999.bin")
+        XCTAssertEqual(report.jobsAdded, 1_200)
+        XCTAssertEqual(try store.counts()[.queued], 1_200)
+        XCTAssertEqual(try store.jobs(fromFile: "big.urls").last?.spec.destination, folder + "/release-1199.bin")
 
         lines = lines.replacingOccurrences(of: "https://e.com/files/", with: "https://e.com/other/") + "gopher://e.com/last\n"
         try Data(lines.utf8).write(to: URL(fileURLWithPath: layout.path("bad.urls")))
         report = try QueueIngestor(layout: layout, store: store).ingestAll()
         XCTAssertEqual(report.jobsAdded, 0)
         XCTAssertEqual(report.rejected.map(\.file), ["bad.urls"])
-        XCTAssertTrue(report.rejected.first?.errors.contains("job 9001") ?? false, report.rejected.first?.errors ?? "")
-        XCTAssertEqual(try store.counts()[.queued], 9_000, "nothing of the rejected list stayed")
+        XCTAssertTrue(report.rejected.first?.errors.contains("job 1201") ?? false, report.rejected.first?.errors ?? "")
+        XCTAssertEqual(try store.counts()[.queued], 1_200, "nothing of the rejected list stayed")
         XCTAssertTrue(FileManager.default.fileExists(atPath: layout.rejected + "/bad.urls"))
     }
 }

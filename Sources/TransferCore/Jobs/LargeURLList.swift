@@ -1,6 +1,6 @@
 import Foundation
 
-/// A URL list too large to read whole (`.urls` over `JobFileParser.maxFileSize`, up to
+/// A URL list too large to read whole (`.urls` over `JobFileParser.largeListSize`, up to
 /// `JobFileParser.maxListSize`): read from its open descriptor a piece at a time, so
 /// ingesting a list of a million URLs holds a piece and a batch of jobs in memory, not the
 /// file and its million jobs.

@@ -94,7 +94,7 @@ public struct QueueIngestor {
     func read(name: String, size: Int64) -> Result<JobFileContent, JobFileRejection> {
         let path = layout.path(name)
         let parser = JobFileParser(root: layout.root, queueDirectory: layout.directory, allowsCommands: allowsCommands)
-        if size > JobFileParser.maxFileSize && name.hasSuffix(".urls") && size <= JobFileParser.maxListSize {
+        if size > JobFileParser.largeListSize && name.hasSuffix(".urls") && size <= JobFileParser.maxListSize {
             return Result { () throws(JobFileRejection) in JobFileContent(try parser.openLargeList(path, name: name)) }
         }
         if size > JobFileParser.maxFileSize {
