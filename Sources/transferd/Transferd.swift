@@ -17,6 +17,9 @@ struct TransferdMain {
           validate FILE  check job files without running them
           retry ID       queue a failed job again (--failed: all of them)
           cancel ID      cancel a job
+          pause ID...    hold jobs until resumed (--all: the whole queue); running ones stop, progress kept
+          resume ID...   queue held jobs again, from where they stopped (--all: the whole queue)
+          prioritize ID... run jobs next (--priority N: set their priority)
           version        print versions of transferd and its libraries
 
         `transferd COMMAND --help` lists a command's options.
@@ -80,6 +83,12 @@ struct TransferdMain {
             code = QueueCommands.retry(arguments)
         case "cancel":
             code = QueueCommands.cancel(arguments)
+        case "pause":
+            code = SteerCommands.pause(arguments)
+        case "resume":
+            code = SteerCommands.resume(arguments)
+        case "prioritize":
+            code = SteerCommands.prioritize(arguments)
         case "version", "--version":
             Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
             code = .success
@@ -87,7 +96,10 @@ struct TransferdMain {
             Output.out(usage)
             code = .success
         default:
-            Output.err("transferd: unknown command '\(command)'\n\n" + usage)
+            let commands: Set<String> = ["get", "put", "run", "ingest", "status", "add", "validate", "retry", "cancel", "pause", "resume", "prioritize",
+                                         "version", "help"]
+            let guess = Spelling.closest(to: command, in: commands).map { " (did you mean '\($0)'?)" } ?? ""
+            Output.err("transferd: unknown command '\(command)'\(guess)\n\n" + usage)
             code = .usage
         }
         exit(code.rawValue)

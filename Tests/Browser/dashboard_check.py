@@ -90,7 +90,7 @@ def main():
         wait_for("a row for the job to cancel", lambda: row(driver, "running", args.cancel))
         first = wait_for("a row with progress for the watched job",
                          lambda: (r := row(driver, "running", args.watch)) and r.find_element(By.CSS_SELECTOR, ".bar span").text)
-        watched_button = row(driver, "running", args.watch).find_element(By.TAG_NAME, "button")
+        watched_button = row(driver, "running", args.watch).find_element(By.CSS_SELECTOR, 'button[data-action="cancel"]')
         later = wait_for("the watched job's progress to move",
                          lambda: (r := row(driver, "running", args.watch)) and
                          (text := r.find_element(By.CSS_SELECTOR, ".bar span").text) != first and text)
@@ -112,14 +112,37 @@ def main():
         seen["totals"] = {name: driver.find_element(By.ID, "t-" + name).text for name in ("done", "running", "queued", "failed")}
         driver.save_screenshot(args.screenshot)
 
+        # Pause from the page: the job moves to Held with the bytes it has; Resume sends it back to run.
+        row(driver, "running", args.cancel).find_element(By.CSS_SELECTOR, 'button[data-action="pause"]').click()
+        wait_for("the paused job in the held table", lambda: row(driver, "held", args.cancel))
+        wait_for("the paused job's running row to go", lambda: row(driver, "running", args.cancel) is None)
+        seen["held_kept"] = wait_for("the held job's bytes",
+                                     lambda: (r := row(driver, "held", args.cancel)) and r.find_element(By.CSS_SELECTOR, ".kept").text)
+        seen["totals_held"] = wait_for("the held job counted",
+                                       lambda: (text := driver.find_element(By.ID, "t-held").text) != "0" and text)
+        row(driver, "held", args.cancel).find_element(By.CSS_SELECTOR, 'button[data-action="resume"]').click()
+        wait_for("the resumed job's held row to go", lambda: row(driver, "held", args.cancel) is None)
+        wait_for("the resumed job running again", lambda: row(driver, "running", args.cancel))
+
+        # The whole queue: paused (its running jobs held), then resumed.
+        toggle = driver.find_element(By.ID, "queue-toggle")
+        if toggle.text != "Pause queue":
+            raise Failure(f"the queue button says {toggle.text!r}, not 'Pause queue'")
+        toggle.click()
+        wait_for("the queue button to offer a resume", lambda: driver.find_element(By.ID, "queue-toggle").text == "Resume queue")
+        wait_for("the running job held with the queue", lambda: row(driver, "held", args.cancel))
+        driver.find_element(By.ID, "queue-toggle").click()
+        wait_for("the queue button to offer a pause", lambda: driver.find_element(By.ID, "queue-toggle").text == "Pause queue")
+        wait_for("the job running again with the queue", lambda: row(driver, "running", args.cancel))
+
         # Cancel from the page: the row goes.
-        row(driver, "running", args.cancel).find_element(By.TAG_NAME, "button").click()
+        row(driver, "running", args.cancel).find_element(By.CSS_SELECTOR, 'button[data-action="cancel"]').click()
         wait_for("the cancelled job's row to go", lambda: row(driver, "running", args.cancel) is None)
 
         # Retry from the page, once the file exists: the failed row goes and the job runs to done.
         with open(args.retry_file, "wb") as handle:
             handle.write(b"\x07" * 1000)
-        row(driver, "failed", args.retry).find_element(By.TAG_NAME, "button").click()
+        row(driver, "failed", args.retry).find_element(By.CSS_SELECTOR, 'button[data-action="retry"]').click()
         wait_for("the retried job's failed row to go", lambda: row(driver, "failed", args.retry) is None)
         wait_for("the failed count to reach 0", lambda: driver.find_element(By.ID, "t-failed").text == "0", timeout=15)
         message = driver.find_element(By.ID, "message").text

@@ -193,8 +193,80 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.job("2")?.state, .cancelled)
             _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
             XCTAssertEqual(try store.cancel("1"), .running)
-            XCTAssertEqual(try store.cancelRequested(among: ["1"]), ["1"])
+            XCTAssertEqual(try store.stopsRequested(among: ["1"]), ["1": .cancel])
             XCTAssertNil(try store.cancel("nope"))
+        }
+    }
+
+    func testAHeldJobIsNeverClaimedOrRecoveredOnlyResumedOrCancelled() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3"), job("4")])
+            XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "1" }.map(\.id), ["1"])
+            XCTAssertTrue(try store.saveCheckpoint("{\"at\":7}", for: "1"))
+            // Running and queued jobs are held; the running one's runner is told to stop it.
+            XCTAssertEqual(try store.hold("1"), .running)
+            XCTAssertEqual(try store.hold("2"), .queued)
+            XCTAssertEqual(try store.job("1")?.state, .held)
+            XCTAssertEqual(try store.stopsRequested(among: ["1", "3"]), ["1": .hold])
+            // Its runner's late writes change nothing: it stays held with its checkpoint.
+            XCTAssertFalse(try store.finish("1", state: .failed, error: "stopped", bytes: nil, sha256: nil, at: Date()))
+            try store.pause(["1"])
+            try store.scheduleRetry("1", at: Date(), error: "x", attempts: 1)
+            XCTAssertEqual(try store.job("1")?.state, .held)
+            XCTAssertEqual(try store.checkpoint(for: "1"), "{\"at\":7}")
+            // Never claimed, never recovered by a new run.
+            XCTAssertEqual(try store.recoverInterrupted(), 0)
+            let claimed = try store.claimRunnable(limit: 10, now: Date(), excludingHosts: []) { _ in true }.map(\.id)
+            XCTAssertEqual(Set(claimed), ["3", "4"])
+            XCTAssertEqual(try store.counts()[.held], 2)
+            // A done job is not held; an unknown one is nil.
+            XCTAssertTrue(try store.finish("3", state: .done, error: nil, bytes: 1, sha256: nil, at: Date()))
+            XCTAssertEqual(try store.hold("3"), .done)
+            XCTAssertEqual(try store.job("3")?.state, .done)
+            XCTAssertNil(try store.hold("nope"))
+            // Resumed: queued again, from its checkpoint; a second resume changes nothing.
+            XCTAssertEqual(try store.unhold("1"), .held)
+            XCTAssertEqual(try store.unhold("1"), .queued)
+            XCTAssertEqual(try store.job("1")?.state, .queued)
+            XCTAssertEqual(try store.checkpoint(for: "1"), "{\"at\":7}")
+            XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "1" }.first?.checkpoint,
+                           "{\"at\":7}")
+            // A held job is cancelled at once.
+            XCTAssertEqual(try store.cancel("2"), .held)
+            XCTAssertEqual(try store.job("2")?.state, .cancelled)
+            // A cancel requested of a running job is the other stop a runner learns.
+            XCTAssertEqual(try store.cancel("1"), .running)
+            XCTAssertEqual(try store.stopsRequested(among: ["1", "4"]), ["1": .cancel])
+            XCTAssertEqual(try store.stopsRequested(among: []), [:])
+        }
+    }
+
+    func testAPriorityAPersonSetsOrdersClaimsAndLeavesTheJobTheSame() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2"), job("3")])
+            XCTAssertEqual(try store.setPriority("3", to: 5), .queued)
+            XCTAssertNil(try store.setPriority("nope", to: 1))
+            XCTAssertEqual(try store.job("3")?.spec.priority, 5)
+            XCTAssertEqual(try store.jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["3", "1", "2"])
+            XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["3"])
+            // The same file read again is the same jobs, whatever their priority now.
+            let again = try store.ingest(fileName: "a.json", contentHash: "h2", jobs: [job("1"), job("2"), job("3")])
+            XCTAssertEqual(again.alreadyKnown, 3)
+            XCTAssertEqual(again.added, 0)
+            XCTAssertEqual(try store.setPriority("1", to: -1), .queued)
+            XCTAssertEqual(try store.claimRunnable(limit: 2, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["2", "1"])
+        }
+    }
+
+    func testTheWholeQueuePausesAndResumes() throws {
+        try forEachStore { store in
+            XCTAssertFalse(try store.isQueuePaused())
+            try store.setQueuePaused(true)
+            XCTAssertTrue(try store.isQueuePaused())
+            try store.setQueuePaused(true)
+            XCTAssertTrue(try store.isQueuePaused())
+            try store.setQueuePaused(false)
+            XCTAssertFalse(try store.isQueuePaused())
         }
     }
 

@@ -5,8 +5,8 @@ import XCTest
 
 /// The dashboard in a real browser: headless Chromium, driven by
 /// Tests/Browser/dashboard_check.py (selenium), against a real run. The page
-/// must ask for the token, show rows and moving progress, cancel a running job
-/// and retry a failed one. The screenshot is kept in `.tmp/artifacts/`
+/// must ask for the token, show rows and moving progress, pause and resume a
+/// running job and the whole queue, cancel a running job and retry a failed one. The screenshot is kept in `.tmp/artifacts/`
 /// (or TRANSFERD_TEST_ARTIFACTS).
 final class DashboardBrowserTests: XCTestCase {
     /// The repository's root, from this file's place in it.
@@ -50,6 +50,8 @@ final class DashboardBrowserTests: XCTestCase {
         let seen = (try? JSONSerialization.jsonObject(with: Data(check.stdout.utf8))) as? [String: Any] ?? [:]
         XCTAssertEqual((seen["progress"] as? [String])?.count, 2, "the watched bar moved: \(check.stdout)")
         XCTAssertEqual(seen["console_errors"] as? [String], [], "no script errors in the page: \(check.stdout)")
+        XCTAssertEqual(seen["totals_held"] as? String, "1", "the held job counted: \(check.stdout)")
+        XCTAssertNotEqual(seen["held_kept"] as? String, "0 B", "a held job shows the bytes it keeps: \(check.stdout)")
 
         // What the page did is what the queue did.
         try api.waitForState("to-cancel", ["cancelled"])

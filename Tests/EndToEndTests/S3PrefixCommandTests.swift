@@ -186,12 +186,12 @@ final class S3PrefixCommandTests: XCTestCase {
         let run = try fixture.run(["--quiet"])
         XCTAssertEqual(run.status, 0, run.stderr)
         let manager = FileManager.default
-        manager.createFile(atPath: fixture.queue + "/.transferd/api.token", contents: Data("0123456789abcdef0123456789abcdef\n".utf8))
-        manager.createFile(atPath: fixture.queue + "/.transferd/state.db-wal", contents: Data("wal".utf8))
-        manager.createFile(atPath: fixture.root + "/out/next.iso.part", contents: Data("partial".utf8))
-        manager.createFile(atPath: fixture.root + "/out/next.iso.part.state", contents: Data("{}".utf8))
-        manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part", contents: Data("partial".utf8))
-        manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part.state", contents: Data("{}".utf8))
+        XCTAssertTrue(manager.createFile(atPath: fixture.queue + "/.transferd/api.token", contents: Data("0123456789abcdef0123456789abcdef\n".utf8)))
+        XCTAssertTrue(manager.createFile(atPath: fixture.queue + "/.transferd/state.db-wal", contents: Data("wal".utf8)))
+        XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/next.iso.part", contents: Data("partial".utf8)))
+        XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/next.iso.part.state", contents: Data("{}".utf8)))
+        XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part", contents: Data("partial".utf8)))
+        XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part.state", contents: Data("{}".utf8)))
         // A user's NAME.part with no checkpoint beside it is the user's file, and sent.
         manager.createFile(atPath: fixture.root + "/out/video.part", contents: Data("mine".utf8))
         // A user's folder that is only called queue.d is sent.

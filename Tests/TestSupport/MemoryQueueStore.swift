@@ -14,6 +14,9 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     private var nextSeq: Int64 = 1
     private var ingestedContent: Set<String> = []
     private var limits: [HostLimitInfo] = []
+    private var queuePaused = false
+    /// Each job as its file gave it, for telling the same job from another when a file is read again.
+    private var ingestedSpecs: [String: String] = [:]
 
     public init() {}
 
@@ -49,10 +52,10 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
                 do {
                     try file.forEachBatch(of: 1000) { batch in
                         for job in batch {
-                            let held: (spec: JobSpec, file: String)? = records[job.id].map { ($0.spec, $0.sourceFile) }
-                                ?? addedByID[job.id].map { ($0, file.fileName) }
+                            let held: (spec: String, file: String)? = records[job.id].map { (ingestedSpecs[job.id] ?? "", $0.sourceFile) }
+                                ?? addedByID[job.id].map { ($0.storedJSON, file.fileName) }
                             if let held {
-                                guard JobFileContent.isSameJob(job, storedSpec: held.spec.storedJSON) else {
+                                guard JobFileContent.isSameJob(job, storedSpec: held.spec) else {
                                     throw IDConflict(jobID: job.id, storedFile: held.file)
                                 }
                                 outcome.alreadyKnown += 1
@@ -71,6 +74,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
                 let now = Date()
                 for job in added {
                     records[job.id] = JobRecord(seq: nextSeq, spec: job, state: .queued, sourceFile: file.fileName, createdAt: now)
+                    ingestedSpecs[job.id] = job.storedJSON
                     order.append(job.id)
                     nextSeq += 1
                 }
@@ -256,9 +260,45 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func cancelRequested(among ids: [String]) throws -> [String] {
-        locked { ids.filter { records[$0]?.state == .running && records[$0]?.cancelRequested == true } }
+    public func hold(_ id: String) throws -> JobState? {
+        locked {
+            guard let state = records[id]?.state else { return nil }
+            _ = apply(.hold, to: id) { $0.speed = nil }
+            return state
+        }
     }
+
+    public func unhold(_ id: String) throws -> JobState? {
+        locked {
+            guard let state = records[id]?.state else { return nil }
+            _ = apply(.unhold, to: id) { $0.nextAttemptAt = nil }
+            return state
+        }
+    }
+
+    public func stopsRequested(among ids: [String]) throws -> [String: JobStop] {
+        locked {
+            var stops: [String: JobStop] = [:]
+            for id in ids {
+                guard let record = records[id] else { continue }
+                if record.state == .held { stops[id] = .hold }
+                if record.state == .running && record.cancelRequested { stops[id] = .cancel }
+            }
+            return stops
+        }
+    }
+
+    public func setPriority(_ id: String, to priority: Int) throws -> JobState? {
+        locked {
+            guard let state = records[id]?.state else { return nil }
+            records[id]?.spec.priority = priority
+            return state
+        }
+    }
+
+    public func isQueuePaused() throws -> Bool { locked { queuePaused } }
+
+    public func setQueuePaused(_ paused: Bool) throws { locked { queuePaused = paused } }
 
     // MARK: Checkpoints and hooks
 

@@ -46,7 +46,8 @@ final class ControlAPITests: XCTestCase {
 
     func testEveryEndpointButThePageAndMetricsNeedsTheToken() {
         for (method, path) in [("GET", "/v1/jobs"), ("GET", "/v1/jobs/x"), ("POST", "/v1/jobs"), ("POST", "/v1/jobs/x/cancel"),
-                               ("POST", "/v1/jobs/x/retry"), ("GET", "/v1/summary"), ("GET", "/v1/events")] {
+                               ("POST", "/v1/jobs/x/retry"), ("POST", "/v1/jobs/x/pause"), ("POST", "/v1/jobs/x/resume"),
+                               ("POST", "/v1/pause"), ("POST", "/v1/resume"), ("GET", "/v1/summary"), ("GET", "/v1/events")] {
             let missing = call(method, path, headers: [:])
             XCTAssertEqual(missing.status, 401, path)
             XCTAssertEqual(missing.response.header("WWW-Authenticate"), "Bearer")
@@ -173,6 +174,51 @@ final class ControlAPITests: XCTestCase {
         XCTAssertEqual(changes.current, before + 1)
         XCTAssertEqual(call("POST", "/v1/jobs/zz/cancel").status, 404)
         XCTAssertEqual(call("POST", "/v1/jobs/zz/retry").status, 404)
+    }
+
+    func testPauseAndResumeAJobAndTheWholeQueue() throws {
+        XCTAssertEqual(call("POST", "/v1/jobs", body: jobFile(["p1", "p2", "p3"])).status, 201)
+        let paused = call("POST", "/v1/jobs/p1/pause")
+        XCTAssertEqual(paused.status, 200)
+        XCTAssertEqual(paused.json["previous_state"] as? String, "queued")
+        XCTAssertEqual(paused.json["state"] as? String, "held")
+        XCTAssertEqual(try store.job("p1")?.state, .held)
+        XCTAssertEqual(call("POST", "/v1/jobs/p2/resume").status, 409, "a queued job is not held")
+        let before = changes.current
+        XCTAssertEqual(call("POST", "/v1/jobs/p1/resume").json["state"] as? String, "queued")
+        XCTAssertEqual(changes.current, before + 1, "the run is told to claim")
+        XCTAssertEqual(try store.job("p1")?.state, .queued)
+        XCTAssertEqual(call("POST", "/v1/jobs/zz/pause").status, 404)
+
+        // The whole queue: a running job is held, queued ones stay queued and wait.
+        XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["p1"])
+        let queue = call("POST", "/v1/pause")
+        XCTAssertEqual(queue.status, 200)
+        XCTAssertEqual(queue.json["stopping"] as? Int, 1)
+        XCTAssertTrue(try store.isQueuePaused())
+        XCTAssertEqual(try store.job("p1")?.state, .held)
+        XCTAssertEqual(try store.job("p2")?.state, .queued)
+        XCTAssertEqual(call("GET", "/v1/summary").json["queue_paused"] as? Bool, true)
+        XCTAssertEqual(call("POST", "/v1/pause").status, 200, "pausing twice is no error")
+        let resumed = call("POST", "/v1/resume")
+        XCTAssertEqual(resumed.json["resumed"] as? Int, 1)
+        XCTAssertFalse(try store.isQueuePaused())
+        XCTAssertEqual(try store.job("p1")?.state, .queued)
+        XCTAssertEqual(call("GET", "/v1/summary").json["queue_paused"] as? Bool, false)
+        XCTAssertEqual(call("GET", "/v1/pause").status, 405)
+    }
+
+    func testAJobMovesAheadOrTakesAGivenPriority() throws {
+        XCTAssertEqual(call("POST", "/v1/jobs", body: jobFile(["o1", "o2", "o3"])).status, 201)
+        let ahead = call("POST", "/v1/jobs/o3/priority")
+        XCTAssertEqual(ahead.status, 200)
+        XCTAssertEqual(ahead.json["priority"] as? Int, 1)
+        XCTAssertEqual(try store.jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["o3", "o1", "o2"])
+        XCTAssertEqual(call("POST", "/v1/jobs/o2/priority", query: ["value": "9"]).json["priority"] as? Int, 9)
+        XCTAssertEqual(try store.jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["o2", "o3", "o1"])
+        XCTAssertEqual(call("POST", "/v1/jobs/o2/priority", query: ["value": "high"]).status, 400)
+        XCTAssertEqual(call("POST", "/v1/jobs/zz/priority").status, 404)
+        XCTAssertEqual(call("GET", "/v1/jobs/o2").json["priority"] as? Int, 9, "every view shows the priority set")
     }
 
     func testSummaryAndMetricsShowTheStoreAndTheRun() throws {

@@ -66,8 +66,22 @@ final class JobLifecycleTests: XCTestCase {
     }
 
     func testCancelEndsIdleJobsAndAsksRunnersToStopTheirs() {
-        XCTAssertEqual(all.map(\.cancelEffect), [.endsNow, .stopRequested, .endsNow, .endsNow, .endsNow, .none, .none, .none])
-        XCTAssertEqual(all.map(\.rawValue), ["queued", "running", "waiting", "paused", "finishing", "done", "failed", "cancelled"])
+        XCTAssertEqual(all.map(\.cancelEffect), [.endsNow, .stopRequested, .endsNow, .endsNow, .endsNow, .endsNow, .none, .none, .none])
+        XCTAssertEqual(all.map(\.rawValue), ["queued", "running", "waiting", "paused", "held", "finishing", "done", "failed", "cancelled"])
+    }
+
+    func testAHeldJobWaitsForAPersonAlone() {
+        // Held from any state a run could still start or is running; never from finishing (its
+        // file is complete) or an end.
+        XCTAssertEqual(JobTransition.hold.sources, [.queued, .running, .waiting, .paused])
+        XCTAssertEqual(JobTransition.unhold.sources, [.held])
+        XCTAssertEqual(JobState.held.after(.unhold), .queued)
+        // Only a person moves it: no claim, no recovery by a new run, no write of a runner that
+        // has not stopped yet.
+        for transition in JobTransition.allCases where ![.unhold, .cancelAtOnce].contains(transition) {
+            XCTAssertNil(JobState.held.after(transition), "\(transition) moved a held job")
+        }
+        XCTAssertEqual(JobState.held.cancelEffect, .endsNow)
     }
 
     func testEndingTransitionsFollowTheEndState() {

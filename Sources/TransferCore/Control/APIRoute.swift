@@ -10,6 +10,14 @@ enum APIRoute: Sendable, Equatable {
     case addJobs
     case cancel(String)
     case retry(String)
+    /// A person pauses (holds) a job, or resumes a held one.
+    case pause(String)
+    case resume(String)
+    /// A job's priority set, or the job moved ahead of every waiting one.
+    case prioritize(String)
+    /// The whole queue paused or resumed.
+    case pauseQueue
+    case resumeQueue
     case summary
     case events
 
@@ -44,12 +52,17 @@ enum APIRoute: Sendable, Equatable {
         case ["v1", "jobs"]: candidates = [("GET", .listJobs), ("POST", .addJobs)]
         case ["v1", "summary"]: candidates = [("GET", .summary)]
         case ["v1", "events"]: candidates = [("GET", .events)]
+        case ["v1", "pause"]: candidates = [("POST", .pauseQueue)]
+        case ["v1", "resume"]: candidates = [("POST", .resumeQueue)]
         case let parts where parts.count == 3 && parts[0] == "v1" && parts[1] == "jobs" && !parts[2].isEmpty:
             candidates = [("GET", .job(parts[2]))]
         case let parts where parts.count == 4 && parts[0] == "v1" && parts[1] == "jobs" && !parts[2].isEmpty:
             switch parts[3] {
             case "cancel": candidates = [("POST", .cancel(parts[2]))]
             case "retry": candidates = [("POST", .retry(parts[2]))]
+            case "pause": candidates = [("POST", .pause(parts[2]))]
+            case "resume": candidates = [("POST", .resume(parts[2]))]
+            case "priority": candidates = [("POST", .prioritize(parts[2]))]
             default: candidates = []
             }
         default: candidates = []

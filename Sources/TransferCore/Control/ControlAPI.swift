@@ -67,6 +67,11 @@ public final class ControlAPI: Sendable {
             case .addJobs: return try addJobs(request)
             case .cancel(let id): return try cancel(id)
             case .retry(let id): return try retry(id)
+            case .pause(let id): return try pause(id)
+            case .resume(let id): return try resume(id)
+            case .prioritize(let id): return try prioritize(id, value: request.query["value"])
+            case .pauseQueue: return try pauseQueue(finishRunning: request.query["finish_running"] == "1")
+            case .resumeQueue: return try resumeQueue()
             case .summary: return try summary()
             case .events:
                 let stream = EventStream(journal: monitor.journal,
@@ -203,6 +208,78 @@ public final class ControlAPI: Sendable {
         return .json(200, object)
     }
 
+    private func pause(_ id: String) throws -> HTTPResponse {
+        guard let previous = try store.hold(id) else { return Self.unknown(id) }
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("previous_state", previous.rawValue)
+        guard previous.after(.hold) != nil || previous == .held else {
+            object.add("error", previous == .finishing ? "the job is finishing (its file is complete); it was not held"
+                           : "the job has ended (\(previous.rawValue)); nothing to pause")
+            return .json(409, object)
+        }
+        object.add("state", JobState.held.rawValue)
+        return .json(200, object)
+    }
+
+    private func resume(_ id: String) throws -> HTTPResponse {
+        guard let previous = try store.unhold(id) else { return Self.unknown(id) }
+        guard previous == .held else {
+            return .error(409, "job \(id) is \(previous.rawValue); only held jobs are resumed")
+        }
+        changed()
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("previous_state", previous.rawValue)
+        object.add("state", JobState.queued.rawValue)
+        return .json(200, object)
+    }
+
+    /// `?value=N` sets the priority; without it the job goes ahead of every job waiting now.
+    private func prioritize(_ id: String, value: String?) throws -> HTTPResponse {
+        let priority: Int
+        if let value {
+            guard let number = Int(value), abs(number) <= 1_000_000 else {
+                return .error(400, "value must be a whole number from -1000000 to 1000000, not \(value)")
+            }
+            priority = number
+        } else {
+            priority = try store.priorityAheadOfWaitingJobs()
+        }
+        guard let previous = try store.setPriority(id, to: priority) else { return Self.unknown(id) }
+        changed()
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("state", previous.rawValue)
+        object.add("priority", priority)
+        return .json(200, object)
+    }
+
+    /// The whole queue: nothing new starts; the jobs under way are held too unless they may finish.
+    private func pauseQueue(finishRunning: Bool) throws -> HTTPResponse {
+        try store.setQueuePaused(true)
+        var stopping = 0
+        if !finishRunning {
+            for job in try store.jobs(in: .running) where try store.hold(job.id) == .running { stopping += 1 }
+        }
+        var object = JSONObject()
+        object.add("queue_paused", .bool(true))
+        object.add("stopping", stopping)
+        return .json(200, object)
+    }
+
+    /// The whole queue runs again, and every held job is queued again.
+    private func resumeQueue() throws -> HTTPResponse {
+        try store.setQueuePaused(false)
+        var resumed = 0
+        for job in try store.jobs(in: .held) where try store.unhold(job.id) == .held { resumed += 1 }
+        changed()
+        var object = JSONObject()
+        object.add("queue_paused", .bool(false))
+        object.add("resumed", resumed)
+        return .json(200, object)
+    }
+
     private func retry(_ id: String) throws -> HTTPResponse {
         guard let record = try store.job(id) else { return Self.unknown(id) }
         guard try store.requeue(id: id) > 0 else {
@@ -229,6 +306,7 @@ public final class ControlAPI: Sendable {
         var jobs = JSONObject()
         for state in JobState.allCases { jobs.add(state.rawValue, counts[state] ?? 0) }
         object.add("jobs", .object(jobs))
+        object.add("queue_paused", .bool(try store.isQueuePaused()))
         object.add("run", .object(monitor.totals))
         object.add("hosts", .array(hosts().sorted { $0.host < $1.host }.map { use in
             var item = JSONObject()

@@ -30,7 +30,7 @@ struct TransferTally: Sendable, Equatable {
             if end.state == .done, !end.skipped, let bytes = end.bytes { count(end.id, upTo: bytes) }
             finished[end.state, default: 0] += 1
             jobs[end.id] = nil
-        case .paused(let ids):
+        case .paused(let ids), .held(let ids):
             for id in ids { jobs[id] = nil }
         case .runStarted, .ingested:
             break

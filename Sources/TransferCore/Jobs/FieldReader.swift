@@ -107,8 +107,8 @@ struct FieldReader {
 }
 
 /// "Did you mean…?" for misspelt keys: the closest name within two edits.
-enum Spelling {
-    static func closest(to word: String, in candidates: Set<String>) -> String? {
+public enum Spelling {
+    public static func closest(to word: String, in candidates: Set<String>) -> String? {
         candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
     }
 

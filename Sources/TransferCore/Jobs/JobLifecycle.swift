@@ -30,6 +30,11 @@ public enum JobTransition: CaseIterable, Sendable {
     case requestCancel
     /// A user retries a job that ended (or waits): it starts over from the queue.
     case requeue
+    /// A person pauses a job (`transferd pause`): it is held, with its attempts, checkpoint and
+    /// partial file, until they resume it; a running one's runner sees it held and stops it.
+    case hold
+    /// A person resumes a held job: it is queued again and goes on from its checkpoint.
+    case unhold
 
     /// The transition that ends a job in `state` (done, failed, or cancelled by its runner).
     public static func ending(in state: JobState) -> JobTransition {
@@ -73,12 +78,18 @@ extension JobState {
             return .failed
         case (.cancelStopped, .running):
             return .cancelled
-        case (.cancelAtOnce, .queued), (.cancelAtOnce, .waiting), (.cancelAtOnce, .paused), (.cancelAtOnce, .finishing):
+        case (.cancelAtOnce, .queued), (.cancelAtOnce, .waiting), (.cancelAtOnce, .paused), (.cancelAtOnce, .held),
+             (.cancelAtOnce, .finishing):
             return .cancelled
         case (.requestCancel, .running):
             return .running
         // `done` is never left: its file is in place and its result recorded.
         case (.requeue, .failed), (.requeue, .cancelled), (.requeue, .waiting):
+            return .queued
+        // A finishing job is complete on disk and is not held; an ended one has nothing to hold.
+        case (.hold, .queued), (.hold, .waiting), (.hold, .paused), (.hold, .running):
+            return .held
+        case (.unhold, .held):
             return .queued
         default:
             return nil
@@ -101,4 +112,13 @@ public enum CancelEffect: Sendable, Equatable {
     case stopRequested
     /// It had already ended.
     case none
+}
+
+/// What a person asked of a job its runner transfers.
+public enum JobStop: Sendable, Equatable {
+    /// Cancelled: the runner stops it and records it `cancelled`.
+    case cancel
+    /// Held (`transferd pause`): the runner stops it and leaves it held, its partial file and
+    /// checkpoint kept for when it is resumed.
+    case hold
 }

@@ -15,6 +15,9 @@ public enum QueueEvent: Sendable, Equatable {
     case finished(JobFinished)
     /// Running jobs stopped by Ctrl-C/SIGTERM, resumable by the next run.
     case paused(ids: [String])
+    /// Running jobs a person paused (`transferd pause`): stopped with their progress saved, held
+    /// until resumed (`transferd resume`).
+    case held(ids: [String])
 }
 
 public struct RejectedFile: Sendable, Equatable {

@@ -60,9 +60,10 @@ public enum DecodedQueueEvent: Sendable, Equatable {
                                                 url: string("url") ?? "", destination: destination, bytes: integer("bytes"),
                                                 elapsed: number("seconds"), sha256: string("sha256"),
                                                 skipped: members["skipped"] == .bool(true), error: string("error"))))
-        case "paused":
+        case "paused", "held":
             guard case .array(let items)? = members["ids"] else { self = .other; return }
-            self = .event(.paused(ids: items.compactMap { if case .string(let id) = $0 { return id } else { return nil } }))
+            let ids = items.compactMap { item -> String? in if case .string(let id) = item { return id } else { return nil } }
+            self = .event(name == "held" ? .held(ids: ids) : .paused(ids: ids))
         case "summary":
             self = .summary(done: Int(clamping: integer("done") ?? 0), failed: Int(clamping: integer("failed") ?? 0),
                             cancelled: Int(clamping: integer("cancelled") ?? 0), interrupted: members["interrupted"] == .bool(true))

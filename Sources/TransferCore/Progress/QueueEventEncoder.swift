@@ -77,6 +77,9 @@ public struct QueueEventEncoder: Sendable {
         case .paused(let ids):
             object = header("paused", now)
             object.add("ids", .array(ids.map(JSONObject.Value.string)))
+        case .held(let ids):
+            object = header("held", now)
+            object.add("ids", .array(ids.map(JSONObject.Value.string)))
         }
         return object
     }
@@ -89,6 +92,9 @@ public struct QueueEventEncoder: Sendable {
         object.add("cancelled", summary.cancelled)
         object.add("skipped", progress.skipped)
         object.add("paused", progress.paused)
+        object.add("held", progress.held)
+        object.add("held_in_queue", summary.heldInStore)
+        object.add("queue_paused", .bool(summary.queuePaused))
         object.add("rejected_files", summary.rejectedFiles)
         object.add("failed_in_queue", summary.failedInStore)
         object.add("bytes", progress.bytesTransferred)

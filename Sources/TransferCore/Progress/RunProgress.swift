@@ -55,6 +55,8 @@ public struct RunProgress: Sendable {
     /// Done jobs whose destination was already present and identical.
     public private(set) var skipped = 0
     public private(set) var paused = 0
+    /// Running jobs a person paused (`transferd pause`) during the run.
+    public private(set) var held = 0
     /// Finished jobs' sizes (this run).
     public private(set) var bytesFinished: Int64 = 0
     /// Bytes moved in this run and already in the speed.
@@ -144,6 +146,9 @@ public struct RunProgress: Sendable {
         case .paused(let ids):
             for id in ids { _ = remove(id) }
             paused += ids.count
+        case .held(let ids):
+            for id in ids { _ = remove(id) }
+            held += ids.count
         }
     }
 

@@ -75,6 +75,8 @@ public final class QueueRunner: @unchecked Sendable {
         var progress = ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0)
         var progressTime = Date()
         let cancelledByUser = Locked(false)
+        /// A person paused it (`transferd pause`): stopped, its checkpoint and partial file kept.
+        let heldByUser = Locked(false)
         /// A shared store gave the job to another worker: nothing more is recorded for it.
         let leaseLost = Locked(false)
         /// When it started (system uptime), to tell refusals of old requests from new ones.
@@ -126,6 +128,9 @@ public final class QueueRunner: @unchecked Sendable {
     private var scheduler: QueueScheduler
     /// Jobs paused by this run's shutdown, reported together at the end.
     private var pausedIDs: [String] = []
+    /// Whether the whole queue is paused (`transferd pause --all`): nothing is claimed. Read at
+    /// the start and with each progress save (twice a second).
+    private var queuePaused = false
     /// When this worker's leases were last renewed (a shared store's).
     private var lastLeaseRenewal = Date()
     /// When finishing jobs of workers that died were last looked for (a shared store's).
@@ -214,6 +219,7 @@ public final class QueueRunner: @unchecked Sendable {
         // Hooks an earlier process owed and did not run (it was killed): at least once.
         try hooks.startLeftovers()
         let counts = try store.counts()
+        queuePaused = try store.isQueuePaused()
         onEvent(.runStarted(pending: [JobState.queued, .waiting, .paused].reduce(0) { $0 + (counts[$1] ?? 0) }))
         // Finishing jobs found above whose partial file another process writes, now that the run has started.
         for job in busyFinishing.values { onEvent(.retrying(Self.busyFinishingReport(job))) }
@@ -244,7 +250,7 @@ public final class QueueRunner: @unchecked Sendable {
                         if !busyFinishing.isEmpty && Date().timeIntervalSince(lastBusyFinishingTry) >= Self.busyFinishingRetry {
                             try complete(Array(busyFinishing.values))
                         }
-                        try saveProgressAndHonourCancels()
+                        try saveProgressAndHonourStops()
                         if Date().timeIntervalSince(lastResultUpdate) >= 2 { try updateResultFiles() }
                         let use = scheduler.hostUse
                         publishedHostUse.withLock { $0 = use }
@@ -289,7 +295,8 @@ public final class QueueRunner: @unchecked Sendable {
                         if !pausedIDs.isEmpty { onEvent(.paused(ids: pausedIDs)) }
                         break reading
                     }
-                    if !options.watch, busyFinishing.isEmpty, try store.nextWakeup() == nil { break reading }
+                    // A paused queue runs nothing more until it is resumed: without --watch the run ends.
+                    if !options.watch, busyFinishing.isEmpty, try queuePaused || store.nextWakeup() == nil { break reading }
                 }
             }
         } catch {
@@ -299,7 +306,11 @@ public final class QueueRunner: @unchecked Sendable {
             throw RunAbandoned(summary: summary, running: active.count, cause: error)
         }
         try updateResultFiles()
-        summary.failedInStore = try store.counts()[.failed] ?? 0
+        let endCounts = try store.counts()
+        summary.failedInStore = endCounts[.failed] ?? 0
+        summary.heldInStore = endCounts[.held] ?? 0
+        summary.queuePaused = try store.isQueuePaused()
+        summary.runnableLeft = [JobState.queued, .waiting, .paused].reduce(0) { $0 + (endCounts[$1] ?? 0) }
         summary.rejectedFiles = rejectedFiles
         // A limit is this run's lesson; the next run starts from the configured maximum.
         try store.saveHostLimits([:], maximum: scheduler.hostLimits.maximum)
@@ -323,6 +334,7 @@ public final class QueueRunner: @unchecked Sendable {
     private func fillSlots() throws {
         // A worker that was frozen learns what it lost before it claims anything.
         try renewLeasesIfDue()
+        guard !queuePaused else { return }
         let now = ProcessInfo.processInfo.systemUptime
         guard let free = scheduler.claimSize(now: now) else { return }
         var round = scheduler.claimRound()
@@ -335,7 +347,15 @@ public final class QueueRunner: @unchecked Sendable {
             // Already running here (a shared store's expiry sweep queued a job this worker still
             // runs, which only a database clock that stepped by half a lease can do): its task
             // goes on, under the new claim's epoch; a second task would write the same file.
-            guard active[record.id] == nil else { continue }
+            if let earlier = active[record.id] {
+                // Resumed while the attempt a person paused is still stopping: it starts once that
+                // one has ended, a second later.
+                if earlier.heldByUser.current {
+                    try store.scheduleRetry(record.id, at: Date().addingTimeInterval(1),
+                                            error: "resumed while its paused attempt was still stopping", attempts: record.attempts)
+                }
+                continue
+            }
             // Two jobs writing one file would share its partial file: the later one waits its turn.
             if record.spec.kind == .download, let destination = record.spec.destination,
                let holder = scheduler.writer(of: destination) {
@@ -368,6 +388,14 @@ public final class QueueRunner: @unchecked Sendable {
 
     private func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {
         let record = job.record
+        if job.heldByUser.current {
+            // A person paused it: the store holds it (`held`) with its checkpoint, and its partial
+            // file stays; whatever the attempt came to is not recorded (the store would refuse it).
+            scheduler.forget(record.id)
+            summary.held += 1
+            onEvent(.held(ids: [record.id]))
+            return
+        }
         if job.leaseLost.current {
             // Another worker holds the job now; whatever this one would record is fenced off anyway.
             scheduler.forget(record.id)
@@ -745,7 +773,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    private func saveProgressAndHonourCancels() throws {
+    private func saveProgressAndHonourStops() throws {
         var snapshots: [String: ProgressSnapshot] = [:]
         let now = Date()
         var reports: [JobProgress] = []
@@ -768,9 +796,16 @@ public final class QueueRunner: @unchecked Sendable {
         lastProgressSave = now
         try store.saveProgress(snapshots)
         try saveHostLimitsIfChanged()
-        for id in try store.cancelRequested(among: Array(active.keys)) {
+        let wasPaused = queuePaused
+        queuePaused = try store.isQueuePaused()
+        // Resumed: claim at once, not after the scheduler's next look.
+        if wasPaused && !queuePaused { scheduler.somethingChanged() }
+        for (id, stop) in try store.stopsRequested(among: Array(active.keys)) {
             guard let job = active[id] else { continue }
-            job.cancelledByUser.withLock { $0 = true }
+            switch stop {
+            case .cancel: job.cancelledByUser.withLock { $0 = true }
+            case .hold: job.heldByUser.withLock { $0 = true }
+            }
             job.task?.cancel()
         }
     }

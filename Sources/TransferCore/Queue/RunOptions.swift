@@ -44,6 +44,14 @@ public struct RunSummary: Sendable {
     /// Job files rejected during this run.
     public var rejectedFiles = 0
     public var interrupted = false
+    /// Running jobs this run stopped because a person paused them (`transferd pause`).
+    public var held = 0
+    /// Jobs held (paused by a person) when the run ended: nothing runs them until they are resumed.
+    public var heldInStore = 0
+    /// Whether the whole queue was paused when the run ended (`transferd pause --all`).
+    public var queuePaused = false
+    /// Jobs left that a run would take (queued, waiting to retry, paused by a shutdown).
+    public var runnableLeft = 0
 
     public init() {}
 }

@@ -2,11 +2,12 @@ import Foundation
 
 /// Where a job is in its life:
 /// `queued → running → (waiting → running)* → finishing → done | failed | cancelled`,
-/// with `paused` for jobs stopped by a shutdown (resumed by the next run).
+/// with `paused` for jobs stopped by a shutdown (resumed by the next run) and `held` for
+/// jobs a person paused (`transferd pause`: nothing starts them until `transferd resume`).
 /// `finishing` is brief: the file is complete, verified and synced, and is
 /// being renamed into place; a run that dies there completes it next time.
 public enum JobState: String, Codable, Sendable, CaseIterable {
-    case queued, running, waiting, paused, finishing, done, failed, cancelled
+    case queued, running, waiting, paused, held, finishing, done, failed, cancelled
 
     public var isFinal: Bool { self == .done || self == .failed || self == .cancelled }
 }

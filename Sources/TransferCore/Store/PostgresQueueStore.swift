@@ -172,6 +172,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         """
         ALTER TABLE transferd_jobs ADD COLUMN hook TEXT
         """,
+        // 4: the queue's own settings (whether it is paused as a whole).
+        """
+        CREATE TABLE transferd_settings (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        )
+        """,
     ]
 
     public static var schemaVersion: Int { migrations.count }
@@ -382,7 +389,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                     for row in closed.first ?? [] {
                         let record = try Self.record(row)
                         byID[record.id] = record
-                        self.hold(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
+                        self.keepClaim(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
                     }
                     return chosen.compactMap { byID[$0] }
                 })
@@ -436,11 +443,14 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// After a write that ends this worker's hold: a held job the write missed was lost.
     private func release(_ id: String, changed: Int) {
         heldSince[id] = nil
-        if held.removeValue(forKey: id) != nil && changed == 0 { lost[id] = Date() }
+        guard held.removeValue(forKey: id) != nil, changed == 0 else { return }
+        // A job a person held is not lost to another worker: resumed, this worker may take it again.
+        if (try? connection.query("SELECT state FROM transferd_jobs WHERE id = $1", [id]).first?[0]) == JobState.held.rawValue { return }
+        lost[id] = Date()
     }
 
     /// Records a claim (or a take-over) of a job.
-    private func hold(_ id: String, epoch: Int64, since: Double) {
+    private func keepClaim(_ id: String, epoch: Int64, since: Double) {
         held[id] = epoch
         heldSince[id] = since
         lost[id] = nil
@@ -533,7 +543,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 """, [worker, String(lease), Self.array(Array(held.keys))])
             return try rows.map { row in
                 let record = try Self.record(row)
-                hold(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
+                keepClaim(record.id, epoch: row.int(Self.columnCount) ?? 0, since: sentAt)
                 return record
             }.sorted { $0.seq < $1.seq }
         }
@@ -614,7 +624,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 if renewed[id] == epoch { heldSince[id] = sentAt } else { lostNow.insert(id) }
             }
             for id in lostNow { release(id, changed: 0) }
-            return lostNow
+            // Jobs a person held stop through `stopsRequested`; they are not lost.
+            return lostNow.filter { lost[$0] != nil }
         }
     }
 
@@ -678,15 +689,17 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     private static let columns = """
         seq, spec, state, attempts, next_attempt_at, last_error, bytes_done, bytes_total, speed, sha256,
-        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, worker, hook
+        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, worker, hook, priority
         """
-    private static let columnCount = 18
+    private static let columnCount = 19
     /// `columns` where another table's names could clash (an UPDATE … FROM).
     private static let qualifiedColumns = columns.split(separator: ",")
         .map { "transferd_jobs." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
 
     private static func record(_ row: PostgresRow) throws -> JobRecord {
-        let spec = try JobSpec(stored: row[1] ?? "")
+        var spec = try JobSpec(stored: row[1] ?? "")
+        // The job file's priority, or the one a person set since (`setPriority`).
+        spec.priority = row.int(18).map { Int(clamping: $0) } ?? spec.priority
         return JobRecord(seq: row.int(0) ?? 0, spec: spec, state: JobState(rawValue: row[2] ?? "") ?? .queued,
                          attempts: Int(row.int(3) ?? 0), nextAttemptAt: row.date(4), lastError: row[5],
                          bytesDone: row.int(6) ?? 0, bytesTotal: row.int(7), speed: row.double(8), sha256: row[9],
@@ -782,12 +795,77 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func cancelRequested(among ids: [String]) throws -> [String] {
-        guard !ids.isEmpty else { return [] }
+    public func hold(_ id: String) throws -> JobState? {
+        try locked {
+            try connection.transaction {
+                guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
+                    .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
+                // The worker and epoch stay: the runner's last checkpoint, written as it stops, still
+                // passes the fence. Its lease is no longer renewed (only running jobs' are).
+                try connection.execute("""
+                    UPDATE transferd_jobs SET state = 'held', speed = NULL
+                    WHERE id = $1 AND state IN (\(JobTransition.hold.sqlStates))
+                    """, [id])
+                return state
+            }
+        }
+    }
+
+    public func unhold(_ id: String) throws -> JobState? {
+        try locked {
+            try connection.transaction {
+                guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
+                    .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
+                try connection.execute("""
+                    UPDATE transferd_jobs SET state = 'queued', next_attempt_at = NULL, worker = NULL, lease_expires = NULL
+                    WHERE id = $1 AND state IN (\(JobTransition.unhold.sqlStates))
+                    """, [id])
+                return state
+            }
+        }
+    }
+
+    public func stopsRequested(among ids: [String]) throws -> [String: JobStop] {
+        guard !ids.isEmpty else { return [:] }
         return try locked {
-            try connection.query("""
-                SELECT id FROM transferd_jobs WHERE cancel_requested AND state = 'running' AND id = ANY($1::text[])
-                """, [Self.array(ids)]).compactMap { $0[0] }
+            var stops: [String: JobStop] = [:]
+            for row in try connection.query("""
+                SELECT id, state FROM transferd_jobs WHERE id = ANY($1::text[])
+                    AND (state = 'held' OR (state = 'running' AND cancel_requested))
+                """, [Self.array(ids)]) {
+                guard let id = row[0] else { continue }
+                if row[1] == JobState.held.rawValue {
+                    // Given up at a person's request, not lost: no lease to renew, and once resumed
+                    // this worker may claim it again at once. (The attempt's last checkpoint is
+                    // then refused; the one before it serves, as after a kill.)
+                    stops[id] = .hold
+                    held[id] = nil
+                    heldSince[id] = nil
+                } else {
+                    stops[id] = .cancel
+                }
+            }
+            return stops
+        }
+    }
+
+    public func setPriority(_ id: String, to priority: Int) throws -> JobState? {
+        try locked {
+            try connection.query("UPDATE transferd_jobs SET priority = $2 WHERE id = $1 RETURNING state", [id, String(priority)])
+                .first?[0].flatMap(JobState.init(rawValue:))
+        }
+    }
+
+    public func isQueuePaused() throws -> Bool {
+        try locked { try connection.query("SELECT value FROM transferd_settings WHERE name = 'paused'").first?[0] == "1" }
+    }
+
+    public func setQueuePaused(_ paused: Bool) throws {
+        try locked {
+            try connection.execute("""
+                INSERT INTO transferd_settings (name, value) VALUES ('paused', $1)
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, [paused ? "1" : "0"])
         }
     }
 

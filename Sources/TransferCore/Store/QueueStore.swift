@@ -104,8 +104,26 @@ public protocol QueueStore: AnyObject, Sendable {
     /// (`cancelRequested`) for its runner to stop; an ended one is left alone. Returns the
     /// state it had, or nil for an unknown id.
     func cancel(_ id: String) throws -> JobState?
-    /// Which of `ids` are running with a cancel requested.
-    func cancelRequested(among ids: [String]) throws -> [String]
+    /// Holds a job a person paused (`JobTransition.hold`: queued, waiting, paused or running
+    /// become `held`), keeping its attempts and checkpoint; a running one's runner learns it from
+    /// `stopsRequested` and stops it. A held job is never claimed or recovered, only resumed
+    /// (`unhold`) or cancelled. Returns the state it had, or nil for an unknown id.
+    func hold(_ id: String) throws -> JobState?
+    /// A held job is queued again (`JobTransition.unhold`), its retry time cleared, to go on
+    /// from its checkpoint. Returns the state it had, or nil for an unknown id.
+    func unhold(_ id: String) throws -> JobState?
+    /// Which of `ids` (the jobs a runner transfers) a person asked to stop, and how: a cancel
+    /// requested of a running job, or the job held.
+    func stopsRequested(among ids: [String]) throws -> [String: JobStop]
+    /// Sets job `id`'s priority (claims take higher first, then older), whatever its state. The
+    /// job as its file gave it (`isSameJob`'s comparison) is unchanged: the file read again is
+    /// still the same job. Returns the state it had, or nil for an unknown id.
+    func setPriority(_ id: String, to priority: Int) throws -> JobState?
+    /// Whether the whole queue is paused: while it is, no run claims a job (jobs under way go on).
+    /// A new store's queue is not paused.
+    func isQueuePaused() throws -> Bool
+    /// Pauses or resumes the whole queue, for every run and worker that shares the store.
+    func setQueuePaused(_ paused: Bool) throws
 
     // MARK: Checkpoints and hooks
 
@@ -150,6 +168,14 @@ public protocol QueueStore: AnyObject, Sendable {
 }
 
 extension QueueStore {
+    /// A priority ahead of every job a run would take now (queued and waiting ones): one above
+    /// the highest of theirs, 0 when none waits. What "run it next" sets.
+    public func priorityAheadOfWaitingJobs() throws -> Int {
+        let first = try [JobState.queued, .waiting].compactMap { try jobs(in: $0, firstInClaimOrder: 1).first?.spec.priority }
+        guard let highest = first.max() else { return 0 }
+        return highest == .max ? highest : highest + 1
+    }
+
     /// `claimRunnable` for callers that only say yes or no (each taken job counted as its own
     /// `connections`, or 1).
     public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,

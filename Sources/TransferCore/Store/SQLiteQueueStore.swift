@@ -129,6 +129,13 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         """
         ALTER TABLE jobs ADD COLUMN hook TEXT;
         """,
+        // 5: the queue's own settings (whether it is paused as a whole).
+        """
+        CREATE TABLE settings (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
     ]
 
     /// One step per write transaction, the version read inside it: two processes opening a new
@@ -392,11 +399,13 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     private static let columns = """
         seq, spec, state, attempts, next_attempt_at, last_error, bytes_done, bytes_total, speed, sha256,
-        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, hook
+        source_file, created_at, started_at, finished_at, cancel_requested, checkpoint, hook, priority
         """
 
     private static func record(_ row: [SQLValue]) throws -> JobRecord {
-        let spec = try JobSpec(stored: row[1].string ?? "")
+        var spec = try JobSpec(stored: row[1].string ?? "")
+        // The job file's priority, or the one a person set since (`setPriority`).
+        spec.priority = row[17].int.map { Int(clamping: $0) } ?? spec.priority
         return JobRecord(seq: row[0].int ?? 0, spec: spec, state: JobState(rawValue: row[2].string ?? "") ?? .queued,
                          attempts: Int(row[3].int ?? 0), nextAttemptAt: row[4].double.map(Date.init(timeIntervalSince1970:)),
                          lastError: row[5].string, bytesDone: row[6].int ?? 0, bytesTotal: row[7].int, speed: row[8].double,
@@ -501,11 +510,64 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func cancelRequested(among ids: [String]) throws -> [String] {
-        guard !ids.isEmpty else { return [] }
+    public func hold(_ id: String) throws -> JobState? {
+        try locked {
+            try database.transaction {
+                guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
+                    .flatMap(JobState.init(rawValue:)) else { return nil }
+                try database.query("UPDATE jobs SET state = 'held', speed = NULL WHERE id = ? AND state IN (\(JobTransition.hold.sqlStates))",
+                                   [.text(id)])
+                return state
+            }
+        }
+    }
+
+    public func unhold(_ id: String) throws -> JobState? {
+        try locked {
+            try database.transaction {
+                guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
+                    .flatMap(JobState.init(rawValue:)) else { return nil }
+                try database.query("""
+                    UPDATE jobs SET state = 'queued', next_attempt_at = NULL
+                    WHERE id = ? AND state IN (\(JobTransition.unhold.sqlStates))
+                    """, [.text(id)])
+                return state
+            }
+        }
+    }
+
+    public func stopsRequested(among ids: [String]) throws -> [String: JobStop] {
+        guard !ids.isEmpty else { return [:] }
         return try locked {
-            try database.query("SELECT id FROM jobs WHERE cancel_requested = 1 AND state = 'running'").compactMap { $0[0].string }
-                .filter(ids.contains)
+            var stops: [String: JobStop] = [:]
+            let list = JSONObject.serialized(ids.map { .string($0) })
+            for row in try database.query("""
+                SELECT id, state FROM jobs WHERE id IN (SELECT value FROM json_each(?))
+                    AND (state = 'held' OR (state = 'running' AND cancel_requested = 1))
+                """, [.text(list)]) {
+                guard let id = row[0].string else { continue }
+                stops[id] = row[1].string == JobState.held.rawValue ? .hold : .cancel
+            }
+            return stops
+        }
+    }
+
+    public func setPriority(_ id: String, to priority: Int) throws -> JobState? {
+        try locked {
+            try database.query("UPDATE jobs SET priority = ? WHERE id = ? RETURNING state", [.integer(Int64(priority)), .text(id)])
+                .first?.first?.string.flatMap(JobState.init(rawValue:))
+        }
+    }
+
+    public func isQueuePaused() throws -> Bool {
+        try locked { try database.query("SELECT value FROM settings WHERE name = 'paused'").first?.first?.string == "1" }
+    }
+
+    public func setQueuePaused(_ paused: Bool) throws {
+        try locked {
+            try database.query("""
+                INSERT INTO settings (name, value) VALUES ('paused', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, [.text(paused ? "1" : "0")])
         }
     }
 

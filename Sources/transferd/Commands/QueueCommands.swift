@@ -39,6 +39,9 @@ enum QueueCommands {
             let width = Output.stdoutIsTerminal ? Output.terminalSize().columns : 200
             let counts = try store.counts()
             Output.out(StatusTable.countsLine(counts))
+            if try store.isQueuePaused() {
+                Output.out("the queue is paused (transferd pause --all): nothing starts until `transferd resume --all`\n")
+            }
             if counts.values.reduce(0, +) <= StatusTable.listedWhole || arguments.has("--all") {
                 var idWidth: Int?
                 try forEachPage(of: store) { page in
@@ -51,7 +54,7 @@ enum QueueCommands {
             } else {
                 // Running jobs are as many as the workers' slots: all of them (up to 500); of the rest, the first 20.
                 let sections = try [("running", JobState.running, 500), ("finishing", .finishing, 500), ("failed", .failed, 20),
-                                    ("waiting to retry", .waiting, 20), ("paused", .paused, 20),
+                                    ("waiting to retry", .waiting, 20), ("paused", .paused, 20), ("held", .held, 20),
                                     ("next queued", .queued, 20)].map { title, state, shown in
                     (title: title, state: state, jobs: try store.jobs(in: state, firstInClaimOrder: shown))
                 }

@@ -160,6 +160,10 @@ struct LiveView {
         fit("paused  \(count) running job\(count == 1 ? "" : "s"), progress saved")
     }
 
+    func heldLine(_ ids: [String]) -> String {
+        fit("held    \(ids.count == 1 ? ids[0] : "\(ids.count) jobs") paused by request, progress saved")
+    }
+
     private func fit(_ text: String, reserve: Int = 0) -> String {
         Text.truncated(text, to: max(1, width - 1 - reserve))
     }

@@ -45,6 +45,8 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             lines.append("retry   \(retry.id)  attempt \(retry.attempt) failed, next in \(String(format: "%.1f", retry.delay)) s: \(Text.sanitized(retry.reason))")
         case .paused(let ids):
             if !ids.isEmpty { lines.append("paused  \(ids.count) running job\(ids.count == 1 ? "" : "s"), progress saved") }
+        case .held(let ids):
+            for id in ids { lines.append("held    \(id)  paused by request, progress saved") }
         }
         for end in progress.takeFinished() { lines.append(Self.finishedLine(end)) }
         if !lines.isEmpty { context.out(lines.joined(separator: "\n") + "\n") }

@@ -19,6 +19,7 @@ struct RunReport {
                          + " run the same command to resume.")
         }
         lines.append(headline())
+        lines += heldLines()
         if summary.rejectedFiles > 0 {
             let rejected = PathText.parent(failedFolder) + "/rejected"
             lines.append("Rejected job files are in \(rejected)/ with NAME.error beside each;"
@@ -40,11 +41,28 @@ struct RunReport {
         counts.append(summary.failed > 0 ? style.red("\(summary.failed) failed") : "0 failed")
         if summary.cancelled > 0 { counts.append("\(summary.cancelled) cancelled") }
         if progress.paused > 0 { counts.append("\(progress.paused) paused") }
+        if progress.held > 0 { counts.append("\(progress.held) held") }
         if summary.rejectedFiles > 0 { counts.append("\(summary.rejectedFiles) job file\(summary.rejectedFiles == 1 ? "" : "s") rejected") }
         let bytes = progress.bytesTransferred
         let rate = elapsed > 0 ? " (\(Format.rate(Double(bytes) / elapsed)))" : ""
         return style.bold("Summary:") + " " + counts.joined(separator: ", ")
             + "; \(Format.bytes(bytes)) transferred in \(Format.seconds(elapsed))\(rate)"
+    }
+
+    /// What a person's pause left for later: the run ended with jobs it may not start.
+    func heldLines() -> [String] {
+        var lines: [String] = []
+        if summary.queuePaused {
+            let waiting = summary.runnableLeft
+            lines.append(style.yellow("The queue is paused") + " (transferd pause --all): \(waiting) job\(waiting == 1 ? "" : "s") "
+                         + "wait\(waiting == 1 ? "s" : ""); `transferd resume --all` runs them")
+        }
+        if summary.heldInStore > 0 {
+            let held = summary.heldInStore
+            lines.append("\(held) job\(held == 1 ? " is" : "s are") held (paused by transferd pause); "
+                         + "`transferd resume ID` or `transferd resume --all` takes \(held == 1 ? "it" : "them") up again")
+        }
+        return lines
     }
 
     private func failureLines(failuresOnly: Bool) -> [String] {

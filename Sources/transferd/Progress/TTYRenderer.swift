@@ -42,6 +42,8 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
             for file in rejected { pendingLines.append(contentsOf: view.rejectedLines(file)) }
         case .paused(let ids) where !ids.isEmpty:
             pendingLines.append(view.pausedLine(count: ids.count))
+        case .held(let ids) where !ids.isEmpty:
+            pendingLines.append(view.heldLine(ids))
         default:
             break
         }

@@ -3,7 +3,8 @@
 // tab only (sessionStorage), never in a cookie or on disk.
 "use strict";
 
-const state = { token: sessionStorage.getItem("transferd-token"), running: new Map(), failed: new Map(), source: null };
+const state = { token: sessionStorage.getItem("transferd-token"), running: new Map(), held: new Map(), failed: new Map(),
+  queuePaused: false, source: null };
 const $ = (id) => document.getElementById(id);
 
 function formatBytes(n) {
@@ -50,6 +51,7 @@ function button(label, action) {
   const b = document.createElement("button");
   b.type = "button";
   b.textContent = label;
+  b.dataset.action = label.toLowerCase();
   b.addEventListener("click", async () => {
     b.disabled = true;
     try { await action(); $("message").textContent = ""; }
@@ -89,7 +91,10 @@ function renderRunning() {
     row.insertCell().append(bar);
     cell(row, "", "speed");
     cell(row, "", "eta");
-    row.insertCell().append(button("Cancel", () => api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/cancel")));
+    const actions = row.insertCell();
+    actions.className = "actions";
+    actions.append(button("Pause", () => api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/pause")),
+      button("Cancel", () => api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/cancel")));
   }, (row, job) => {
     const name = row.querySelector(".name");
     name.textContent = job.name || job.id;
@@ -101,6 +106,35 @@ function renderRunning() {
     row.querySelector(".eta").textContent = formatSeconds(job.eta);
   });
   $("running-empty").hidden = state.running.size > 0;
+}
+
+function renderHeld() {
+  reconcile("held", state.held.values(), (row, job) => {
+    cell(row, "", "name");
+    cell(row, "", "kept");
+    row.insertCell().append(button("Resume", async () => {
+      await api("POST", "/v1/jobs/" + encodeURIComponent(job.id) + "/resume");
+      state.held.delete(job.id);
+      renderHeld();
+      countsSoon();
+    }));
+  }, (row, job) => {
+    const name = row.querySelector(".name");
+    name.textContent = job.name || job.id;
+    name.title = job.url || "";
+    row.querySelector(".kept").textContent = formatBytes(job.bytes_done) + (job.bytes_total ? " of " + formatBytes(job.bytes_total) : "");
+  });
+  $("held-empty").hidden = state.held.size > 0;
+}
+
+function renderQueuePaused(paused) {
+  if (paused == null) return;
+  state.queuePaused = paused;
+  const toggle = $("queue-toggle");
+  toggle.hidden = false;
+  toggle.disabled = false;
+  toggle.textContent = paused ? "Resume queue" : "Pause queue";
+  toggle.setAttribute("aria-pressed", paused ? "true" : "false");
 }
 
 function renderFailed() {
@@ -122,7 +156,7 @@ function renderFailed() {
 }
 
 function renderTotals(jobs, run) {
-  if (jobs) for (const name of ["done", "running", "queued", "waiting", "failed"]) $("t-" + name).textContent = jobs[name];
+  if (jobs) for (const name of ["done", "running", "queued", "waiting", "held", "failed"]) $("t-" + name).textContent = jobs[name];
   if (run) {
     $("t-speed").textContent = formatRate(run.speed);
     $("t-eta").textContent = formatSeconds(run.eta);
@@ -141,18 +175,27 @@ async function allJobs(stateName) {
 }
 
 async function loadSnapshot() {
-  const [summary, running, failed] = await Promise.all([api("GET", "/v1/summary"), allJobs("running"), allJobs("failed")]);
+  const [summary, running, held, failed] = await Promise.all([api("GET", "/v1/summary"), allJobs("running"), allJobs("held"),
+    allJobs("failed")]);
   state.running = new Map(running.map((job) => [job.id, { id: job.id, name: (job.destination || job.url).split("/").pop(), url: job.url,
     bytes_done: job.bytes_done, bytes_total: job.bytes_total, speed: job.speed, eta: null }]));
+  state.held = new Map(held.map((job) => [job.id, { id: job.id, name: (job.destination || job.url).split("/").pop(), url: job.url,
+    bytes_done: job.bytes_done, bytes_total: job.bytes_total }]));
   state.failed = new Map(failed.map((job) => [job.id, { id: job.id, url: job.url, error: job.last_error }]));
   renderTotals(summary.jobs, summary.run);
+  renderQueuePaused(summary.queue_paused);
   renderRunning();
+  renderHeld();
   renderFailed();
   return summary.event_id;
 }
 
 async function refreshCounts() {
-  try { const summary = await api("GET", "/v1/summary"); renderTotals(summary.jobs, null); } catch (_) { /* the next event tries again */ }
+  try {
+    const summary = await api("GET", "/v1/summary");
+    renderTotals(summary.jobs, null);
+    renderQueuePaused(summary.queue_paused);
+  } catch (_) { /* the next event tries again */ }
 }
 
 let countsPending = false;
@@ -185,6 +228,16 @@ function handle(event) {
       if (event.state === "failed") state.failed.set(event.id, { id: event.id, url: event.url, error: event.error });
       renderRunning();
       renderFailed();
+      countsSoon();
+      break;
+    case "held":
+      for (const id of event.ids) {
+        const job = state.running.get(id);
+        state.held.set(id, job || { id, name: id, bytes_done: 0, bytes_total: null });
+        state.running.delete(id);
+      }
+      renderRunning();
+      renderHeld();
       countsSoon();
       break;
     case "retrying":
@@ -222,6 +275,21 @@ async function start() {
     if (error.message !== "unauthorized") $("message").textContent = error.message;
   }
 }
+
+$("queue-toggle").addEventListener("click", async () => {
+  const toggle = $("queue-toggle");
+  toggle.disabled = true;
+  try {
+    const answer = await api("POST", state.queuePaused ? "/v1/resume" : "/v1/pause");
+    renderQueuePaused(answer.queue_paused);
+    $("message").textContent = "";
+    if (!answer.queue_paused) loadSnapshot().catch(() => {});
+    countsSoon();
+  } catch (error) {
+    $("message").textContent = error.message;
+    toggle.disabled = false;
+  }
+});
 
 $("login").addEventListener("submit", (event) => {
   event.preventDefault();

@@ -1,0 +1,244 @@
+import Foundation
+import TransferCore
+
+/// `pause` and `resume`: a person steering a queue, running or not. They change the store
+/// only; a run working the queue (here or, with --store, any worker of the fleet) sees a held
+/// job within a second and stops it with its progress saved, and sees the queue paused before
+/// its next claim.
+enum SteerCommands {
+    private static let queueSpec = OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)")
+    private static let help = OptionSpec("-h", "--help", help: "show this help")
+
+    static func pause(_ argv: [String]) -> ExitCode {
+        let specs = [queueSpec, QueueFlags.storeSpec,
+                     OptionSpec("--state", value: "STATE", help: "every job in STATE: queued, waiting, paused or running"),
+                     OptionSpec("--host", value: "HOST", help: "every job of HOST that is not held or ended"),
+                     OptionSpec("--all", help: "the whole queue: nothing new starts, and the jobs under way stop, until `transferd resume --all`"),
+                     OptionSpec("--finish-running", help: "with --all: the jobs under way finish; only new starts wait"), help]
+        return command("pause", argv, specs: specs,
+                       usage: "transferd pause ID... | --state STATE | --host HOST | --all [--finish-running] [--queue QUEUE_DIR] [--store URL]",
+                       summary: "Holds jobs until `transferd resume`: a held job keeps its partial file and goes on from it; "
+                           + "a running one stops within a second.") { arguments, store in
+            let selection = try JobSelection(arguments, verb: "pause")
+            if arguments.has("--finish-running") && !selection.all {
+                throw UsageError("--finish-running goes with --all (it lets the jobs under way finish while the queue is paused)")
+            }
+            if selection.all {
+                try store.setQueuePaused(true)
+                var stopping = 0
+                if !arguments.has("--finish-running") {
+                    try selection.forEach(in: store, states: [.running]) { job in
+                        if try store.hold(job.id) == .running { stopping += 1 }
+                    }
+                }
+                Output.out("the queue is paused: no job starts until `transferd resume --all`"
+                           + (arguments.has("--finish-running") ? "; the jobs under way finish\n"
+                               : stopping > 0 ? "; \(stopping) running job\(stopping == 1 ? "" : "s") stop within a second, progress kept\n" : "\n"))
+                return .success
+            }
+            if let ids = selection.ids {
+                for id in ids {
+                    let resolved = try JobIDs.resolve(id, in: store)
+                    guard let previous = try store.hold(resolved) else { throw QueueError.unknownJob(id) }
+                    Output.out(Self.holdLine(resolved, previous))
+                }
+                return .success
+            }
+            var held = 0, stopping = 0
+            try selection.forEach(in: store, states: JobTransition.hold.sources) { job in
+                guard let previous = try store.hold(job.id), previous.after(.hold) != nil else { return }
+                held += 1
+                if previous == .running { stopping += 1 }
+            }
+            Output.out("\(held) job\(held == 1 ? "" : "s") held" + (stopping > 0 ? " (\(stopping) running, stopping within a second)" : "")
+                       + (held > 0 ? "; `transferd resume` takes them up again\n" : "\n"))
+            return .success
+        }
+    }
+
+    static func resume(_ argv: [String]) -> ExitCode {
+        let specs = [queueSpec, QueueFlags.storeSpec,
+                     OptionSpec("--host", value: "HOST", help: "every held job of HOST"),
+                     OptionSpec("--all", help: "the whole queue: it runs again, and every held job is queued again"), help]
+        return command("resume", argv, specs: specs, usage: "transferd resume ID... | --host HOST | --all [--queue QUEUE_DIR] [--store URL]",
+                       summary: "Queues held jobs again; each goes on from where it stopped. --all also lets a paused queue run.") { arguments, store in
+            let selection = try JobSelection(arguments, verb: "resume")
+            if let ids = selection.ids {
+                for id in ids {
+                    let resolved = try JobIDs.resolve(id, in: store)
+                    guard let previous = try store.unhold(resolved) else { throw QueueError.unknownJob(id) }
+                    Output.out(previous == .held ? "\(resolved): queued again; a run goes on from where it stopped\n"
+                               : "\(resolved) is not held (it is \(previous.rawValue)); nothing changed\n")
+                }
+                if try store.isQueuePaused() {
+                    Output.out("the queue itself is paused: nothing starts until `transferd resume --all`\n")
+                }
+                return .success
+            }
+            var resumed = 0
+            try selection.forEach(in: store, states: [.held]) { job in
+                if try store.unhold(job.id) == .held { resumed += 1 }
+            }
+            if selection.all {
+                let wasPaused = try store.isQueuePaused()
+                try store.setQueuePaused(false)
+                Output.out((wasPaused ? "the queue runs again" : "the queue was not paused")
+                           + "; \(resumed) held job\(resumed == 1 ? "" : "s") queued again\n")
+            } else {
+                Output.out("\(resumed) held job\(resumed == 1 ? "" : "s") queued again\n")
+            }
+            return .success
+        }
+    }
+
+    static func prioritize(_ argv: [String]) -> ExitCode {
+        let specs = [queueSpec, QueueFlags.storeSpec,
+                     OptionSpec("--priority", value: "N", help: "the priority to set (higher runs first; job files default to 0)"),
+                     OptionSpec("--top", help: "ahead of every job waiting now (the default)"), help]
+        return command("prioritize", argv, specs: specs, usage: "transferd prioritize ID... [--priority N | --top] [--queue QUEUE_DIR] [--store URL]",
+                       summary: "Changes the order jobs start in: --top (the default) runs them next, --priority N sets it.",
+                       select: false) { arguments, store in
+            guard !arguments.positionals.isEmpty else { throw UsageError("give the job IDs to move") }
+            guard !(arguments.has("--priority") && arguments.has("--top")) else { throw UsageError("give --priority N or --top, not both") }
+            let priority: Int
+            if let text = arguments.value("--priority") {
+                guard let value = Int(text), abs(value) <= 1_000_000 else {
+                    throw UsageError("--priority takes a whole number from -1000000 to 1000000, not '\(text)'")
+                }
+                priority = value
+            } else {
+                priority = try store.priorityAheadOfWaitingJobs()
+            }
+            for typed in arguments.positionals {
+                let id = try JobIDs.resolve(typed, in: store)
+                guard let state = try store.setPriority(id, to: priority) else { throw QueueError.unknownJob(typed) }
+                let note: String
+                switch state {
+                case .queued, .waiting, .paused: note = arguments.has("--priority") ? "" : "; it starts next"
+                case .held: note = "; it is held: `transferd resume \(id)` lets it run"
+                case .running, .finishing: note = "; it is under way already"
+                case .done, .failed, .cancelled: note = "; it has ended (\(state.rawValue)), so this changes nothing until it is retried"
+                }
+                Output.out("\(id): priority \(priority)\(note)\n")
+            }
+            return .success
+        }
+    }
+
+    /// What `pause ID` says, by the state the job had.
+    static func holdLine(_ id: String, _ previous: JobState) -> String {
+        switch previous {
+        case .running: return "\(id): the running transfer stops within a second, its progress kept; `transferd resume \(id)` goes on\n"
+        case .held: return "\(id) is already held\n"
+        case .finishing: return "\(id) is finishing (its file is complete and being put in place); it was not held\n"
+        case .done, .failed, .cancelled: return "\(id) has ended (\(previous.rawValue)); nothing to pause\n"
+        case .queued, .waiting, .paused: return "\(id): held; `transferd resume \(id)` lets it run\n"
+        }
+    }
+
+    /// Parses, handles --help, opens the store, runs `body`, and maps errors to exit codes.
+    private static func command(_ name: String, _ argv: [String], specs: [OptionSpec], usage: String, summary: String,
+                                select: Bool = true, _ body: (ParsedArguments, QueueStore) throws -> ExitCode) -> ExitCode {
+        do {
+            let arguments = try ParsedArguments.parse(argv, specs: specs, command: name)
+            if arguments.has("--help") {
+                Output.out(helpText(usage: usage, summary: summary, specs: specs))
+                return .success
+            }
+            if select { _ = try JobSelection(arguments, verb: name) }
+            let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d")
+            if try QueueFlags.storeURL(arguments) == nil && !QueueFlags.queueFolderExists(layout) {
+                throw QueueError.noQueue(layout.directory)
+            }
+            return try body(arguments, try QueueFlags.openStore(layout, arguments))
+        } catch {
+            Output.err("transferd \(name): \(CommandError.text(error))\n")
+            return ExitCode.of(error, otherwise: .localError)
+        }
+    }
+}
+
+/// Which jobs a `pause` or `resume` names: ids (or unique prefixes of them), every job in a
+/// state or of a host, or the whole queue. Exactly one way.
+struct JobSelection: Equatable {
+    var ids: [String]?
+    var state: JobState?
+    var host: String?
+    var all = false
+
+    init(ids: [String]? = nil, state: JobState? = nil, host: String? = nil, all: Bool = false) {
+        self.ids = ids
+        self.state = state
+        self.host = host
+        self.all = all
+    }
+
+    init(_ arguments: ParsedArguments, verb: String) throws {
+        let ways = [!arguments.positionals.isEmpty, arguments.has("--state"), arguments.has("--host"), arguments.has("--all")]
+        guard ways.filter({ $0 }).count == 1 else {
+            throw UsageError(verb == "pause" ? "give job IDs, --state STATE, --host HOST or --all (one of them)"
+                                 : "give job IDs, --host HOST or --all (one of them)")
+        }
+        if !arguments.positionals.isEmpty { ids = arguments.positionals }
+        if let name = arguments.value("--state") {
+            let allowed = JobTransition.hold.sources
+            guard let found = JobState(rawValue: name), allowed.contains(found) else {
+                throw UsageError("--state takes \(allowed.map(\.rawValue).joined(separator: ", ")), not '\(name)'"
+                                 + (Spelling.closest(to: name, in: Set(allowed.map(\.rawValue))).map { " (did you mean '\($0)'?)" } ?? ""))
+            }
+            state = found
+        }
+        host = arguments.value("--host").map { $0.lowercased() }
+        all = arguments.has("--all")
+    }
+
+    /// Whether `job` is one this selection names (ids are resolved apart, by `JobIDs`).
+    func matches(_ job: JobRecord) -> Bool {
+        if let state, job.state != state { return false }
+        if let host, job.spec.host.lowercased() != host { return false }
+        return ids == nil
+    }
+
+    /// Runs `body` for every job in `states` that the selection names, a page at a time (a
+    /// queue of a million is never held in memory at once).
+    func forEach(in store: QueueStore, states: [JobState], _ body: (JobRecord) throws -> Void) throws {
+        for state in states where self.state == nil || self.state == state {
+            var after: Int64 = 0
+            while true {
+                let page = try store.jobs(in: state, after: after, limit: 1_000)
+                guard let last = page.last else { break }
+                for job in page where matches(job) { try body(job) }
+                after = last.seq
+            }
+        }
+    }
+}
+
+/// Job ids as a person types them: the whole id, or any prefix that names one job (as git
+/// takes a commit's).
+enum JobIDs {
+    /// The job `typed` names: its whole id, or the one job whose id starts with it.
+    static func resolve(_ typed: String, in store: QueueStore) throws -> String {
+        if try store.job(typed) != nil { return typed }
+        var found: [String] = []
+        var after: Int64 = 0
+        while true {
+            let page = try store.jobs(in: nil, after: after, limit: 1_000)
+            guard let last = page.last else { break }
+            found += page.lazy.map(\.id).filter { $0.hasPrefix(typed) }
+            after = last.seq
+        }
+        return try choose(typed, among: found)
+    }
+
+    /// The decision, apart from the store: one match is the job; none or several is an error.
+    static func choose(_ typed: String, among matches: [String]) throws -> String {
+        switch matches.count {
+        case 1: return matches[0]
+        case 0: throw QueueError.unknownJob(typed)
+        default:
+            let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
+            throw UsageError("\"\(typed)\" starts \(matches.count) job ids (\(shown)); type more of the one you mean")
+        }
+    }
+}

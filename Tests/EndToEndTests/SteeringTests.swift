@@ -1,0 +1,172 @@
+import Foundation
+import TestSupport
+import TransferCore
+import XCTest
+
+/// `transferd pause` and `resume` on a queue folder, while a run works it and between runs.
+final class SteeringTests: XCTestCase {
+    /// Polls `condition` every 0.1 s for up to `seconds`.
+    private func eventually(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return try condition()
+    }
+
+    private func size(_ path: String) -> Int64 {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : -1
+    }
+
+    func testARunningJobPausedStopsKeepsItsBytesAndGoesOnFromThemWhenResumed() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let big = try Fixtures.makeFiles(in: servers, folder: "steer", sizes: [16 << 20])[0]
+        let small = try Fixtures.makeFiles(in: servers, folder: "steer-small", sizes: [200_000, 300_000])
+        // 4 MB/s: the big file takes 4 s, time enough to pause it on the way.
+        let key = "steer-\(UUID().uuidString)"
+        let slowURL = "\(servers.fault.absoluteString)/\(big)?rate=4000000&key=\(key)"
+        try fixture.drop("jobs.json", jobs: [
+            ["id": "big", "url": slowURL, "dest": "out/big.bin", "connections": 1],
+            ["id": "small-0", "url": servers.http.appendingPathComponent(small[0]).absoluteString, "dest": "out/s0.bin"],
+            ["id": "small-1", "url": servers.http.appendingPathComponent(small[1]).absoluteString, "dest": "out/s1.bin"],
+        ])
+        let run = try fixture.start(["--json"])
+        let part = "\(fixture.root)/out/big.bin.transferd-part"
+        XCTAssertTrue(eventually(30) { size(part) > 0 }, "the big file started")
+
+        let paused = try TransferdProcess.run(["pause", "big", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(paused.status, 0, paused.stderr)
+        XCTAssertTrue(paused.stdout.contains("big: the running transfer stops within a second"), paused.stdout)
+        let pausedAt = Date()
+
+        // Without --watch the run ends once nothing else is runnable, naming what is held.
+        let ended = run.wait()
+        XCTAssertEqual(ended.status, 0, ended.stderr)
+        print("steering: run ended \(String(format: "%.2f", Date().timeIntervalSince(pausedAt))) s after the pause")
+        let events = ended.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        XCTAssertEqual(events.first { $0["event"] as? String == "held" }?["ids"] as? [String], ["big"], ended.stdout)
+        let summary = try XCTUnwrap(events.last, ended.stdout)
+        XCTAssertEqual(summary["held"] as? Int, 1)
+        XCTAssertEqual(summary["held_in_queue"] as? Int, 1)
+        XCTAssertEqual(summary["done"] as? Int, 2)
+        let store = try fixture.store()
+        XCTAssertEqual(try store.counts(), [.done: 2, .held: 1])
+        let held = try XCTUnwrap(try store.job("big"))
+        XCTAssertNotNil(held.checkpoint, "its progress is kept")
+        // No more bytes once held: the partial file stays as it is.
+        let kept = size(part)
+        XCTAssertGreaterThan(kept, 0)
+        XCTAssertLessThan(kept, 16 << 20)
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(size(part), kept, "nothing writes a held job's file")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out/big.bin"))
+
+        // A run started now passes it over and says how to take it up again.
+        let idle = try fixture.run()
+        XCTAssertEqual(idle.status, 0, idle.stderr)
+        XCTAssertTrue((idle.stdout + idle.stderr).contains("1 job is held"), idle.stdout + idle.stderr)
+        XCTAssertEqual(try fixture.store().job("big")?.state, .held)
+        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertTrue(status.stdout.contains("1 held"), status.stdout)
+
+        let resumed = try TransferdProcess.run(["resume", "big", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertTrue(resumed.stdout.contains("big: queued again"), resumed.stdout)
+        let finished = try fixture.run()
+        XCTAssertEqual(finished.status, 0, finished.stderr)
+        let after = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 3], "the run said:\n\(finished.stdout)\(finished.stderr)\nstatus says:\n\(after.stdout)")
+        // It went on from the bytes it had: a range past the start, and the file not sent twice.
+        let served = try servers.stats(key: key)
+        XCTAssertTrue(served.ranges.last??.hasPrefix("bytes=0-") == false, "\(served.ranges)")
+        XCTAssertLessThan(served.bytes_sent, Int64(16 << 20) + Int64(16 << 20) / 4, "\(served.ranges)")
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/big.bin"), try servers.sha256(of: big))
+    }
+
+    func testAPausedQueueStartsNothingUntilResumed() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let files = try Fixtures.makeFiles(in: servers, folder: "steer-queue", sizes: [100_000, 120_000, 140_000])
+        try fixture.drop("jobs.json", jobs: files.enumerated().map { index, file in
+            ["id": "q\(index)", "url": servers.http.appendingPathComponent(file).absoluteString, "dest": "out/\(index).bin"]
+        })
+        let paused = try TransferdProcess.run(["pause", "--all", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(paused.status, 0, paused.stderr)
+        XCTAssertTrue(paused.stdout.contains("the queue is paused"), paused.stdout)
+
+        let idle = try fixture.run()
+        XCTAssertEqual(idle.status, 0, idle.stderr)
+        XCTAssertTrue((idle.stdout + idle.stderr).contains("The queue is paused"), idle.stdout + idle.stderr)
+        XCTAssertTrue((idle.stdout + idle.stderr).contains("3 jobs wait"), idle.stdout + idle.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.queued: 3], "read, not started")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.root)/out"))
+
+        let resumed = try TransferdProcess.run(["resume", "--all", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertTrue(resumed.stdout.contains("the queue runs again"), resumed.stdout)
+        XCTAssertEqual(try fixture.run().status, 0)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 3])
+        for (index, file) in files.enumerated() {
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: file))
+        }
+    }
+
+    func testJobsAreNamedByAnyUniquePrefixAndMistakesAreSaid() throws {
+        let fixture = try QueueFixture()
+        try fixture.drop("jobs.json", jobs: ["alpha-1", "alpha-2", "beta"].map { id in
+            ["id": id, "url": "http://127.0.0.1:9/\(id)", "dest": "out/\(id)"]
+        })
+        XCTAssertEqual(try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root).status, 0)
+        func steer(_ arguments: [String]) throws -> TransferdProcess.Result {
+            try TransferdProcess.run(arguments + ["--queue", fixture.queue], directory: fixture.root)
+        }
+        let byPrefix = try steer(["pause", "bet"])
+        XCTAssertEqual(byPrefix.status, 0, byPrefix.stderr)
+        XCTAssertTrue(byPrefix.stdout.contains("beta: held"), byPrefix.stdout)
+        let ambiguous = try steer(["pause", "alpha"])
+        XCTAssertEqual(ambiguous.status, 2)
+        XCTAssertTrue(ambiguous.stderr.contains("\"alpha\" starts 2 job ids (alpha-1, alpha-2)"), ambiguous.stderr)
+        let unknown = try steer(["pause", "gamma"])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("no job with id \"gamma\""), unknown.stderr)
+        let nothing = try steer(["pause"])
+        XCTAssertEqual(nothing.status, 2)
+        XCTAssertTrue(nothing.stderr.contains("give job IDs, --state STATE, --host HOST or --all"), nothing.stderr)
+        let badState = try steer(["pause", "--state", "queud"])
+        XCTAssertEqual(badState.status, 2)
+        XCTAssertTrue(badState.stderr.contains("did you mean 'queued'?"), badState.stderr)
+        let byState = try steer(["pause", "--state", "queued"])
+        XCTAssertEqual(byState.status, 0, byState.stderr)
+        XCTAssertTrue(byState.stdout.contains("2 jobs held"), byState.stdout)
+        XCTAssertEqual(try fixture.store().counts(), [.held: 3])
+        let byHost = try steer(["resume", "--host", "127.0.0.1"])
+        XCTAssertTrue(byHost.stdout.contains("3 held jobs queued again"), byHost.stdout)
+        let notHeld = try steer(["resume", "beta"])
+        XCTAssertTrue(notHeld.stdout.contains("beta is not held (it is queued)"), notHeld.stdout)
+
+        // The order: a job moved ahead of the waiting ones, or given a priority.
+        let ahead = try steer(["prioritize", "alpha-2"])
+        XCTAssertEqual(ahead.status, 0, ahead.stderr)
+        XCTAssertTrue(ahead.stdout.contains("alpha-2: priority 1; it starts next"), ahead.stdout)
+        XCTAssertEqual(try fixture.store().jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["alpha-2", "alpha-1", "beta"])
+        XCTAssertEqual(try steer(["prioritize", "beta", "--priority", "7"]).status, 0)
+        XCTAssertEqual(try fixture.store().jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["beta", "alpha-2", "alpha-1"])
+        let json = try TransferdProcess.run(["status", fixture.queue, "--json"], directory: fixture.root)
+        XCTAssertTrue(json.stdout.contains("\"id\":\"beta\",\"priority\":7"), json.stdout)
+        XCTAssertEqual(try steer(["prioritize", "beta", "--priority", "x"]).status, 2)
+
+        // A mistyped queue folder is said, never made.
+        let stray = try TransferdProcess.run(["pause", "beta", "--queue", fixture.root + "/qeueu.d"], directory: fixture.root)
+        XCTAssertEqual(stray.status, 2)
+        XCTAssertTrue(stray.stderr.contains("is not a folder"), stray.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.root + "/qeueu.d"))
+        let typo = try TransferdProcess.run(["pasue", "beta"], directory: fixture.root)
+        XCTAssertEqual(typo.status, 2)
+        XCTAssertTrue(typo.stderr.contains("did you mean 'pause'?"), typo.stderr)
+    }
+}
