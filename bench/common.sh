@@ -51,3 +51,19 @@ warm_page_cache() {
     dd if=/dev/zero of="$work/warm" bs=1M count="$1" status=none
     rm -f "$work/warm"
 }
+
+# make_tiny_file: a 4 KiB file of random bytes, tiny/t.bin in the servers' www (kept
+# between runs); prints its folder.
+make_tiny_file() {
+    local folder="$TRANSFERD_TEST_WWW/tiny"
+    mkdir -p "$folder"
+    [[ -f $folder/t.bin ]] || head -c 4096 /dev/urandom > "$folder/t.bin"
+    echo "$folder"
+}
+
+# fresh_postgres_store NAME: creates database NAME in the servers' PostgreSQL cluster and
+# prints the URL that --store takes for it.
+fresh_postgres_store() {
+    psql -q "$TRANSFERD_TEST_POSTGRES" -c "CREATE DATABASE $1" >/dev/null
+    echo "${TRANSFERD_TEST_POSTGRES%/*}/$1"
+}

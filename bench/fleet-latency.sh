@@ -15,9 +15,7 @@ rounds="${2:-3}"
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-tiny="$TRANSFERD_TEST_WWW/tiny"
-mkdir -p "$tiny"
-[[ -f $tiny/t.bin ]] || head -c 4096 /dev/urandom > "$tiny/t.bin"
+make_tiny_file >/dev/null
 base="$work/fleet-latency"
 rm -rf "$base"
 mkdir -p "$base"
@@ -45,9 +43,7 @@ for ((round = 1; round <= rounds; round++)); do
         run=$((run + 1))
         dir="$base/run-$run"
         make_queue "$dir" "$run"
-        database="bench_latency_${run}_$$"
-        psql -q "$TRANSFERD_TEST_POSTGRES" -c "CREATE DATABASE $database" >/dev/null
-        store=(--store "${TRANSFERD_TEST_POSTGRES%/*}/$database")
+        store=(--store "$(fresh_postgres_store "bench_latency_${run}_$$")")
         "$transferd" ingest "$dir/queue.d" "${store[@]}" >/dev/null
         pids=()
         started=$(date +%s.%N)

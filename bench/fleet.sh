@@ -25,9 +25,7 @@ rounds="${2:-3}"
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-tiny="$TRANSFERD_TEST_WWW/tiny"
-mkdir -p "$tiny"
-[[ -f $tiny/t.bin ]] || head -c 4096 /dev/urandom > "$tiny/t.bin"
+make_tiny_file >/dev/null
 
 disk_base="$work/fleet"
 memory_base="/dev/shm/transferd-fleet.$$"
@@ -121,9 +119,7 @@ for place in "${places[@]}"; do
             count=${name%% *}
             store=()
             if [[ $name == *PostgreSQL ]]; then
-                database="bench_fleet_${run}_$$"
-                psql -q "$TRANSFERD_TEST_POSTGRES" -c "CREATE DATABASE $database" >/dev/null
-                store=(--store "${TRANSFERD_TEST_POSTGRES%/*}/$database")
+                store=(--store "$(fresh_postgres_store "bench_fleet_${run}_$$")")
             fi
             "$transferd" ingest "$dir/queue.d" "${store[@]}" >/dev/null
             sync

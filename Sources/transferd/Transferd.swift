@@ -1,35 +1,68 @@
 import Foundation
 import TransferCore
 
+/// A command: its name, what `transferd --help` says of it, and what runs it.
+struct Command: Sendable {
+    let name: String
+    /// The arguments as the usage line shows them.
+    let arguments: String
+    let summary: String
+    let run: @Sendable ([String]) async -> ExitCode
+}
+
 /// Entry point: dispatches to a command and exits with its code.
 @main
 struct TransferdMain {
-    static let usage = """
-        usage: transferd COMMAND [options]
+    /// Every command, in the order `transferd --help` lists them: the one place a command is named.
+    static let commands: [Command] = [
+        Command(name: "get", arguments: "URL", summary: "download one URL, resumably") { await GetCommand.run($0) },
+        Command(name: "put", arguments: "PATH URL",
+                summary: "upload a file: streamed PUT, or a multipart/form-data POST with --form") { await PutCommand.run($0) },
+        Command(name: "run", arguments: "[QUEUE]",
+                summary: "run the job queue (default ./queue.d) until nothing is runnable") { await RunCommand.run($0) },
+        Command(name: "status", arguments: "[QUEUE]", summary: "every job's state, progress and last error") { QueueCommands.status($0) },
+        Command(name: "ingest", arguments: "[QUEUE]", summary: "record waiting job files without running them") { QueueCommands.ingest($0) },
+        Command(name: "add", arguments: "URL...", summary: "write a job file into the queue") { QueueCommands.add($0) },
+        Command(name: "validate", arguments: "FILE", summary: "check job files without running them") { QueueCommands.validate($0) },
+        Command(name: "retry", arguments: "ID", summary: "queue a failed job again (--failed: all of them)") { QueueCommands.retry($0) },
+        Command(name: "cancel", arguments: "ID", summary: "cancel a job") { QueueCommands.cancel($0) },
+        Command(name: "pause", arguments: "ID...",
+                summary: "hold jobs until resumed (--all: the whole queue); running ones stop, progress kept") { SteerCommands.pause($0) },
+        Command(name: "resume", arguments: "ID...",
+                summary: "queue held jobs again, from where they stopped (--all: the whole queue)") { SteerCommands.resume($0) },
+        Command(name: "prioritize", arguments: "ID...", summary: "run jobs next (--priority N: set their priority)") {
+            SteerCommands.prioritize($0)
+        },
+        Command(name: "version", arguments: "", summary: "print versions of transferd and its libraries") { _ in
+            Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
+            return .success
+        },
+    ]
 
-        commands:
-          get URL        download one URL, resumably
-          put PATH URL   upload a file: streamed PUT, or a multipart/form-data POST with --form
-          run [QUEUE]    run the job queue (default ./queue.d) until nothing is runnable
-          status [QUEUE] every job's state, progress and last error
-          ingest [QUEUE] record waiting job files without running them
-          add URL...     write a job file into the queue
-          validate FILE  check job files without running them
-          retry ID       queue a failed job again (--failed: all of them)
-          cancel ID      cancel a job
-          pause ID...    hold jobs until resumed (--all: the whole queue); running ones stop, progress kept
-          resume ID...   queue held jobs again, from where they stopped (--all: the whole queue)
-          prioritize ID... run jobs next (--priority N: set their priority)
-          version        print versions of transferd and its libraries
+    /// Other names a command answers to.
+    static let aliases = ["--version": "version"]
 
-        `transferd COMMAND --help` lists a command's options.
+    static var usage: String {
+        let width = commands.map { $0.name.count + 1 + $0.arguments.count }.max() ?? 0
+        let lines = commands.map { command in
+            let head = command.arguments.isEmpty ? command.name : "\(command.name) \(command.arguments)"
+            return "  " + head.padding(toLength: width + 2, withPad: " ", startingAt: 0) + command.summary
+        }
+        return """
+            usage: transferd COMMAND [options]
 
-        Exit codes: 0 done, 1 transfer failed, 2 usage or configuration error (also a queue
-        store that cannot be used: unreachable, refused, no rights, not transferd's),
-        3 verification failed, 4 local file error (e.g. disk full), 5 destination exists,
-        130 interrupted.
+            commands:
+            \(lines.joined(separator: "\n"))
 
-        """
+            `transferd COMMAND --help` lists a command's options.
+
+            Exit codes: 0 done, 1 transfer failed, 2 usage or configuration error (also a queue
+            store that cannot be used: unreachable, refused, no rights, not transferd's),
+            3 verification failed, 4 local file error (e.g. disk full), 5 destination exists,
+            130 interrupted.
+
+            """
+    }
 
     static func main() async {
         #if canImport(Glibc)
@@ -63,42 +96,15 @@ struct TransferdMain {
             exit(ExitCode.usage.rawValue)
         }
         arguments.removeFirst()
+        let name = aliases[command] ?? command
         let code: ExitCode
-        switch command {
-        case "get":
-            code = await GetCommand.run(arguments)
-        case "put":
-            code = await PutCommand.run(arguments)
-        case "run":
-            code = await RunCommand.run(arguments)
-        case "ingest":
-            code = QueueCommands.ingest(arguments)
-        case "status":
-            code = QueueCommands.status(arguments)
-        case "add":
-            code = QueueCommands.add(arguments)
-        case "validate":
-            code = QueueCommands.validate(arguments)
-        case "retry":
-            code = QueueCommands.retry(arguments)
-        case "cancel":
-            code = QueueCommands.cancel(arguments)
-        case "pause":
-            code = SteerCommands.pause(arguments)
-        case "resume":
-            code = SteerCommands.resume(arguments)
-        case "prioritize":
-            code = SteerCommands.prioritize(arguments)
-        case "version", "--version":
-            Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
-            code = .success
-        case "help", "--help", "-h":
+        if let found = commands.first(where: { $0.name == name }) {
+            code = await found.run(arguments)
+        } else if ["help", "--help", "-h"].contains(command) {
             Output.out(usage)
             code = .success
-        default:
-            let commands: Set<String> = ["get", "put", "run", "ingest", "status", "add", "validate", "retry", "cancel", "pause", "resume", "prioritize",
-                                         "version", "help"]
-            let guess = Spelling.closest(to: command, in: commands).map { " (did you mean '\($0)'?)" } ?? ""
+        } else {
+            let guess = Spelling.closest(to: command, in: Set(commands.map(\.name) + ["help"])).map { " (did you mean '\($0)'?)" } ?? ""
             Output.err("transferd: unknown command '\(command)'\(guess)\n\n" + usage)
             code = .usage
         }

@@ -193,7 +193,7 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.job("2")?.state, .cancelled)
             _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
             XCTAssertEqual(try store.cancel("1"), .running)
-            XCTAssertEqual(try store.stopsRequested(among: ["1"]), ["1": .cancel])
+            XCTAssertEqual(try store.steering(among: ["1"]).stops, ["1": .cancel])
             XCTAssertNil(try store.cancel("nope"))
         }
     }
@@ -207,7 +207,7 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.hold("1"), .running)
             XCTAssertEqual(try store.hold("2"), .queued)
             XCTAssertEqual(try store.job("1")?.state, .held)
-            XCTAssertEqual(try store.stopsRequested(among: ["1", "3"]), ["1": .hold])
+            XCTAssertEqual(try store.steering(among: ["1", "3"]).stops, ["1": .hold])
             // Its runner's late writes change nothing: it stays held with its checkpoint.
             XCTAssertFalse(try store.finish("1", state: .failed, error: "stopped", bytes: nil, sha256: nil, at: Date()))
             try store.pause(["1"])
@@ -236,8 +236,8 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.job("2")?.state, .cancelled)
             // A cancel requested of a running job is the other stop a runner learns.
             XCTAssertEqual(try store.cancel("1"), .running)
-            XCTAssertEqual(try store.stopsRequested(among: ["1", "4"]), ["1": .cancel])
-            XCTAssertEqual(try store.stopsRequested(among: []), [:])
+            XCTAssertEqual(try store.steering(among: ["1", "4"]).stops, ["1": .cancel])
+            XCTAssertEqual(try store.steering(among: []), RunSteering())
         }
     }
 
@@ -263,10 +263,14 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertFalse(try store.isQueuePaused())
             try store.setQueuePaused(true)
             XCTAssertTrue(try store.isQueuePaused())
+            // A run learns it in the same read as its stops, with or without jobs of its own.
+            XCTAssertEqual(try store.steering(among: []), RunSteering(queuePaused: true))
+            XCTAssertEqual(try store.steering(among: ["nope"]), RunSteering(queuePaused: true))
             try store.setQueuePaused(true)
             XCTAssertTrue(try store.isQueuePaused())
             try store.setQueuePaused(false)
             XCTAssertFalse(try store.isQueuePaused())
+            XCTAssertFalse(try store.steering(among: []).queuePaused)
         }
     }
 

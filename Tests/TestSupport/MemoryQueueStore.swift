@@ -276,15 +276,15 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func stopsRequested(among ids: [String]) throws -> [String: JobStop] {
+    public func steering(among ids: [String]) throws -> RunSteering {
         locked {
-            var stops: [String: JobStop] = [:]
+            var steering = RunSteering(queuePaused: queuePaused)
             for id in ids {
                 guard let record = records[id] else { continue }
-                if record.state == .held { stops[id] = .hold }
-                if record.state == .running && record.cancelRequested { stops[id] = .cancel }
+                if record.state == .held { steering.stops[id] = .hold }
+                if record.state == .running && record.cancelRequested { steering.stops[id] = .cancel }
             }
-            return stops
+            return steering
         }
     }
 

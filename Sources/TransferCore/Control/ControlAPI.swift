@@ -257,11 +257,7 @@ public final class ControlAPI: Sendable {
 
     /// The whole queue: nothing new starts; the jobs under way are held too unless they may finish.
     private func pauseQueue(finishRunning: Bool) throws -> HTTPResponse {
-        try store.setQueuePaused(true)
-        var stopping = 0
-        if !finishRunning {
-            for job in try store.jobs(in: .running) where try store.hold(job.id) == .running { stopping += 1 }
-        }
+        let stopping = try store.pauseQueue(finishRunning: finishRunning)
         var object = JSONObject()
         object.add("queue_paused", .bool(true))
         object.add("stopping", stopping)
@@ -270,9 +266,7 @@ public final class ControlAPI: Sendable {
 
     /// The whole queue runs again, and every held job is queued again.
     private func resumeQueue() throws -> HTTPResponse {
-        try store.setQueuePaused(false)
-        var resumed = 0
-        for job in try store.jobs(in: .held) where try store.unhold(job.id) == .held { resumed += 1 }
+        let resumed = try store.resumeQueue().resumed
         changed()
         var object = JSONObject()
         object.add("queue_paused", .bool(false))

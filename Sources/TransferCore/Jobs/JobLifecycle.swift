@@ -122,3 +122,17 @@ public enum JobStop: Sendable, Equatable {
     /// checkpoint kept for when it is resumed.
     case hold
 }
+
+/// What people asked of a running queue, as a run reads it twice a second in one store read:
+/// which of its jobs to stop, and whether the whole queue is paused.
+public struct RunSteering: Sendable, Equatable {
+    /// The run's jobs a person asked to stop, and how.
+    public var stops: [String: JobStop]
+    /// Whether the whole queue is paused (`QueueStore.isQueuePaused`).
+    public var queuePaused: Bool
+
+    public init(stops: [String: JobStop] = [:], queuePaused: Bool = false) {
+        self.stops = stops
+        self.queuePaused = queuePaused
+    }
+}

@@ -796,11 +796,12 @@ public final class QueueRunner: @unchecked Sendable {
         lastProgressSave = now
         try store.saveProgress(snapshots)
         try saveHostLimitsIfChanged()
+        let steering = try store.steering(among: Array(active.keys))
         let wasPaused = queuePaused
-        queuePaused = try store.isQueuePaused()
+        queuePaused = steering.queuePaused
         // Resumed: claim at once, not after the scheduler's next look.
         if wasPaused && !queuePaused { scheduler.somethingChanged() }
-        for (id, stop) in try store.stopsRequested(among: Array(active.keys)) {
+        for (id, stop) in steering.stops {
             guard let job = active[id] else { continue }
             switch stop {
             case .cancel: job.cancelledByUser.withLock { $0 = true }

@@ -441,11 +441,13 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     }
 
     /// After a write that ends this worker's hold: a held job the write missed was lost.
+    /// A job a person held in the half second before this worker's `steering` read saw it is
+    /// counted lost too, so this worker leaves it to the others for a lease's length after it is
+    /// resumed. That rare delay is the price of not asking the job's state here, inside the
+    /// caller's transaction, where a failed statement would abort the caller's writes.
     private func release(_ id: String, changed: Int) {
         heldSince[id] = nil
         guard held.removeValue(forKey: id) != nil, changed == 0 else { return }
-        // A job a person held is not lost to another worker: resumed, this worker may take it again.
-        if (try? connection.query("SELECT state FROM transferd_jobs WHERE id = $1", [id]).first?[0]) == JobState.held.rawValue { return }
         lost[id] = Date()
     }
 
@@ -624,7 +626,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 if renewed[id] == epoch { heldSince[id] = sentAt } else { lostNow.insert(id) }
             }
             for id in lostNow { release(id, changed: 0) }
-            // Jobs a person held stop through `stopsRequested`; they are not lost.
+            // Jobs a person held stop through `steering`; they are not lost.
             return lostNow.filter { lost[$0] != nil }
         }
     }
@@ -772,80 +774,83 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func cancel(_ id: String) throws -> JobState? {
+    /// A user's action on one job: locks its row, reads its state and lets `change` write what
+    /// the state allows, in one transaction. Returns the state it had, or nil for an unknown id.
+    private func act(on id: String, _ change: (JobState) throws -> Void) throws -> JobState? {
         try locked {
             try connection.transaction {
                 guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
                     .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
-                let now = String(Date().timeIntervalSince1970)
-                switch state.cancelEffect {
-                case .endsNow:
-                    // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
-                    try connection.execute("""
-                        UPDATE transferd_jobs SET state = 'cancelled', finished_at = $2, worker = NULL, lease_expires = NULL
-                        WHERE id = $1
-                        """, [id, now])
-                case .stopRequested:
-                    try connection.execute("UPDATE transferd_jobs SET cancel_requested = TRUE WHERE id = $1", [id])
-                case .none:
-                    break
-                }
+                try change(state)
                 return state
+            }
+        }
+    }
+
+    public func cancel(_ id: String) throws -> JobState? {
+        try act(on: id) { state in
+            switch state.cancelEffect {
+            case .endsNow:
+                // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
+                try connection.execute("""
+                    UPDATE transferd_jobs SET state = 'cancelled', finished_at = $2, worker = NULL, lease_expires = NULL
+                    WHERE id = $1
+                    """, [id, String(Date().timeIntervalSince1970)])
+            case .stopRequested:
+                try connection.execute("UPDATE transferd_jobs SET cancel_requested = TRUE WHERE id = $1", [id])
+            case .none:
+                break
             }
         }
     }
 
     public func hold(_ id: String) throws -> JobState? {
-        try locked {
-            try connection.transaction {
-                guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
-                    .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
-                // The worker and epoch stay: the runner's last checkpoint, written as it stops, still
-                // passes the fence. Its lease is no longer renewed (only running jobs' are).
-                try connection.execute("""
-                    UPDATE transferd_jobs SET state = 'held', speed = NULL
-                    WHERE id = $1 AND state IN (\(JobTransition.hold.sqlStates))
-                    """, [id])
-                return state
-            }
+        try act(on: id) { _ in
+            // The worker and epoch stay, and its lease is no longer renewed (only running jobs'
+            // are). The runner's worker learns of the hold at its next `steering` read, which drops
+            // the job from what it holds: writes after that (the attempt's last checkpoint too)
+            // are refused, and the checkpoint before serves when the job is resumed.
+            try connection.execute("""
+                UPDATE transferd_jobs SET state = 'held', speed = NULL
+                WHERE id = $1 AND state IN (\(JobTransition.hold.sqlStates))
+                """, [id])
         }
     }
 
     public func unhold(_ id: String) throws -> JobState? {
-        try locked {
-            try connection.transaction {
-                guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
-                    .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
-                try connection.execute("""
-                    UPDATE transferd_jobs SET state = 'queued', next_attempt_at = NULL, worker = NULL, lease_expires = NULL
-                    WHERE id = $1 AND state IN (\(JobTransition.unhold.sqlStates))
-                    """, [id])
-                return state
-            }
+        try act(on: id) { _ in
+            try connection.execute("""
+                UPDATE transferd_jobs SET state = 'queued', next_attempt_at = NULL, worker = NULL, lease_expires = NULL
+                WHERE id = $1 AND state IN (\(JobTransition.unhold.sqlStates))
+                """, [id])
         }
     }
 
-    public func stopsRequested(among ids: [String]) throws -> [String: JobStop] {
-        guard !ids.isEmpty else { return [:] }
-        return try locked {
-            var stops: [String: JobStop] = [:]
+    /// One round trip: the queue's pause setting and the runner's jobs to stop.
+    public func steering(among ids: [String]) throws -> RunSteering {
+        try locked {
+            var steering = RunSteering()
             for row in try connection.query("""
-                SELECT id, state FROM transferd_jobs WHERE id = ANY($1::text[])
+                SELECT 'setting', name, value FROM transferd_settings WHERE name = 'paused'
+                UNION ALL
+                SELECT 'job', id, state FROM transferd_jobs WHERE id = ANY($1::text[])
                     AND (state = 'held' OR (state = 'running' AND cancel_requested))
                 """, [Self.array(ids)]) {
-                guard let id = row[0] else { continue }
-                if row[1] == JobState.held.rawValue {
+                guard let name = row[1] else { continue }
+                if row[0] == "setting" {
+                    steering.queuePaused = row[2] == "1"
+                } else if row[2] == JobState.held.rawValue {
                     // Given up at a person's request, not lost: no lease to renew, and once resumed
                     // this worker may claim it again at once. (The attempt's last checkpoint is
                     // then refused; the one before it serves, as after a kill.)
-                    stops[id] = .hold
-                    held[id] = nil
-                    heldSince[id] = nil
+                    steering.stops[name] = .hold
+                    held[name] = nil
+                    heldSince[name] = nil
                 } else {
-                    stops[id] = .cancel
+                    steering.stops[name] = .cancel
                 }
             }
-            return stops
+            return steering
         }
     }
 

@@ -106,15 +106,16 @@ public protocol QueueStore: AnyObject, Sendable {
     func cancel(_ id: String) throws -> JobState?
     /// Holds a job a person paused (`JobTransition.hold`: queued, waiting, paused or running
     /// become `held`), keeping its attempts and checkpoint; a running one's runner learns it from
-    /// `stopsRequested` and stops it. A held job is never claimed or recovered, only resumed
+    /// `steering` and stops it. A held job is never claimed or recovered, only resumed
     /// (`unhold`) or cancelled. Returns the state it had, or nil for an unknown id.
     func hold(_ id: String) throws -> JobState?
     /// A held job is queued again (`JobTransition.unhold`), its retry time cleared, to go on
     /// from its checkpoint. Returns the state it had, or nil for an unknown id.
     func unhold(_ id: String) throws -> JobState?
-    /// Which of `ids` (the jobs a runner transfers) a person asked to stop, and how: a cancel
-    /// requested of a running job, or the job held.
-    func stopsRequested(among ids: [String]) throws -> [String: JobStop]
+    /// What people asked of a run, in one read (a run asks twice a second): which of `ids` (the
+    /// jobs it transfers) to stop, and how (a cancel requested of a running job, or the job
+    /// held), and whether the whole queue is paused (as `isQueuePaused`).
+    func steering(among ids: [String]) throws -> RunSteering
     /// Sets job `id`'s priority (claims take higher first, then older), whatever its state. The
     /// job as its file gave it (`isSameJob`'s comparison) is unchanged: the file read again is
     /// still the same job. Returns the state it had, or nil for an unknown id.
@@ -168,6 +169,45 @@ public protocol QueueStore: AnyObject, Sendable {
 }
 
 extension QueueStore {
+    /// Runs `body` for every job in `state` (nil: every job) in the order they were added, a page
+    /// at a time: a queue of a million is never held in memory at once. `body` may change the
+    /// job's state; the pages go on by sequence number.
+    public func forEachJob(in state: JobState?, _ body: (JobRecord) throws -> Void) throws {
+        var after: Int64 = 0
+        while true {
+            let page = try jobs(in: state, after: after, limit: 1_000)
+            guard let last = page.last else { return }
+            for job in page { try body(job) }
+            after = last.seq
+        }
+    }
+
+    /// Pauses the whole queue: nothing new starts, and unless `finishRunning` the jobs under way
+    /// are held too (their runners stop them within a second). Returns how many were held.
+    /// What `transferd pause --all` and the control API's POST /v1/pause do.
+    public func pauseQueue(finishRunning: Bool) throws -> Int {
+        try setQueuePaused(true)
+        guard !finishRunning else { return 0 }
+        var stopping = 0
+        try forEachJob(in: .running) { job in
+            if try hold(job.id) == .running { stopping += 1 }
+        }
+        return stopping
+    }
+
+    /// The whole queue runs again and every held job is queued again. Returns whether the queue
+    /// was paused and how many held jobs were queued. What `transferd resume --all` and POST
+    /// /v1/resume do.
+    public func resumeQueue() throws -> (wasPaused: Bool, resumed: Int) {
+        let wasPaused = try isQueuePaused()
+        try setQueuePaused(false)
+        var resumed = 0
+        try forEachJob(in: .held) { job in
+            if try unhold(job.id) == .held { resumed += 1 }
+        }
+        return (wasPaused, resumed)
+    }
+
     /// A priority ahead of every job a run would take now (queued and waiting ones): one above
     /// the highest of theirs, 0 when none waits. What "run it next" sets.
     public func priorityAheadOfWaitingJobs() throws -> Int {

@@ -490,65 +490,63 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func cancel(_ id: String) throws -> JobState? {
+    /// A user's action on one job: reads its state and lets `change` write what the state
+    /// allows, in one transaction. Returns the state it had, or nil for an unknown id.
+    private func act(on id: String, _ change: (JobState) throws -> Void) throws -> JobState? {
         try locked {
             try database.transaction {
                 guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
                     .flatMap(JobState.init(rawValue:)) else { return nil }
-                switch state.cancelEffect {
-                case .endsNow:
-                    // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
-                    try database.query("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
-                                       [.real(Date().timeIntervalSince1970), .text(id)])
-                case .stopRequested:
-                    try database.query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", [.text(id)])
-                case .none:
-                    break
-                }
+                try change(state)
                 return state
+            }
+        }
+    }
+
+    public func cancel(_ id: String) throws -> JobState? {
+        try act(on: id) { state in
+            switch state.cancelEffect {
+            case .endsNow:
+                // A finishing job is complete but not yet renamed: the partial file stays, the job ends here.
+                try database.query("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
+                                   [.real(Date().timeIntervalSince1970), .text(id)])
+            case .stopRequested:
+                try database.query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", [.text(id)])
+            case .none:
+                break
             }
         }
     }
 
     public func hold(_ id: String) throws -> JobState? {
-        try locked {
-            try database.transaction {
-                guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
-                    .flatMap(JobState.init(rawValue:)) else { return nil }
-                try database.query("UPDATE jobs SET state = 'held', speed = NULL WHERE id = ? AND state IN (\(JobTransition.hold.sqlStates))",
-                                   [.text(id)])
-                return state
-            }
+        try act(on: id) { _ in
+            try database.query("UPDATE jobs SET state = 'held', speed = NULL WHERE id = ? AND state IN (\(JobTransition.hold.sqlStates))",
+                               [.text(id)])
         }
     }
 
     public func unhold(_ id: String) throws -> JobState? {
-        try locked {
-            try database.transaction {
-                guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?.first?.string
-                    .flatMap(JobState.init(rawValue:)) else { return nil }
-                try database.query("""
-                    UPDATE jobs SET state = 'queued', next_attempt_at = NULL
-                    WHERE id = ? AND state IN (\(JobTransition.unhold.sqlStates))
-                    """, [.text(id)])
-                return state
-            }
+        try act(on: id) { _ in
+            try database.query("""
+                UPDATE jobs SET state = 'queued', next_attempt_at = NULL
+                WHERE id = ? AND state IN (\(JobTransition.unhold.sqlStates))
+                """, [.text(id)])
         }
     }
 
-    public func stopsRequested(among ids: [String]) throws -> [String: JobStop] {
-        guard !ids.isEmpty else { return [:] }
-        return try locked {
-            var stops: [String: JobStop] = [:]
+    public func steering(among ids: [String]) throws -> RunSteering {
+        try locked {
+            var steering = RunSteering(queuePaused: try isQueuePausedLocked())
+            guard !ids.isEmpty else { return steering }
             let list = JSONObject.serialized(ids.map { .string($0) })
             for row in try database.query("""
                 SELECT id, state FROM jobs WHERE id IN (SELECT value FROM json_each(?))
                     AND (state = 'held' OR (state = 'running' AND cancel_requested = 1))
                 """, [.text(list)]) {
                 guard let id = row[0].string else { continue }
-                stops[id] = row[1].string == JobState.held.rawValue ? .hold : .cancel
+                steering.stops[id] = row[1].string == JobState.held.rawValue ? .hold : .cancel
             }
-            return stops
+            return steering
         }
     }
 
@@ -560,7 +558,11 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     }
 
     public func isQueuePaused() throws -> Bool {
-        try locked { try database.query("SELECT value FROM settings WHERE name = 'paused'").first?.first?.string == "1" }
+        try locked { try isQueuePausedLocked() }
+    }
+
+    private func isQueuePausedLocked() throws -> Bool {
+        try database.query("SELECT value FROM settings WHERE name = 'paused'").first?.first?.string == "1"
     }
 
     public func setQueuePaused(_ paused: Bool) throws {

@@ -24,24 +24,15 @@ enum SteerCommands {
                 throw UsageError("--finish-running goes with --all (it lets the jobs under way finish while the queue is paused)")
             }
             if selection.all {
-                try store.setQueuePaused(true)
-                var stopping = 0
-                if !arguments.has("--finish-running") {
-                    try selection.forEach(in: store, states: [.running]) { job in
-                        if try store.hold(job.id) == .running { stopping += 1 }
-                    }
-                }
+                let finishRunning = arguments.has("--finish-running")
+                let stopping = try store.pauseQueue(finishRunning: finishRunning)
                 Output.out("the queue is paused: no job starts until `transferd resume --all`"
-                           + (arguments.has("--finish-running") ? "; the jobs under way finish\n"
+                           + (finishRunning ? "; the jobs under way finish\n"
                                : stopping > 0 ? "; \(stopping) running job\(stopping == 1 ? "" : "s") stop within a second, progress kept\n" : "\n"))
                 return .success
             }
             if let ids = selection.ids {
-                for id in ids {
-                    let resolved = try JobIDs.resolve(id, in: store)
-                    guard let previous = try store.hold(resolved) else { throw QueueError.unknownJob(id) }
-                    Output.out(Self.holdLine(resolved, previous))
-                }
+                try change(ids, in: store, by: store.hold, saying: holdLine)
                 return .success
             }
             var held = 0, stopping = 0
@@ -64,29 +55,23 @@ enum SteerCommands {
                        summary: "Queues held jobs again; each goes on from where it stopped. --all also lets a paused queue run.") { arguments, store in
             let selection = try JobSelection(arguments, verb: "resume")
             if let ids = selection.ids {
-                for id in ids {
-                    let resolved = try JobIDs.resolve(id, in: store)
-                    guard let previous = try store.unhold(resolved) else { throw QueueError.unknownJob(id) }
-                    Output.out(previous == .held ? "\(resolved): queued again; a run goes on from where it stopped\n"
-                               : "\(resolved) is not held (it is \(previous.rawValue)); nothing changed\n")
-                }
+                try change(ids, in: store, by: store.unhold, saying: unholdLine)
                 if try store.isQueuePaused() {
                     Output.out("the queue itself is paused: nothing starts until `transferd resume --all`\n")
                 }
+                return .success
+            }
+            if selection.all {
+                let (wasPaused, resumed) = try store.resumeQueue()
+                Output.out((wasPaused ? "the queue runs again" : "the queue was not paused")
+                           + "; \(resumed) held job\(resumed == 1 ? "" : "s") queued again\n")
                 return .success
             }
             var resumed = 0
             try selection.forEach(in: store, states: [.held]) { job in
                 if try store.unhold(job.id) == .held { resumed += 1 }
             }
-            if selection.all {
-                let wasPaused = try store.isQueuePaused()
-                try store.setQueuePaused(false)
-                Output.out((wasPaused ? "the queue runs again" : "the queue was not paused")
-                           + "; \(resumed) held job\(resumed == 1 ? "" : "s") queued again\n")
-            } else {
-                Output.out("\(resumed) held job\(resumed == 1 ? "" : "s") queued again\n")
-            }
+            Output.out("\(resumed) held job\(resumed == 1 ? "" : "s") queued again\n")
             return .success
         }
     }
@@ -123,6 +108,23 @@ enum SteerCommands {
             }
             return .success
         }
+    }
+
+    /// Applies `change` (hold or unhold) to each job `ids` name (whole ids or unique prefixes),
+    /// saying for each what it did by the state the job had.
+    private static func change(_ ids: [String], in store: QueueStore, by change: (String) throws -> JobState?,
+                               saying line: (String, JobState) -> String) throws {
+        for typed in ids {
+            let id = try JobIDs.resolve(typed, in: store)
+            guard let previous = try change(id) else { throw QueueError.unknownJob(typed) }
+            Output.out(line(id, previous))
+        }
+    }
+
+    /// What `resume ID` says, by the state the job had.
+    static func unholdLine(_ id: String, _ previous: JobState) -> String {
+        previous == .held ? "\(id): queued again; a run goes on from where it stopped\n"
+            : "\(id) is not held (it is \(previous.rawValue)); nothing changed\n"
     }
 
     /// What `pause ID` says, by the state the job had.
@@ -203,12 +205,8 @@ struct JobSelection: Equatable {
     /// queue of a million is never held in memory at once).
     func forEach(in store: QueueStore, states: [JobState], _ body: (JobRecord) throws -> Void) throws {
         for state in states where self.state == nil || self.state == state {
-            var after: Int64 = 0
-            while true {
-                let page = try store.jobs(in: state, after: after, limit: 1_000)
-                guard let last = page.last else { break }
-                for job in page where matches(job) { try body(job) }
-                after = last.seq
+            try store.forEachJob(in: state) { job in
+                if matches(job) { try body(job) }
             }
         }
     }
@@ -221,12 +219,8 @@ enum JobIDs {
     static func resolve(_ typed: String, in store: QueueStore) throws -> String {
         if try store.job(typed) != nil { return typed }
         var found: [String] = []
-        var after: Int64 = 0
-        while true {
-            let page = try store.jobs(in: nil, after: after, limit: 1_000)
-            guard let last = page.last else { break }
-            found += page.lazy.map(\.id).filter { $0.hasPrefix(typed) }
-            after = last.seq
+        try store.forEachJob(in: nil) { job in
+            if job.id.hasPrefix(typed) { found.append(job.id) }
         }
         return try choose(typed, among: found)
     }
