@@ -267,15 +267,35 @@ final class HostileServerTests: XCTestCase {
     }
 
     func testAResumeAnsweredWithTheWholeFileDoesNotSayResuming() async throws {
-        // A run stopped after 8 MiB; by the next run the file has changed, so the resume's
+        // A run stopped after 1 MiB; by the next run the file has changed, so the resume's
         // If-Range fails and the server sends the whole new file (200). The run starts from
-        // nothing: it must not say it resumes at 8 MiB.
+        // nothing: it must not say it resumes at 1 MiB. With four connections too: each range
+        // asked of the changed file is answered with the whole of it.
         let servers = try TestServers.current()
-        for (name, transport) in Backends.all {
-            let (url, key) = servers.fault("64m.bin", ["stall_after": String(1 << 20), "stall_seconds": "30",
-                                                       "change_after": String(1 << 20), "alt": "64m-v2.bin"])
-            let options = try options(url, transport: name)
-            try await stop(options, with: transport, afterServerSent: 1 << 20, key: key, servers: servers)
+        for (backend, transport) in Backends.all {
+          for connections in [1, 4] {
+            let name = "\(backend), \(connections) connection\(connections == 1 ? "" : "s")"
+            // A path of its own (a link to 64m.bin), whose faults change between the two runs.
+            let path = "resume-\(UUID().uuidString).bin"
+            try FileManager.default.linkItem(atPath: servers.path("64m.bin"), toPath: servers.path(path))
+            defer { try? FileManager.default.removeItem(atPath: servers.path(path)) }
+            let (url, key) = servers.fault(path)
+            defer { servers.reset(key: key) }
+            // The first run is slow (2 MB/s a connection), so that it is stopped part way.
+            try servers.preset("/" + path, ["rate": "2000000"], key: key)
+            var options = try options(url, transport: backend, connections: connections, function: #function + name)
+            options.minSegmentSize = 256 << 10
+            // Stopped once its ranges were asked for (the first exchange, then one per connection).
+            let running = Task { [options] in try await DownloadEngine(transport: transport, options: options).run() }
+            try await waitUntil {
+                let stats = try servers.stats(key: key)
+                return stats.bytes_sent >= 1 << 20 && stats.requests >= (connections == 1 ? 1 : 1 + connections)
+            }
+            try await Task.sleep(nanoseconds: 300_000_000)
+            running.cancel()
+            _ = try? await running.value
+            // Changed: every request, ranged or not, is answered with the whole new file.
+            try servers.preset("/" + path, ["change_after": "0", "alt": "64m-v2.bin"], key: key)
             let kept = (try FileManager.default.attributesOfItem(atPath: options.partPath)[.size] as? NSNumber)?.int64Value ?? 0
             XCTAssertGreaterThan(kept, 0, "\(name): the stopped run kept its bytes")
             let (_, events) = try await run(options, with: transport)
@@ -287,6 +307,24 @@ final class HostileServerTests: XCTestCase {
             XCTAssertTrue(events.contains { if case .restarted = $0 { return true } else { return false } },
                           "\(name): the bytes thrown away are reported")
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m-v2.bin"), name)
+          }
+        }
+    }
+
+    func testAFileThatChangesUnderEveryRequestFailsSayingWhatChanged() async throws {
+        // Every answer names another version: each range of a segmented download finds the
+        // file changed and starts it over. After the restarts allowed the download fails, saying
+        // how often and what changed last; nothing is saved as the file.
+        let servers = try TestServers.current()
+        for (name, transport) in Backends.all {
+            let (url, _) = servers.fault("1m.bin", ["new_version_each": "1"])
+            var options = try options(url, transport: name, connections: 4)
+            options.minSegmentSize = 128 << 10
+            let error = "\(await failure(of: options, with: transport).map { "\($0)" } ?? "none")"
+            XCTAssertTrue(error.contains("started over \(DownloadEngine.maxRestarts + 1) times during the download"), "\(name): \(error)")
+            XCTAssertTrue(error.contains("(last: the remote file changed (ETag"), "\(name): \(error)")
+            XCTAssertTrue(error.contains(", now \""), "\(name): \(error)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: options.destination), name)
         }
     }
 

@@ -122,6 +122,25 @@ final class HookTests: XCTestCase {
         XCTAssertEqual(try servers.stats(key: key).requests, 1)
     }
 
+    /// Whether a notify is sent again is the retry classifier's answer, as for transfers: a 501
+    /// never becomes a 200 (it was tried five times), a 503 may.
+    func testANotifyAnsweredWithAPermanentRefusalIsNotSentAgain() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "hooks-501", sizes: [2000])
+        let (notify, key) = servers.fault("_echo", ["fail": "501", "fail_count": "10"])
+        try fixture.drop("notify.json", jobs: [
+            ["id": "ok", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/ok.bin", "notify": notify.absoluteString],
+        ])
+        let result = try TransferdProcess.run(["run", fixture.queue, "--quiet", "--allow-job-hooks"], directory: fixture.root)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let sent = try XCTUnwrap(try hook(try fixture.store(), "ok")["notify"] as? [String: Any])
+        XCTAssertEqual(sent["status"] as? String, "failed")
+        XCTAssertEqual(sent["error"] as? String, "HTTP 501")
+        XCTAssertEqual(sent["attempts"] as? Int, 1)
+        XCTAssertEqual(try servers.stats(key: key).requests, 1)
+    }
+
     func testAHookCutOffByKillRunsOnTheNextStart() throws {
         let servers = try TestServers.current()
         let fixture = try QueueFixture()

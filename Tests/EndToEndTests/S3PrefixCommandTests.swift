@@ -215,7 +215,8 @@ final class S3PrefixCommandTests: XCTestCase {
 
         let put = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/all/"], directory: fixture.root,
                                            environment: environment)
-        XCTAssertEqual(put.status, 0, put.stderr)
+        // A partial copy: everything else is sent, and the exit code says it is not the whole.
+        XCTAssertEqual(put.status, 1, put.stderr)
         XCTAssertEqual(try keys("all/"), ["all/notes/queue.d/plan.json", "all/out/j.bin", "all/out/video.part"])
         for path in own { XCTAssertTrue(put.stderr.contains("  " + path + "  ("), "\(path) is named:\n" + put.stderr) }
         // The count, then one line per file (the queue's run.lock, done/j.json and the like among them).
@@ -228,9 +229,36 @@ final class S3PrefixCommandTests: XCTestCase {
         let included = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/json/", "--include", "*.json",
                                                  "--include", "*.token", "--include", "*.part*"],
                                                 directory: fixture.root, environment: environment)
-        XCTAssertEqual(included.status, 0, included.stderr)
+        XCTAssertEqual(included.status, 1, included.stderr)
         XCTAssertEqual(try keys("json/"), ["json/notes/queue.d/plan.json", "json/out/video.part"], "the globs do not bring them in")
         XCTAssertTrue(included.stderr.contains("queue.d/.transferd/api.token"), included.stderr)
+
+        // Left out by the user's own globs, nothing is partial: exit 0, and still nothing of transferd's is sent.
+        let excluded = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/ex/", "--quiet", "--exclude", "queue.d/*",
+                                                 "--exclude", "*.part*", "--exclude", "*.transferd-part*"],
+                                                directory: fixture.root, environment: environment)
+        XCTAssertEqual(excluded.status, 0, excluded.stderr)
+        XCTAssertEqual(try keys("ex/"), ["ex/notes/queue.d/plan.json", "ex/out/j.bin"])
+
+        // A queue job uploading a folder that holds partial downloads: the job fails as a partial
+        // copy, and its result names the files left out and the fix; the rest is uploaded.
+        try fixture.drop("up.json", jobs: [["id": "up", "type": "s3-upload", "url": "s3://\(bucket)/queued/", "source": "out"]])
+        let queued = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: environment)
+        XCTAssertEqual(queued.status, 1, queued.stderr)
+        let result = "\(try fixture.results("failed", "up.json"))"
+        XCTAssertTrue(result.contains("the copy is partial"), result)
+        XCTAssertTrue(result.contains("new.iso.transferd-part"), result)
+        XCTAssertTrue(result.contains("exclude"), result)
+        XCTAssertEqual(try keys("queued/"), ["queued/j.bin", "queued/video.part"])
+        // The queue's own root folder (".") is a folder like any other, queue and all left out.
+        try fixture.drop("root.json", jobs: [["id": "root", "type": "s3-upload", "url": "s3://\(bucket)/root/", "source": "."]])
+        let whole = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: environment)
+        XCTAssertEqual(whole.status, 1, whole.stderr)
+        let rootResult = "\(try fixture.results("failed", "root.json"))"
+        XCTAssertTrue(rootResult.contains("the copy is partial"), rootResult)
+        XCTAssertTrue(rootResult.contains("files are transferd"), rootResult)
+        XCTAssertTrue(try keys("root/").contains("root/out/j.bin"))
+        XCTAssertFalse(try keys("root/").contains { $0.contains("queue.d/.transferd") || $0.contains("transferd-part") })
     }
 
     /// A prefix job whose folder holds the queue: a key that would land in

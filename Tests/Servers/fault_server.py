@@ -123,6 +123,7 @@ class FaultPlan:
     big_header: Optional[int] = None  # one header line with a value of this many bytes
     length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
     max_active: Optional[int] = None  # 429 (Retry-After: 1) while this many file responses of the key are under way
+    new_version_each: bool = False  # every answer is another version: its ETag and Last-Modified name the request
 
     @classmethod
     def from_query(cls, path: str, query: dict[str, str]) -> "FaultPlan":
@@ -206,6 +207,7 @@ class FaultPlan:
             big_header=integer("big_header"),
             length_lie=integer("length_lie"),
             max_active=integer("max_active", minimum=1),
+            new_version_each=flag("new_version_each"),
         )
 
 
@@ -286,6 +288,10 @@ class StateRegistry:
     def bytes_sent(self, key: str) -> int:
         with self._lock:
             return self._state(key).bytes_sent
+
+    def requests(self, key: str) -> int:
+        with self._lock:
+            return self._state(key).requests
 
     def enter(self, key: str, limit: int) -> bool:
         """Counts a file response of `key` as under way, unless `limit` already are
@@ -781,6 +787,12 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             return None
         original = ServedFile.from_path(original_path)
 
+        if plan.new_version_each:
+            # A file that changes under every request (a log being written, a file re-uploaded):
+            # the same bytes, but validators no earlier answer had, so no If-Range matches.
+            count = self.server.registry.requests(plan.key)
+            return ServedFile(original.path, original.size, original.etag[:-1] + f'-v{count}"',
+                              original.last_modified + count)
         if plan.change_after is None or plan.alt is None:
             return original
         if self.server.registry.bytes_sent(plan.key) < plan.change_after:

@@ -161,5 +161,10 @@ final class LowSpeedWatchTests: XCTestCase {
         XCTAssertEqual(floor.under(maxRate: 512).bytesPerSecond, 256)
         XCTAssertEqual(floor.under(maxRate: 1 << 20), floor)
         XCTAssertEqual(floor.under(maxRate: nil), floor)
+        // The cap is the download's total; the floor watches each connection, whose share it is.
+        XCTAssertEqual(floor.under(maxRate: 3072, connections: 4).bytesPerSecond, 384)
+        XCTAssertEqual(floor.under(maxRate: 8192, connections: 4), floor)
+        XCTAssertEqual(floor.under(maxRate: 4096, connections: 4).bytesPerSecond, 512)
+        XCTAssertEqual(floor.under(maxRate: 3072, connections: 0), floor)
     }
 }

@@ -155,7 +155,7 @@ final class HookRunner: @unchecked Sendable {
         if let secret { request.setValue(DueHook.signature(body: body, secret: secret), forHTTPHeaderField: "X-Transferd-Signature") }
         var lastError = ""
         for attempt in 1...Self.notifyAttempts {
-            let (status, error) = send(request)
+            let (status, retryAfter, error) = send(request)
             if let status, (200..<300).contains(status) {
                 result.add("status", "sent")
                 result.add("http", status)
@@ -163,14 +163,24 @@ final class HookRunner: @unchecked Sendable {
                 return result
             }
             lastError = status.map { "HTTP \($0)" } ?? error ?? "no answer"
-            // A refusal other than 408 and 429 will not change by asking again.
-            if let status, (400..<500).contains(status), status != 408, status != 429 {
-                result.add("status", "failed")
-                result.add("error", lastError)
-                result.add("attempts", attempt)
-                return result
+            // Whether asking again may help is the one classifier's answer, as for transfers: no
+            // answer, 408, 425, 429 and passing 5xx may; 501, 505, other 4xx and 3xx will not.
+            var wait = notifyBaseDelay * pow(2, Double(attempt - 1))
+            if let status {
+                switch RetryPolicy.Failure.http(status: status, retryAfter: retryAfter).retryability {
+                case .never:
+                    result.add("status", "failed")
+                    result.add("error", lastError)
+                    result.add("attempts", attempt)
+                    return result
+                case .withBackoff(let asked):
+                    // A receiver's Retry-After is kept, up to a minute (a hook holds a run's end).
+                    if let asked { wait = max(wait, min(asked.delay(from: Date()), 60)) }
+                case .immediately:
+                    break
+                }
             }
-            if attempt < Self.notifyAttempts { Thread.sleep(forTimeInterval: notifyBaseDelay * pow(2, Double(attempt - 1))) }
+            if attempt < Self.notifyAttempts { Thread.sleep(forTimeInterval: wait) }
         }
         result.add("status", "failed")
         result.add("error", Redaction.message(lastError))
@@ -180,7 +190,7 @@ final class HookRunner: @unchecked Sendable {
 
     /// One POST: the status once its head arrives (the body is not read: a receiver that sends an
     /// endless one costs nothing), or why there was none, within 30 s in all.
-    private func send(_ request: URLRequest) -> (Int?, String?) {
+    private func send(_ request: URLRequest) -> (status: Int?, retryAfter: RetryAfter?, error: String?) {
         let reader = StatusOnly()
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 15
@@ -190,7 +200,7 @@ final class HookRunner: @unchecked Sendable {
         session.dataTask(with: request).resume()
         reader.done.wait()
         let answer = reader.answer.current
-        return (answer.status, answer.error)
+        return (answer.status, answer.retryAfter, answer.error)
     }
 }
 
@@ -198,12 +208,16 @@ final class HookRunner: @unchecked Sendable {
 // @unchecked: `answer` is a lock; `done` is signalled once, which `answer` decides.
 private final class StatusOnly: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
-    /// The status, the error without one, and whether `done` was signalled.
-    let answer = Locked<(status: Int?, error: String?, signalled: Bool)>((nil, nil, false))
+    /// The status with its Retry-After, the error without one, and whether `done` was signalled.
+    let answer = Locked<(status: Int?, retryAfter: RetryAfter?, error: String?, signalled: Bool)>((nil, nil, nil, false))
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        answer.withLock { $0.status = (response as? HTTPURLResponse)?.statusCode }
+        let http = response as? HTTPURLResponse
+        answer.withLock { answer in
+            answer.status = http?.statusCode
+            answer.retryAfter = (http?.value(forHTTPHeaderField: "Retry-After")).flatMap(RetryAfter.init(header:))
+        }
         completionHandler(.cancel)
         // FoundationNetworking ignores that disposition and reads the body on, to its end or to the
         // 30 s resource timeout (an endless one to the timeout): the status answers now, and the task

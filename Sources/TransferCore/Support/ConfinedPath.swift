@@ -26,6 +26,8 @@ enum ConfinedPath {
         let rootPath = PathNormalization.normalize(root)
         let full = PathNormalization.normalize(path)
         let prefix = rootPath == "/" ? "/" : rootPath + "/"
+        // The root itself (a job's "source": "." uploads the whole folder) is inside it.
+        if full == rootPath { return }
         guard PathNormalization.hasBytePrefix(full, prefix) else {
             throw Escape(path: path, link: path, root: rootPath)
         }

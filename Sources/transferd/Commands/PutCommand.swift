@@ -146,7 +146,11 @@ enum PutCommand {
                     if result.skippedAsDone > 0 { text += ", \(result.skippedAsDone) done in an earlier run" }
                     if !result.leftOut.isEmpty { text += ", \(result.leftOut.count) of transferd's own left out" }
                     Output.err(text + "\n")
-                    if !result.leftOut.isEmpty { Output.err(leftOutText(result.leftOut, folder: path)) }
+                }
+                // Said even with --quiet: the copy is partial, and the exit code says so (1).
+                guard result.leftOut.isEmpty else {
+                    Output.err(leftOutText(result.leftOut, folder: path))
+                    return .transferFailed
                 }
                 return .success
             } catch is CancellationError {
@@ -167,7 +171,8 @@ enum PutCommand {
     static func leftOutText(_ leftOut: [S3DirectoryUpload.LeftOut], folder: String, shown: Int = 20) -> String {
         var text = "\(folder): left out \(leftOut.count) file\(leftOut.count == 1 ? "" : "s") transferd keeps for itself"
             + " (queue state, job files, API token, partial downloads); they are never uploaded, whatever --include says."
-            + " To upload one, copy it out of the folder under another name:\n"
+            + " The copy is partial (exit 1): leave them out with --exclude to upload the rest without this,"
+            + " or copy one out of the folder under another name to upload it:\n"
         for item in leftOut.prefix(shown) { text += "  \(item.path)  (\(item.reason))\n" }
         if leftOut.count > shown { text += "  ... and \(leftOut.count - shown) more\n" }
         return text

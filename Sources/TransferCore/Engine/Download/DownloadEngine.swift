@@ -331,27 +331,29 @@ public final class DownloadEngine: @unchecked Sendable {
             }
         }
         let pending = state.plan.segments.indices.filter { !state.segment($0).isComplete }
+        // The download starts (and says "resuming") once the server has agreed to a range: one
+        // that sends the whole file instead starts from zero, and says so.
+        let announced = Locked(false)
+        let announce: @Sendable (Int64) -> Void = { [onEvent] from in
+            guard announced.withLock({ done in defer { done = true }; return !done }) else { return }
+            onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: from,
+                             segments: max(1, state.plan.segments.filter { !$0.isComplete }.count)))
+        }
+        if resumedFrom == 0 { announce(0) }
+        // From what is on disk once a server agreed (after an in-place start-over, nothing).
+        let accepted: @Sendable () -> Void = { announce(state.plan.bytesWritten) }
         if pending.count == 1 && !state.plan.isSegmented {
-            // One stream: no child task needed. It starts (and says "resuming") once the server
-            // has agreed: one that sends the whole file instead starts from zero.
-            let announced = Locked(false)
-            let announce: @Sendable () -> Void = { [onEvent] in
-                guard announced.withLock({ done in defer { done = true }; return !done }) else { return }
-                onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: state.plan.bytesWritten, segments: 1))
-            }
-            if resumedFrom == 0 { announce() }
-            try await fetchSegment(pending[0], state: state, onAccepted: announce)
+            // One stream: no child task needed.
+            try await fetchSegment(pending[0], state: state, onAccepted: accepted)
             return
         }
-        onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: resumedFrom,
-                         segments: state.plan.segments.filter { !$0.isComplete }.count))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in pending {
                 group.addTask {
                     // A connection that finishes early takes half of another's remainder.
                     var current: Int? = index
                     while let segment = current {
-                        try await self.fetchSegment(segment, state: state)
+                        try await self.fetchSegment(segment, state: state, onAccepted: accepted)
                         current = try await self.work(forIdleConnectionOf: state)
                     }
                 }
@@ -436,7 +438,9 @@ public final class DownloadEngine: @unchecked Sendable {
                                     requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
             sink.onAccepted = onAccepted
             // The job's own cap pauses the transfer below the floor's reach (`LowSpeedLimit.under`).
-            sink.lowSpeed = options.lowSpeed.map { LowSpeedWatch(limit: $0.under(maxRate: options.maxRate), now: DownloadSink.seconds()) }
+            sink.lowSpeed = options.lowSpeed.map {
+                LowSpeedWatch(limit: $0.under(maxRate: options.maxRate, connections: options.connections), now: DownloadSink.seconds())
+            }
             sink.onRestartInPlace = { [onEvent] reason in onEvent(.restarted(reason: reason)) }
             do {
                 do {

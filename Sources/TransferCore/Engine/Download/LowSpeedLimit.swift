@@ -17,11 +17,15 @@ public struct LowSpeedLimit: Sendable, Equatable {
         self.seconds = seconds
     }
 
-    /// The floor for a download capped at `maxRate`: a cap at or under the floor would trip it
-    /// by itself, so the floor is then half the cap.
-    public func under(maxRate: Int64?) -> LowSpeedLimit {
-        guard let maxRate, maxRate <= bytesPerSecond else { return self }
-        return LowSpeedLimit(bytesPerSecond: max(1, maxRate / 2), seconds: seconds)
+    /// The floor for each of a download's `connections` when the download is capped at
+    /// `maxRate` in all: the floor watches one connection, and the cap is shared by them all, so
+    /// a connection's share at or under the floor would trip it by itself. The floor is then
+    /// half that share.
+    public func under(maxRate: Int64?, connections: Int = 1) -> LowSpeedLimit {
+        guard let maxRate else { return self }
+        let share = maxRate / Int64(max(1, connections))
+        guard share <= bytesPerSecond else { return self }
+        return LowSpeedLimit(bytesPerSecond: max(1, share / 2), seconds: seconds)
     }
 
     /// What `--speed-limit` and `--speed-time` say of it.

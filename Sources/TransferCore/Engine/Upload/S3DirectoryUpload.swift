@@ -55,6 +55,19 @@ public final class S3DirectoryUpload: @unchecked Sendable {
         public var unchanged: Int
         /// Files the globs took that are transferd's own (`OwnFiles`), never sent: path below the folder and why.
         public var leftOut: [LeftOut]
+
+        /// What an upload that left files out says of it (nil when none was): a partial copy is
+        /// no success, as a prefix download that refused keys is not (`S3PrefixResult.partialCopy`).
+        /// The count, the first paths with why, and how to upload the rest without the failure.
+        public var partialCopy: String? {
+            guard !leftOut.isEmpty else { return nil }
+            let shown = leftOut.prefix(3).map { "\($0.path): \($0.reason)" }
+            let more = leftOut.count > shown.count ? "; and \(leftOut.count - shown.count) more" : ""
+            return "the copy is partial: \(leftOut.count) file\(leftOut.count == 1 ? " is" : "s are") transferd's own "
+                + "(queue state, job files, API token, partial downloads) and never uploaded (\(shown.joined(separator: "; "))\(more)); "
+                + "\(files) file\(files == 1 ? "" : "s") uploaded. Leave them out with an exclude pattern "
+                + "(--exclude, or the job's \"exclude\"), or upload a folder that does not hold them"
+        }
     }
 
     public struct LeftOut: Sendable, Equatable {

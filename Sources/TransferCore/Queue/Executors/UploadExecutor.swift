@@ -53,6 +53,7 @@ struct UploadExecutor: JobExecutor {
                                                              filter: S3PrefixPlan.Filter(include: spec.include ?? [],
                                                                                          exclude: spec.exclude ?? []),
                                                              skipUnchanged: spec.skipUnchanged ?? false, store: state).run()
+                    if let partial = result.partialCopy { return .failed(partial) }
                     return .completed(size: result.bytes)
                 }
                 var uploadOptions = S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
