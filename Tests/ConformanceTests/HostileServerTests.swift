@@ -118,6 +118,20 @@ final class HostileServerTests: XCTestCase {
             let second = DownloadOptions(url: huge, destination: folder + "/huge.bin", retry: quickRetry, idleTimeout: 10)
             let refused = await failure(of: second, with: transport)
             XCTAssertTrue("\(refused.map { "\($0)" } ?? "none")".contains("No space left"), "\(name): \(String(describing: refused))")
+
+            // Four connections stopped early: the space between their bytes is given back too.
+            let file = "reserve-\(UUID().uuidString).bin"
+            try Data(count: 12 << 20).write(to: URL(fileURLWithPath: servers.path(file)))
+            defer { try? FileManager.default.removeItem(atPath: servers.path(file)) }
+            let (segmented, segmentedKey) = servers.fault(file, ["rate": "1000000"])
+            var four = DownloadOptions(url: segmented, destination: folder + "/four.bin", connections: 4, retry: quickRetry,
+                                       idleTimeout: 10)
+            four.minSegmentSize = 256 << 10
+            try await stop(four, with: transport, afterServerSent: 1 << 20, key: segmentedKey, servers: servers)
+            let sent = try servers.stats(key: segmentedKey).bytes_sent
+            XCTAssertEqual(stat(four.partPath, &info), 0, "\(name): the partial file is kept")
+            XCTAssertLessThanOrEqual(Int64(info.st_blocks) * 512, sent + (256 << 10),
+                                     "\(name): \(Int64(info.st_blocks) * 512) bytes held after \(sent) were sent")
         }
     }
 

@@ -38,16 +38,22 @@ enum Preallocation {
         return false
     }
 
-    /// Gives back the blocks reserved past the file's end (a download that failed short of
-    /// the size it was promised): a later job must not run out of disk for them.
-    static func release(fd: Int32) {
+    /// Gives back the blocks reserved and not written (a download that failed short of the
+    /// size it was promised): those past the file's end, and `unwritten` ranges inside it (the
+    /// gaps a segmented download leaves between its connections' bytes). A later job must not
+    /// run out of disk for them.
+    static func release(fd: Int32, unwritten: [Range<Int64>] = []) {
         #if os(Linux)
         var info = stat()
         guard fstat(fd, &info) == 0 else { return }
+        let size = Int64(info.st_size)
+        // FALLOC_FL_PUNCH_HOLE (2) | FALLOC_FL_KEEP_SIZE (1): the blocks go, the length stays.
+        for gap in unwritten where gap.lowerBound < size && !gap.isEmpty {
+            _ = linuxFallocate(fd, 3, off_t(gap.lowerBound), off_t(min(gap.upperBound, size) - gap.lowerBound))
+        }
         let allocated = Int64(info.st_blocks) * 512
-        guard allocated > Int64(info.st_size) else { return }
-        // FALLOC_FL_PUNCH_HOLE (2) | FALLOC_FL_KEEP_SIZE (1), from the end of the data on.
-        _ = linuxFallocate(fd, 3, off_t(info.st_size), off_t(allocated))
+        guard allocated > size else { return }
+        _ = linuxFallocate(fd, 3, off_t(size), off_t(allocated))
         #endif
     }
 }

@@ -311,11 +311,17 @@ final class DownloadState: @unchecked Sendable {
         }
     }
 
-    /// Gives back space reserved past what was written (the download stops short of its size).
+    /// Gives back space reserved and not written (the download stops short of its size): past
+    /// the file's end, and between segments. Called once the writers are drained, so each
+    /// segment's `written` is all there is of it (bytes past it would be fetched again anyway).
     func releaseReservation() {
         fields.withLock {
             guard $0.reserved > 0 else { return }
-            Preallocation.release(fd: fd)
+            let gaps = $0.plan.segments.compactMap { segment -> Range<Int64>? in
+                guard let end = segment.end, segment.start + segment.written < end else { return nil }
+                return (segment.start + segment.written)..<end
+            }
+            Preallocation.release(fd: fd, unwritten: gaps)
             $0.reserved = 0
         }
     }
