@@ -33,6 +33,10 @@ struct TransferdMain {
         Command(name: "prioritize", arguments: "ID...", summary: "run jobs next (--priority N: set their priority)") {
             SteerCommands.prioritize($0)
         },
+        Command(name: "limit", arguments: "[RATE]",
+                summary: "show or set the queue's bandwidth limit (UP:DOWN, off, a timetable), running runs too") {
+            SteerCommands.limit($0)
+        },
         Command(name: "version", arguments: "", summary: "print versions of transferd and its libraries") { _ in
             Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
             return .success

@@ -264,13 +264,29 @@ final class QueueStoreContractTests: XCTestCase {
             try store.setQueuePaused(true)
             XCTAssertTrue(try store.isQueuePaused())
             // A run learns it in the same read as its stops, with or without jobs of its own.
-            XCTAssertEqual(try store.steering(among: []), RunSteering(queuePaused: true))
-            XCTAssertEqual(try store.steering(among: ["nope"]), RunSteering(queuePaused: true))
+            XCTAssertEqual(try store.steering(among: []), RunSteering(settings: QueueSettings(paused: true)))
+            XCTAssertEqual(try store.steering(among: ["nope"]), RunSteering(settings: QueueSettings(paused: true)))
             try store.setQueuePaused(true)
             XCTAssertTrue(try store.isQueuePaused())
             try store.setQueuePaused(false)
             XCTAssertFalse(try store.isQueuePaused())
-            XCTAssertFalse(try store.steering(among: []).queuePaused)
+            XCTAssertFalse(try store.steering(among: []).settings.paused)
+        }
+    }
+
+    func testSettingsAreKeptForEveryRunAndClearedToTheirDefault() throws {
+        try forEachStore { store in
+            XCTAssertEqual(try store.settings(), QueueSettings())
+            try store.setSetting(.rateLimit, to: "08:00,512K 19:00,off")
+            try store.setQueuePaused(true)
+            XCTAssertEqual(try store.settings(), QueueSettings(paused: true, rateLimit: "08:00,512K 19:00,off"))
+            // A run reads them with its stops.
+            XCTAssertEqual(try store.steering(among: ["nope"]).settings, try store.settings())
+            try store.setSetting(.rateLimit, to: "1M:off")
+            XCTAssertEqual(try store.settings().rateLimit, "1M:off")
+            try store.setSetting(.rateLimit, to: nil)
+            try store.setQueuePaused(false)
+            XCTAssertEqual(try store.settings(), QueueSettings())
         }
     }
 

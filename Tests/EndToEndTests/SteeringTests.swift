@@ -169,4 +169,43 @@ final class SteeringTests: XCTestCase {
         XCTAssertEqual(typo.status, 2)
         XCTAssertTrue(typo.stderr.contains("did you mean 'pause'?"), typo.stderr)
     }
+
+    /// `transferd limit` changes a running run's bandwidth within a second, and outlives runs.
+    func testALimitSetWhileRunningIsKeptWithinASecond() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let file = try Fixtures.makeFiles(in: servers, folder: "steer-limit", sizes: [8 << 20])[0]
+        try fixture.drop("jobs.json", jobs: [["id": "big", "url": servers.http.appendingPathComponent(file).absoluteString,
+                                              "dest": "out/big.bin"]])
+        // 256 KiB/s: 8 MiB would take 32 s. Lifted after a second, the rest comes at once.
+        let run = try fixture.start(["--limit-rate", "256K"])
+        let part = "\(fixture.root)/out/big.bin.transferd-part"
+        XCTAssertTrue(eventually(30) { size(part) > 0 }, "the download started")
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertLessThan(size(part), 2 << 20, "the run's own --limit-rate holds before the change")
+        let lifted = try TransferdProcess.run(["limit", "off", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(lifted.status, 0, lifted.stderr)
+        XCTAssertTrue(lifted.stdout.contains("limit: unlimited, for every run of this queue"), lifted.stdout)
+        let changedAt = Date()
+        let ended = run.wait()
+        XCTAssertEqual(ended.status, 0, ended.stderr)
+        let took = Date().timeIntervalSince(changedAt)
+        print("steering: 8 MiB at 256 KiB/s, limit lifted after 1 s: the run ended \(String(format: "%.2f", took)) s after the change")
+        XCTAssertLessThan(took, 15, "the lifted limit reached the running download")
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/big.bin"), try servers.sha256(of: file))
+
+        // Set in the store, it holds for the next run without a flag, and status says so.
+        let set = try TransferdProcess.run(["limit", "512K:off", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(set.status, 0, set.stderr)
+        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertTrue(status.stdout.contains("limit: uploads 512 KiB/s, downloads unlimited"), status.stdout)
+        let cleared = try TransferdProcess.run(["limit", "--clear", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(cleared.status, 0, cleared.stderr)
+        let after = try TransferdProcess.run(["limit", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertTrue(after.stdout.contains("no queue-wide limit"), after.stdout)
+        let wrong = try TransferdProcess.run(["limit", "fast", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertTrue(wrong.stderr.contains("'fast' is not a rate"), wrong.stderr)
+    }
+
 }

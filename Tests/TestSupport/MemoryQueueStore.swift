@@ -14,7 +14,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     private var nextSeq: Int64 = 1
     private var ingestedContent: Set<String> = []
     private var limits: [HostLimitInfo] = []
-    private var queuePaused = false
+    private var settingValues: [String: String] = [:]
     /// Each job as its file gave it, for telling the same job from another when a file is read again.
     private var ingestedSpecs: [String: String] = [:]
 
@@ -278,7 +278,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
 
     public func steering(among ids: [String]) throws -> RunSteering {
         locked {
-            var steering = RunSteering(queuePaused: queuePaused)
+            var steering = RunSteering(settings: QueueSettings(values: settingValues))
             for id in ids {
                 guard let record = records[id] else { continue }
                 if record.state == .held { steering.stops[id] = .hold }
@@ -296,9 +296,9 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func isQueuePaused() throws -> Bool { locked { queuePaused } }
+    public func settings() throws -> QueueSettings { locked { QueueSettings(values: settingValues) } }
 
-    public func setQueuePaused(_ paused: Bool) throws { locked { queuePaused = paused } }
+    public func setSetting(_ key: QueueSettings.Key, to value: String?) throws { locked { settingValues[key.rawValue] = value } }
 
     // MARK: Checkpoints and hooks
 

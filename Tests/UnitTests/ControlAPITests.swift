@@ -47,7 +47,8 @@ final class ControlAPITests: XCTestCase {
     func testEveryEndpointButThePageAndMetricsNeedsTheToken() {
         for (method, path) in [("GET", "/v1/jobs"), ("GET", "/v1/jobs/x"), ("POST", "/v1/jobs"), ("POST", "/v1/jobs/x/cancel"),
                                ("POST", "/v1/jobs/x/retry"), ("POST", "/v1/jobs/x/pause"), ("POST", "/v1/jobs/x/resume"),
-                               ("POST", "/v1/pause"), ("POST", "/v1/resume"), ("GET", "/v1/summary"), ("GET", "/v1/events")] {
+                               ("POST", "/v1/pause"), ("POST", "/v1/resume"), ("GET", "/v1/limit"), ("POST", "/v1/limit"),
+                               ("GET", "/v1/summary"), ("GET", "/v1/events")] {
             let missing = call(method, path, headers: [:])
             XCTAssertEqual(missing.status, 401, path)
             XCTAssertEqual(missing.response.header("WWW-Authenticate"), "Bearer")
@@ -206,6 +207,29 @@ final class ControlAPITests: XCTestCase {
         XCTAssertEqual(try store.job("p1")?.state, .queued)
         XCTAssertEqual(call("GET", "/v1/summary").json["queue_paused"] as? Bool, false)
         XCTAssertEqual(call("GET", "/v1/pause").status, 405)
+    }
+
+    func testTheQueuesLimitIsReadSetAndCleared() throws {
+        let none = call("GET", "/v1/limit")
+        XCTAssertEqual(none.status, 200)
+        XCTAssertTrue(none.json["rate_limit"] is NSNull)
+        let set = call("POST", "/v1/limit", query: ["rate": "1M:off"])
+        XCTAssertEqual(set.status, 200)
+        XCTAssertEqual(set.json["rate_limit"] as? String, "1M:off")
+        XCTAssertEqual(set.json["now"] as? String, "uploads 1 MiB/s, downloads unlimited")
+        XCTAssertEqual(try store.settings().rateLimit, "1M:off")
+        XCTAssertEqual(call("GET", "/v1/summary").json["rate_limit"] as? String, "1M:off")
+        let timetable = call("POST", "/v1/limit", query: ["rate": "19:00,off 08:00,512K"])
+        XCTAssertEqual(timetable.json["rate_limit"] as? String, "08:00,512K 19:00,off")
+        XCTAssertEqual(timetable.json["timetable"] as? Bool, true)
+        let wrong = call("POST", "/v1/limit", query: ["rate": "fast"])
+        XCTAssertEqual(wrong.status, 400)
+        XCTAssertTrue((wrong.json["error"] as? String ?? "").contains("'fast' is not a rate"), "\(wrong.json)")
+        XCTAssertEqual(try store.settings().rateLimit, "08:00,512K 19:00,off", "a mistake changes nothing")
+        XCTAssertEqual(call("POST", "/v1/limit").status, 400)
+        XCTAssertEqual(call("POST", "/v1/limit", query: ["clear": "1"]).status, 200)
+        XCTAssertNil(try store.settings().rateLimit)
+        XCTAssertEqual(call("DELETE", "/v1/limit").status, 405)
     }
 
     func testAJobMovesAheadOrTakesAGivenPriority() throws {

@@ -18,6 +18,8 @@ final class ControlPlaneValuesTests: XCTestCase {
         XCTAssertEqual(try APIRoute.match(method: "POST", path: "/v1/pause").get(), .pauseQueue)
         XCTAssertEqual(try APIRoute.match(method: "POST", path: "/v1/jobs/x/priority").get(), .prioritize("x"))
         XCTAssertEqual(try APIRoute.match(method: "POST", path: "/v1/resume").get(), .resumeQueue)
+        XCTAssertEqual(try APIRoute.match(method: "GET", path: "/v1/limit").get(), .limit)
+        XCTAssertEqual(try APIRoute.match(method: "POST", path: "/v1/limit").get(), .setLimit)
         XCTAssertEqual(try APIRoute.match(method: "GET", path: "/v1/events").get(), .events)
         XCTAssertEqual(try APIRoute.match(method: "GET", path: "/metrics").get(), .metrics)
         XCTAssertEqual(APIRoute.match(method: "GET", path: "/v1/jobs/x/cancel"), .failure(.methodNotAllowed(allowed: ["POST"])))

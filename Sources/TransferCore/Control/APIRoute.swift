@@ -18,6 +18,9 @@ enum APIRoute: Sendable, Equatable {
     /// The whole queue paused or resumed.
     case pauseQueue
     case resumeQueue
+    /// The queue's bandwidth limit (`transferd limit`), read or set.
+    case limit
+    case setLimit
     case summary
     case events
 
@@ -54,6 +57,7 @@ enum APIRoute: Sendable, Equatable {
         case ["v1", "events"]: candidates = [("GET", .events)]
         case ["v1", "pause"]: candidates = [("POST", .pauseQueue)]
         case ["v1", "resume"]: candidates = [("POST", .resumeQueue)]
+        case ["v1", "limit"]: candidates = [("GET", .limit), ("POST", .setLimit)]
         case let parts where parts.count == 3 && parts[0] == "v1" && parts[1] == "jobs" && !parts[2].isEmpty:
             candidates = [("GET", .job(parts[2]))]
         case let parts where parts.count == 4 && parts[0] == "v1" && parts[1] == "jobs" && !parts[2].isEmpty:

@@ -72,6 +72,8 @@ public final class ControlAPI: Sendable {
             case .prioritize(let id): return try prioritize(id, value: request.query["value"])
             case .pauseQueue: return try pauseQueue(finishRunning: request.query["finish_running"] == "1")
             case .resumeQueue: return try resumeQueue()
+            case .limit: return try limit()
+            case .setLimit: return try setLimit(request.query["rate"], clear: request.query["clear"] == "1")
             case .summary: return try summary()
             case .events:
                 let stream = EventStream(journal: monitor.journal,
@@ -274,6 +276,36 @@ public final class ControlAPI: Sendable {
         return .json(200, object)
     }
 
+    /// The queue's limit as stored (`rate_limit`, null when none is set) and what it keeps now.
+    private func limit() throws -> HTTPResponse {
+        .json(200, Self.limitObject(try store.settings().rateLimit))
+    }
+
+    /// `?rate=TEXT` sets the limit for every run of the queue (a rate, `UP:DOWN`, `off` or a
+    /// timetable, as `transferd limit` takes it); `?clear=1` drops it.
+    private func setLimit(_ rate: String?, clear: Bool) throws -> HTTPResponse {
+        if clear {
+            guard rate == nil else { return .error(400, "give rate=LIMIT or clear=1, not both") }
+            try store.setSetting(.rateLimit, to: nil)
+            return .json(200, Self.limitObject(nil))
+        }
+        guard let rate else { return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off) or clear=1") }
+        let schedule: RateSchedule
+        do { schedule = try RateSchedule.parse(rate) } catch { return .error(400, "\(error)") }
+        try store.setSetting(.rateLimit, to: schedule.text)
+        changed()
+        return .json(200, Self.limitObject(schedule.text))
+    }
+
+    static func limitObject(_ text: String?, now: Date = Date()) -> JSONObject {
+        var object = JSONObject()
+        let schedule = text.flatMap { try? RateSchedule.parse($0) }
+        object.add("rate_limit", schedule.map { .string($0.text) } ?? .null)
+        object.add("timetable", .bool(schedule?.isTimetable ?? false))
+        object.add("now", schedule.map { .string($0.limit(at: now).described) } ?? .null)
+        return object
+    }
+
     private func retry(_ id: String) throws -> HTTPResponse {
         guard let record = try store.job(id) else { return Self.unknown(id) }
         guard try store.requeue(id: id) > 0 else {
@@ -300,7 +332,9 @@ public final class ControlAPI: Sendable {
         var jobs = JSONObject()
         for state in JobState.allCases { jobs.add(state.rawValue, counts[state] ?? 0) }
         object.add("jobs", .object(jobs))
-        object.add("queue_paused", .bool(try store.isQueuePaused()))
+        let settings = try store.settings()
+        object.add("queue_paused", .bool(settings.paused))
+        object.add("rate_limit", settings.rateLimit.map { .string($0) } ?? .null)
         object.add("run", .object(monitor.totals))
         object.add("hosts", .array(hosts().sorted { $0.host < $1.host }.map { use in
             var item = JSONObject()

@@ -1,45 +1,82 @@
 import Foundation
 
-/// A token bucket shared by every transfer of a run (`--limit-rate`): the
-/// total receive rate stays at the cap however many transfers are active.
-/// Writers call `consume` before using bytes and sleep when ahead of the rate.
-// @unchecked: `tokens`, `last`, the rate and the burst change only under `lock`.
+/// A token bucket: a transfer's own cap (`--limit-rate` of `get`, a job's `limit_rate`), or a
+/// run's, shared by every transfer it runs (`RunBandwidth`). Takers call `take` (and pause
+/// their transfer) or `consume` (and sleep) before using bytes. A run's buckets change while
+/// transfers hold them: a bucket may be unlimited (no rate), or lend its takers to another
+/// bucket (`RunBandwidth`'s one bucket for both directions).
+// @unchecked: `tokens`, `last`, the rate, the burst and the link change only under `lock`.
 public final class BandwidthLimiter: @unchecked Sendable {
-    private var rate: Double
+    private var rate: Double?
     private var burst: Double
     private var tokens: Double
     private var last: DispatchTime
+    /// When set, takers take from this bucket instead (set by `RunBandwidth` only).
+    private var lender: BandwidthLimiter?
     private let lock = NSLock()
 
     public init(bytesPerSecond: Int64) {
-        rate = Double(bytesPerSecond)
+        rate = Double(max(1, bytesPerSecond))
         burst = max(Double(bytesPerSecond) / 10, 64 * 1024)
         tokens = burst
         last = .now()
     }
 
-    public var bytesPerSecond: Double {
-        lock.lock()
-        defer { lock.unlock() }
-        return rate
+    /// A bucket without a rate: nothing waits until `setRate` gives it one.
+    public init() {
+        rate = nil
+        burst = 64 * 1024
+        tokens = burst
+        last = .now()
     }
 
-    /// Changes the rate from now on (a fleet's share of `--limit-rate` as workers come and go).
-    public func setRate(_ bytesPerSecond: Int64) {
+    /// The rate in bytes per second; nil when unlimited.
+    public var bytesPerSecond: Double? {
         lock.lock()
+        defer { lock.unlock() }
+        return lender?.bytesPerSecond ?? rate
+    }
+
+    /// Changes the rate from now on (nil: unlimited). A fleet's share of `--limit-rate` as
+    /// workers come and go, or a person's `transferd limit` while the run goes on.
+    public func setRate(_ bytesPerSecond: Int64?) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let bytesPerSecond else {
+            rate = nil
+            return
+        }
+        let wasUnlimited = rate == nil
         rate = Double(max(1, bytesPerSecond))
-        burst = max(rate / 10, 64 * 1024)
-        tokens = min(tokens, burst)
+        burst = max(rate! / 10, 64 * 1024)
+        // A bucket that starts limiting now starts with a burst's worth, not what it saved up.
+        tokens = wasUnlimited ? burst : min(tokens, burst)
+        if wasUnlimited { last = .now() }
+    }
+
+    /// Lends this bucket's takers to `other` (nil: they take from this one again).
+    func lend(to other: BandwidthLimiter?) {
+        lock.lock()
+        lender = other
         lock.unlock()
     }
 
     /// Takes `count` bytes from the bucket at once and returns how long the taker should
-    /// wait before taking more (0 when the bucket still holds tokens): for a caller that must
-    /// not sleep (a libcurl callback on the thread of every transfer) and pauses instead.
+    /// wait before taking more (0 when the bucket still holds tokens, or has no rate): for a
+    /// caller that must not sleep (a libcurl callback on the thread of every transfer) and
+    /// pauses instead.
     public func take(_ count: Int) -> TimeInterval {
         lock.lock()
+        if let lender {
+            lock.unlock()
+            return lender.take(count)
+        }
         defer { lock.unlock() }
         let now = DispatchTime.now()
+        guard let rate else {
+            last = now
+            return 0
+        }
         let elapsed = Double(now.uptimeNanoseconds - last.uptimeNanoseconds) / 1e9
         last = now
         tokens = min(burst, tokens + elapsed * rate) - Double(count)
@@ -50,6 +87,44 @@ public final class BandwidthLimiter: @unchecked Sendable {
     public func consume(_ count: Int) {
         let wait = take(count)
         if wait > 0 { usleep(UInt32(min(wait, 5) * 1_000_000)) }
+    }
+}
+
+/// A run's bandwidth: the buckets every transfer of the run takes from, one for downloads and
+/// one for uploads, whose rates change while the run goes on (`RateLimit`): one rate for both
+/// directions together lends both to a third bucket; `UP:DOWN` gives each its own; `off`
+/// leaves them unlimited. A transfer holds its direction's bucket from its start, so a change
+/// reaches the transfers under way at their next piece.
+public final class RunBandwidth: Sendable {
+    /// What downloads take from.
+    public let down = BandwidthLimiter()
+    /// What uploads take from.
+    public let up = BandwidthLimiter()
+    /// Both directions' bucket under one rate for both.
+    private let both = BandwidthLimiter()
+    private let current = Locked<RateLimit>(.off)
+
+    public init() {}
+
+    /// The limit the buckets keep now.
+    public var limit: RateLimit { current.current }
+
+    /// Keeps `limit` from now on.
+    public func apply(_ limit: RateLimit) {
+        current.withLock { applied in
+            guard applied != limit else { return }
+            applied = limit
+            if let total = limit.total {
+                both.setRate(total)
+                down.lend(to: both)
+                up.lend(to: both)
+            } else {
+                down.setRate(limit.down)
+                up.setRate(limit.up)
+                down.lend(to: nil)
+                up.lend(to: nil)
+            }
+        }
     }
 }
 

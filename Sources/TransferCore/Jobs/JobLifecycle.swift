@@ -124,15 +124,39 @@ public enum JobStop: Sendable, Equatable {
 }
 
 /// What people asked of a running queue, as a run reads it twice a second in one store read:
-/// which of its jobs to stop, and whether the whole queue is paused.
+/// which of its jobs to stop, and the queue's settings (paused, a rate limit).
 public struct RunSteering: Sendable, Equatable {
     /// The run's jobs a person asked to stop, and how.
     public var stops: [String: JobStop]
-    /// Whether the whole queue is paused (`QueueStore.isQueuePaused`).
-    public var queuePaused: Bool
+    public var settings: QueueSettings
 
-    public init(stops: [String: JobStop] = [:], queuePaused: Bool = false) {
+    public init(stops: [String: JobStop] = [:], settings: QueueSettings = QueueSettings()) {
         self.stops = stops
-        self.queuePaused = queuePaused
+        self.settings = settings
+    }
+}
+
+/// What a person set for the whole queue, kept in the store for every run and worker.
+public struct QueueSettings: Sendable, Equatable {
+    /// Whether the whole queue is paused (`transferd pause --all`): no run claims a job.
+    public var paused: Bool
+    /// The run-wide rate limit `transferd limit` set (`RateSchedule` text), over every run's
+    /// own `--limit-rate`; nil when none is set.
+    public var rateLimit: String?
+
+    /// The names settings are stored under.
+    public enum Key: String, Sendable, CaseIterable {
+        case paused
+        case rateLimit = "rate_limit"
+    }
+
+    public init(paused: Bool = false, rateLimit: String? = nil) {
+        self.paused = paused
+        self.rateLimit = rateLimit
+    }
+
+    /// Settings from stored name-value pairs (unknown names are ignored: a newer version's).
+    public init(values: [String: String]) {
+        self.init(paused: values[Key.paused.rawValue] == "1", rateLimit: values[Key.rateLimit.rawValue])
     }
 }

@@ -104,7 +104,9 @@ public final class QueueRunner: @unchecked Sendable {
     let options: RunOptions
     let onEvent: @Sendable (QueueEvent) -> Void
     let transports: TransportPool
-    let limiter: BandwidthLimiter?
+    /// The run's buckets, downloads' and uploads': their rates follow `--limit-rate` or the
+    /// queue's `rate_limit` setting (`transferd limit`), changed while the run goes on.
+    let bandwidth = RunBandwidth()
     let results: ResultFiles
     /// The loop's mailbox: job tasks, the flusher, the ticker and the watcher post here.
     let post = Mailbox<Wake>()
@@ -131,6 +133,10 @@ public final class QueueRunner: @unchecked Sendable {
     /// Whether the whole queue is paused (`transferd pause --all`): nothing is claimed. Read at
     /// the start and with each progress save (twice a second).
     private var queuePaused = false
+    /// The queue's settings as last read (with the stops, twice a second).
+    private var settings = QueueSettings()
+    /// The limit the settings or `--limit-rate` ask for now, before a fleet's share.
+    private var wantedLimit: RateLimit?
     /// When this worker's leases were last renewed (a shared store's).
     private var lastLeaseRenewal = Date()
     /// When finishing jobs of workers that died were last looked for (a shared store's).
@@ -160,13 +166,12 @@ public final class QueueRunner: @unchecked Sendable {
         self.options = options
         self.onEvent = onEvent
         self.transports = TransportPool(log: options.requestLog)
-        self.limiter = options.limitRate.map(BandwidthLimiter.init(bytesPerSecond:))
         self.results = ResultFiles(layout: layout, store: store)
         self.scheduler = QueueScheduler(maxJobs: options.maxJobs, defaultConnections: options.connections,
                                         maxConnectionsPerHost: options.maxConnectionsPerHost, claimsInGroups: store.claimsInGroups,
                                         heldFilesLimit: Self.heldFilesLimit())
         self.hooks = HookRunner(store: store, layout: layout, hooks: options.hooks, notifyBaseDelay: options.notifyBaseDelay)
-        self.context = ExecutionContext(layout: layout, store: store, options: options, transports: transports, limiter: limiter,
+        self.context = ExecutionContext(layout: layout, store: store, options: options, transports: transports, bandwidth: bandwidth,
                                         environment: ProcessInfo.processInfo.environment, post: post)
     }
 
@@ -213,13 +218,14 @@ public final class QueueRunner: @unchecked Sendable {
     private func runLoop() async throws -> RunSummary {
         var summary = RunSummary()
         try store.enlist()
-        if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
+        settings = try store.settings()
+        try applyRateLimit(renewingShare: true)
         try completeFinishing(reportingBusy: false)
         _ = try store.recoverInterrupted()
         // Hooks an earlier process owed and did not run (it was killed): at least once.
         try hooks.startLeftovers()
         let counts = try store.counts()
-        queuePaused = try store.isQueuePaused()
+        queuePaused = settings.paused
         onEvent(.runStarted(pending: [JobState.queued, .waiting, .paused].reduce(0) { $0 + (counts[$1] ?? 0) }))
         // Finishing jobs found above whose partial file another process writes, now that the run has started.
         for job in busyFinishing.values { onEvent(.retrying(Self.busyFinishingReport(job))) }
@@ -755,11 +761,24 @@ public final class QueueRunner: @unchecked Sendable {
         savedHostLimits = reduced
     }
 
+    /// Keeps the limit asked for now: the queue's `rate_limit` setting (a rate, `UP:DOWN` or a
+    /// timetable, set by `transferd limit` for every run), else this run's `--limit-rate`. A
+    /// shared store's worker keeps its share of each rate (`QueueStore.rateShare`), asked again
+    /// when the limit changes and when `renewingShare` (the workers may have changed).
+    private func applyRateLimit(renewingShare: Bool = false) throws {
+        let schedule = settings.rateLimit.flatMap { try? RateSchedule.parse($0) }
+            ?? RateSchedule(options.limitRate.map { RateLimit(total: $0) } ?? .off)
+        let wanted = schedule.limit(at: Date())
+        guard wanted != wantedLimit || renewingShare else { return }
+        wantedLimit = wanted
+        bandwidth.apply(try wanted.map { try store.rateShare(of: $0) })
+    }
+
     /// Renews this worker's leases at a third of their length; jobs it lost stop without a trace.
     private func renewLeasesIfDue() throws {
         guard let lease = store.leaseSeconds, Date().timeIntervalSince(lastLeaseRenewal) >= lease / 3 else { return }
         lastLeaseRenewal = Date()
-        if let limiter, let rate = options.limitRate { limiter.setRate(try store.rateShare(of: rate)) }
+        try applyRateLimit(renewingShare: true)
         if Date().timeIntervalSince(lastFinishingSweep) >= lease {
             // Downloads a dead worker left complete but not renamed: completed here.
             lastFinishingSweep = Date()
@@ -797,8 +816,10 @@ public final class QueueRunner: @unchecked Sendable {
         try store.saveProgress(snapshots)
         try saveHostLimitsIfChanged()
         let steering = try store.steering(among: Array(active.keys))
+        settings = steering.settings
+        try applyRateLimit()
         let wasPaused = queuePaused
-        queuePaused = steering.queuePaused
+        queuePaused = settings.paused
         // Resumed: claim at once, not after the scheduler's next look.
         if wasPaused && !queuePaused { scheduler.somethingChanged() }
         for (id, stop) in steering.stops {

@@ -830,15 +830,16 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     public func steering(among ids: [String]) throws -> RunSteering {
         try locked {
             var steering = RunSteering()
+            var values: [String: String] = [:]
             for row in try connection.query("""
-                SELECT 'setting', name, value FROM transferd_settings WHERE name = 'paused'
+                SELECT 'setting', name, value FROM transferd_settings
                 UNION ALL
                 SELECT 'job', id, state FROM transferd_jobs WHERE id = ANY($1::text[])
                     AND (state = 'held' OR (state = 'running' AND cancel_requested))
                 """, [Self.array(ids)]) {
                 guard let name = row[1] else { continue }
                 if row[0] == "setting" {
-                    steering.queuePaused = row[2] == "1"
+                    values[name] = row[2]
                 } else if row[2] == JobState.held.rawValue {
                     // Given up at a person's request, not lost: no lease to renew, and once resumed
                     // this worker may claim it again at once. (The attempt's last checkpoint is
@@ -850,6 +851,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                     steering.stops[name] = .cancel
                 }
             }
+            steering.settings = QueueSettings(values: values)
             return steering
         }
     }
@@ -861,16 +863,26 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func isQueuePaused() throws -> Bool {
-        try locked { try connection.query("SELECT value FROM transferd_settings WHERE name = 'paused'").first?[0] == "1" }
+    public func settings() throws -> QueueSettings {
+        try locked {
+            var values: [String: String] = [:]
+            for row in try connection.query("SELECT name, value FROM transferd_settings") {
+                if let name = row[0], let value = row[1] { values[name] = value }
+            }
+            return QueueSettings(values: values)
+        }
     }
 
-    public func setQueuePaused(_ paused: Bool) throws {
+    public func setSetting(_ key: QueueSettings.Key, to value: String?) throws {
         try locked {
-            try connection.execute("""
-                INSERT INTO transferd_settings (name, value) VALUES ('paused', $1)
-                ON CONFLICT (name) DO UPDATE SET value = excluded.value
-                """, [paused ? "1" : "0"])
+            if let value {
+                try connection.execute("""
+                    INSERT INTO transferd_settings (name, value) VALUES ($1, $2)
+                    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                    """, [key.rawValue, value])
+            } else {
+                try connection.execute("DELETE FROM transferd_settings WHERE name = $1", [key.rawValue])
+            }
         }
     }
 

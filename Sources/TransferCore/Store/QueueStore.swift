@@ -114,17 +114,18 @@ public protocol QueueStore: AnyObject, Sendable {
     func unhold(_ id: String) throws -> JobState?
     /// What people asked of a run, in one read (a run asks twice a second): which of `ids` (the
     /// jobs it transfers) to stop, and how (a cancel requested of a running job, or the job
-    /// held), and whether the whole queue is paused (as `isQueuePaused`).
+    /// held), and the queue's settings (as `settings()`).
     func steering(among ids: [String]) throws -> RunSteering
     /// Sets job `id`'s priority (claims take higher first, then older), whatever its state. The
     /// job as its file gave it (`isSameJob`'s comparison) is unchanged: the file read again is
     /// still the same job. Returns the state it had, or nil for an unknown id.
     func setPriority(_ id: String, to priority: Int) throws -> JobState?
-    /// Whether the whole queue is paused: while it is, no run claims a job (jobs under way go on).
-    /// A new store's queue is not paused.
-    func isQueuePaused() throws -> Bool
-    /// Pauses or resumes the whole queue, for every run and worker that shares the store.
-    func setQueuePaused(_ paused: Bool) throws
+    /// The whole queue's settings: whether it is paused (while it is, no run claims a job; jobs
+    /// under way go on) and the rate limit a person set. A new store's are the defaults.
+    func settings() throws -> QueueSettings
+    /// Sets one of the queue's settings (nil: back to its default), for every run and worker
+    /// that shares the store.
+    func setSetting(_ key: QueueSettings.Key, to value: String?) throws
 
     // MARK: Checkpoints and hooks
 
@@ -181,6 +182,12 @@ extension QueueStore {
             after = last.seq
         }
     }
+
+    /// Whether the whole queue is paused (`settings().paused`).
+    public func isQueuePaused() throws -> Bool { try settings().paused }
+
+    /// Pauses or resumes the whole queue.
+    public func setQueuePaused(_ paused: Bool) throws { try setSetting(.paused, to: paused ? "1" : nil) }
 
     /// Pauses the whole queue: nothing new starts, and unless `finishRunning` the jobs under way
     /// are held too (their runners stop them within a second). Returns how many were held.

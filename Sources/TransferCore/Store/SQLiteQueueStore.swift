@@ -536,7 +536,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     public func steering(among ids: [String]) throws -> RunSteering {
         try locked {
-            var steering = RunSteering(queuePaused: try isQueuePausedLocked())
+            var steering = RunSteering(settings: try settingsLocked())
             guard !ids.isEmpty else { return steering }
             let list = JSONObject.serialized(ids.map { .string($0) })
             for row in try database.query("""
@@ -557,19 +557,27 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func isQueuePaused() throws -> Bool {
-        try locked { try isQueuePausedLocked() }
+    public func settings() throws -> QueueSettings {
+        try locked { try settingsLocked() }
     }
 
-    private func isQueuePausedLocked() throws -> Bool {
-        try database.query("SELECT value FROM settings WHERE name = 'paused'").first?.first?.string == "1"
+    private func settingsLocked() throws -> QueueSettings {
+        var values: [String: String] = [:]
+        for row in try database.query("SELECT name, value FROM settings") {
+            if let name = row[0].string, let value = row[1].string { values[name] = value }
+        }
+        return QueueSettings(values: values)
     }
 
-    public func setQueuePaused(_ paused: Bool) throws {
+    public func setSetting(_ key: QueueSettings.Key, to value: String?) throws {
         try locked {
-            try database.query("""
-                INSERT INTO settings (name, value) VALUES ('paused', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
-                """, [.text(paused ? "1" : "0")])
+            if let value {
+                try database.query("""
+                    INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                    """, [.text(key.rawValue), .text(value)])
+            } else {
+                try database.query("DELETE FROM settings WHERE name = ?", [.text(key.rawValue)])
+            }
         }
     }
 

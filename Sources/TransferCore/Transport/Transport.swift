@@ -24,6 +24,13 @@ public protocol ResponseSink: AnyObject {
     func receive(head: ResponseHead) throws
     /// The next piece of the body. The buffer is only valid during the call.
     func receive(body: UnsafeRawBufferPointer) throws
+    /// The transport holds this exchange back `seconds` for a rate limit before its next piece:
+    /// waiting on purpose, which a speed floor must not count as slowness.
+    func willWait(seconds: TimeInterval)
+}
+
+extension ResponseSink {
+    public func willWait(seconds: TimeInterval) {}
 }
 
 /// Things a backend may or may not be able to do.
@@ -160,6 +167,9 @@ public struct TransferRequest: Sendable {
     /// limit over all its connections): the transport pauses reading this exchange, never
     /// the others it runs, while the bucket is empty. A pause is not idleness.
     public var receiveLimiter: BandwidthLimiter?
+    /// The run's download bucket (`RunBandwidth.down`), shared by every transfer of the run:
+    /// kept as `receiveLimiter` is, by pausing this exchange alone.
+    public var runReceiveLimiter: BandwidthLimiter?
     /// Send the body at most this fast, in bytes per second (nil: unlimited).
     public var maxSendRate: Int64?
     /// A bucket the body's bytes are taken from as they are sent, shared with
@@ -187,7 +197,7 @@ public struct TransferRequest: Sendable {
     /// The capabilities a backend needs to carry out this request as asked.
     public var requiredCapabilities: TransportCapabilities {
         var needed = tls.requiredCapabilities
-        if maxReceiveRate != nil || receiveLimiter != nil { needed.insert(.receiveRateLimit) }
+        if maxReceiveRate != nil || receiveLimiter != nil || runReceiveLimiter != nil { needed.insert(.receiveRateLimit) }
         if url.host?.contains(":") == true || url.absoluteString.contains("://[") { needed.insert(.ipv6LiteralHosts) }
         if maxSendRate != nil || sendLimiter != nil { needed.insert(.sendRateLimit) }
         return needed

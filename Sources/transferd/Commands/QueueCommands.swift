@@ -39,9 +39,11 @@ enum QueueCommands {
             let width = Output.stdoutIsTerminal ? Output.terminalSize().columns : 200
             let counts = try store.counts()
             Output.out(StatusTable.countsLine(counts))
-            if try store.isQueuePaused() {
+            let settings = try store.settings()
+            if settings.paused {
                 Output.out("the queue is paused (transferd pause --all): nothing starts until `transferd resume --all`\n")
             }
+            if settings.rateLimit != nil { Output.out(SteerCommands.limitLines(settings.rateLimit)) }
             if counts.values.reduce(0, +) <= StatusTable.listedWhole || arguments.has("--all") {
                 var idWidth: Int?
                 try forEachPage(of: store) { page in

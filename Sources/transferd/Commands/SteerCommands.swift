@@ -1,7 +1,7 @@
 import Foundation
 import TransferCore
 
-/// `pause` and `resume`: a person steering a queue, running or not. They change the store
+/// `pause`, `resume`, `prioritize` and `limit`: a person steering a queue, running or not. They change the store
 /// only; a run working the queue (here or, with --store, any worker of the fleet) sees a held
 /// job within a second and stops it with its progress saved, and sees the queue paused before
 /// its next claim.
@@ -108,6 +108,47 @@ enum SteerCommands {
             }
             return .success
         }
+    }
+
+    static func limit(_ argv: [String]) -> ExitCode {
+        let specs = [queueSpec, QueueFlags.storeSpec,
+                     OptionSpec("--clear", help: "drop the limit set here: each run keeps its own --limit-rate again"), help]
+        return command("limit", argv, specs: specs,
+                       usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...' | --clear] [--queue QUEUE_DIR] [--store URL]",
+                       summary: "Shows or sets the queue's bandwidth limit, for every run and worker of it; a running one "
+                           + "keeps a new limit within a second. RATE caps uploads and downloads together (512K, 10M); "
+                           + "UP:DOWN caps each (either may be off); a timetable changes it by the local time of day.",
+                       select: false) { arguments, store in
+            let given = arguments.positionals.joined(separator: " ")
+            if arguments.has("--clear") {
+                guard given.isEmpty else { throw UsageError("give a limit or --clear, not both") }
+                try store.setSetting(.rateLimit, to: nil)
+                Output.out("no queue-wide limit: each run keeps its own --limit-rate (none unless given)\n")
+                return .success
+            }
+            guard !given.isEmpty else {
+                Output.out(limitLines(try store.settings().rateLimit))
+                return .success
+            }
+            let schedule: RateSchedule
+            do { schedule = try RateSchedule.parse(given) } catch { throw UsageError("\(error)") }
+            try store.setSetting(.rateLimit, to: schedule.text)
+            Output.out(limitLines(schedule.text) + "a running queue keeps it within a second; `transferd limit --clear` drops it\n")
+            return .success
+        }
+    }
+
+    /// What `limit` says of the queue's limit (`text` as stored; nil: none set).
+    static func limitLines(_ text: String?, now: Date = Date()) -> String {
+        guard let text, let schedule = try? RateSchedule.parse(text) else {
+            return "no queue-wide limit: each run keeps its own --limit-rate (none unless given)\n"
+        }
+        guard schedule.isTimetable else { return "limit: \(schedule.entries[0].limit.described), for every run of this queue\n" }
+        var lines = "limit by the time of day (local), for every run of this queue; now: \(schedule.limit(at: now).described)\n"
+        for entry in schedule.entries {
+            lines += String(format: "  from %02d:%02d  ", entry.minute / 60, entry.minute % 60) + entry.limit.described + "\n"
+        }
+        return lines
     }
 
     /// Applies `change` (hold or unhold) to each job `ids` name (whole ids or unique prefixes),

@@ -191,7 +191,10 @@ public final class DownloadEngine: @unchecked Sendable {
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString,
                                                      validators: options.expectedValidators ?? ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
-        let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start, limiter: options.sharedLimiter,
+        // The run's bucket: kept by the transport when it can pause one exchange (curl), else
+        // by the sink, which waits for its bytes (urlsession).
+        let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start,
+                                  limiter: transport.capabilities.contains(.receiveRateLimit) ? nil : options.sharedLimiter,
                                   store: store)
         if checkpoint == nil {
             // Tagged at once, a new file too: the tag is how a later run knows the file is
@@ -291,6 +294,7 @@ public final class DownloadEngine: @unchecked Sendable {
                                       maxRedirects: options.maxRedirects, tls: options.tls)
         // The limit is the download's total: one bucket for all its connections and requests.
         request.receiveLimiter = rateLimiter
+        if transport.capabilities.contains(.receiveRateLimit) { request.runReceiveLimiter = options.sharedLimiter }
         return request
     }
 

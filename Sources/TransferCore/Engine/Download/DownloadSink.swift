@@ -147,16 +147,30 @@ final class DownloadSink: ResponseSink {
     /// Set by the engine: the floor under this exchange's speed.
     var lowSpeed: LowSpeedWatch?
 
+    /// Time the transport said it would hold this exchange back for a rate limit, not yet
+    /// counted by the speed floor.
+    private var purposefulWait: Double = 0
+
+    func willWait(seconds: TimeInterval) {
+        handoff.lock()
+        purposefulWait += seconds
+        handoff.unlock()
+    }
+
     func receive(body: UnsafeRawBufferPointer) throws {
         handoff.lock()
         defer { handoff.unlock() }
         state.recordReceived(body.count)
-        // The run's bucket may hold this piece back; that wait is not slowness.
-        let waited = state.limiter.map { limiter in
+        // The run's bucket may hold this piece back (a transport that cannot pause one exchange
+        // leaves it to the sink), and the transport may have paused before it: neither wait is
+        // slowness.
+        var waited = state.limiter.map { limiter in
             let before = Self.seconds()
             limiter.consume(body.count)
             return Self.seconds() - before
         } ?? 0
+        waited += purposefulWait
+        purposefulWait = 0
         if let limit = lowSpeed?.limit, lowSpeed?.observe(body.count, at: Self.seconds(), waited: waited) == true {
             throw TooSlow(url: state.url, limit: limit)
         }

@@ -71,7 +71,7 @@ struct DownloadExecutor: JobExecutor {
             retry: RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay),
             tls: context.options.tls, connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout,
             maxRedirects: context.options.maxRedirects, maxRate: spec.limitRate)
-        download.sharedLimiter = context.limiter
+        download.sharedLimiter = context.bandwidth.down
         download.lowSpeed = context.lowSpeed(spec)
         source?.configure(&download)
         download.retryInPlace = false

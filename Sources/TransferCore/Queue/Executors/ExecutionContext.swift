@@ -12,7 +12,8 @@ struct ExecutionContext: Sendable {
     let store: QueueStore
     let options: RunOptions
     let transports: TransportPool
-    let limiter: BandwidthLimiter?
+    /// The run's buckets (`RunBandwidth`): downloads take from `down`, uploads from `up`.
+    let bandwidth: RunBandwidth
     /// Read once: building the environment dictionary is costly.
     let environment: [String: String]
     /// The run loop's mailbox, for events a job reports while it runs.
@@ -43,11 +44,14 @@ struct ExecutionContext: Sendable {
         return limit
     }
 
-    /// An upload job's speed: its own `limit_rate` and the run's bucket. A
-    /// backend that cannot cap what it sends is refused by the transport
-    /// (`TransportError.unsupported`, which fails the job with its reason).
-    func sendRate(_ spec: JobSpec) -> SendRate {
-        SendRate(bytesPerSecond: spec.limitRate, shared: limiter)
+    /// An upload job's speed: its own `limit_rate` and the run's upload bucket, held from the
+    /// start so that a limit set later (`transferd limit`) reaches it too. A backend that cannot
+    /// cap what it sends gets the bucket only while a limit applies, and then refuses the
+    /// upload (`TransportError.unsupported`, which fails the job with its reason).
+    func sendRate(_ spec: JobSpec, transport: Transport) -> SendRate {
+        let limit = bandwidth.limit
+        let attach = transport.capabilities.contains(.sendRateLimit) || limit.total != nil || limit.up != nil
+        return SendRate(bytesPerSecond: spec.limitRate, shared: attach ? bandwidth.up : nil)
     }
 
     /// Keeps an upload's latest byte count where the progress tick reads it.

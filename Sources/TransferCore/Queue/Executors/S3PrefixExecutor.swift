@@ -29,7 +29,7 @@ struct S3PrefixExecutor: JobExecutor {
             download.idleTimeout = context.options.idleTimeout
             download.lowSpeed = context.lowSpeed(spec)
             download.maxRate = spec.limitRate
-            download.sharedLimiter = context.limiter
+            download.sharedLimiter = context.bandwidth.down
             let result = try await S3PrefixDownload(
                 client: client, transport: transport, options: download,
                 store: JobUploadStateStore(store: context.store, job: job)

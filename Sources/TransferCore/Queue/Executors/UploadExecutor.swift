@@ -35,7 +35,7 @@ struct UploadExecutor: JobExecutor {
                                            checksum: spec.sha256 == nil ? nil : .sha256, retry: retry, tls: context.options.tls,
                                            connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout)
                 upload.expectedSHA256 = spec.sha256
-                upload.rate = context.sendRate(spec)
+                upload.rate = context.sendRate(spec, transport: transport)
                 let result = try await UploadEngine(transport: transport, options: upload,
                                                     onEvent: context.progressRecorder(job)).run()
                 return .completed(size: result.bytesSent)
@@ -49,7 +49,7 @@ struct UploadExecutor: JobExecutor {
                 if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
                     let result = try await S3DirectoryUpload(client: client, directory: source, bucket: location.bucket,
                                                              prefix: location.key, partSize: spec.partSize ?? 8 << 20,
-                                                             partsInFlight: spec.partsInFlight ?? 10, rate: context.sendRate(spec),
+                                                             partsInFlight: spec.partsInFlight ?? 10, rate: context.sendRate(spec, transport: transport),
                                                              filter: S3PrefixPlan.Filter(include: spec.include ?? [],
                                                                                          exclude: spec.exclude ?? []),
                                                              skipUnchanged: spec.skipUnchanged ?? false, store: state).run()
@@ -59,7 +59,7 @@ struct UploadExecutor: JobExecutor {
                 var uploadOptions = S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
                                                     partSize: spec.partSize ?? 8 << 20, partsInFlight: spec.partsInFlight ?? 10,
                                                     contentType: spec.contentType)
-                uploadOptions.rate = context.sendRate(spec)
+                uploadOptions.rate = context.sendRate(spec, transport: transport)
                 uploadOptions.skipUnchanged = spec.skipUnchanged ?? false
                 let upload = S3MultipartUpload(client: client, options: uploadOptions, state: state,
                                                onEvent: context.progressRecorder(job))

@@ -75,7 +75,8 @@ final class CurlExchange {
         setLong(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         // 256 KiB reads; under a rate limit smaller ones (a sixteenth of a second's worth, at
         // least 16 KiB), so the pauses that keep the rate stay short and the rate even.
-        let buffer = request.receiveLimiter.map { max(16 << 10, min(256 << 10, Int($0.bytesPerSecond) / 16)) } ?? 256 << 10
+        let slowest = [request.receiveLimiter, request.runReceiveLimiter].compactMap { $0?.bytesPerSecond }.min()
+        let buffer = slowest.map { max(16 << 10, min(256 << 10, Int(min($0, Double(Int32.max))) / 16)) } ?? 256 << 10
         setLong(CURLOPT_BUFFERSIZE, buffer)
         tdc_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if let rate = request.maxReceiveRate, rate > 0 {
@@ -178,13 +179,15 @@ final class CurlExchange {
             }
             try sink.receive(body: bytes)
             bytesReceived += Int64(bytes.count)
-            if let limiter = request.receiveLimiter {
-                // Ahead of the transfer's rate: this exchange stops reading (the socket's window
-                // then holds the server back) until the loop lets it go on (`resumeIfDue`).
-                let wait = limiter.take(bytes.count)
+            if request.receiveLimiter != nil || request.runReceiveLimiter != nil {
+                // Ahead of the transfer's rate or the run's: this exchange stops reading (the
+                // socket's window then holds the server back) until the loop lets it go on
+                // (`resumeIfDue`). Never a sleep: this thread runs every transfer of the loop.
+                let wait = max(request.receiveLimiter?.take(bytes.count) ?? 0, request.runReceiveLimiter?.take(bytes.count) ?? 0)
                 if wait > 0.001 {
-                    resumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(wait * 1e9)
-                    curl_easy_pause(easy, CURLPAUSE_RECV)
+                    resumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(min(wait, 60) * 1e9)
+                    sink.willWait(seconds: min(wait, 60))
+                    curl_easy_pause(easy, pauseMask(receiving: true))
                 }
             }
             return bytes.count
@@ -200,8 +203,8 @@ final class CurlExchange {
     func handleProgress(sent: Int64, received: Int64) -> Int32 {
         if isCancelled { return 1 }
         let now = DispatchTime.now()
-        // Paused by its own rate limit: waiting on purpose is not silence.
-        if resumeAt != nil { lastActivity = now }
+        // Paused by a rate limit: waiting on purpose is not silence.
+        if resumeAt != nil || sendResumeAt != nil { lastActivity = now }
         if (sent, received) != lastCounts {
             lastCounts = (sent, received)
             lastActivity = now
@@ -213,26 +216,62 @@ final class CurlExchange {
         return 0
     }
 
-    /// When a receive paused by `request.receiveLimiter` may go on (uptime nanoseconds); only
-    /// touched on the loop's thread.
+    /// When a receive paused by a rate limit may go on (uptime nanoseconds); only touched on
+    /// the loop's thread.
     private(set) var resumeAt: UInt64?
+    /// When reading the body may go on after the run's bucket held a send back; while set, the
+    /// read callback pauses the send (only touched on the loop's thread).
+    private var sendResumeAt: UInt64?
+    /// Whether the read callback paused the send.
+    private var sendPaused = false
 
-    /// Called by the loop on its thread: lets a paused receive go on once its time has come.
-    /// Returns when it is due, if it still waits.
+    /// The pause state to set: receiving and sending each stay paused while their time has
+    /// not come (`curl_easy_pause` sets both at once).
+    private func pauseMask(receiving: Bool) -> Int32 {
+        (receiving ? CURLPAUSE_RECV : 0) | (sendPaused ? CURLPAUSE_SEND : 0)
+    }
+
+    /// Called by the loop on its thread: lets a paused receive or send go on once its time has
+    /// come. Returns when the next is due, if one still waits.
     func resumeIfDue(now: UInt64) -> UInt64? {
-        guard let due = resumeAt else { return nil }
-        guard now >= due else { return due }
-        resumeAt = nil
-        lastActivity = DispatchTime.now()
-        // Unpausing may deliver held data at once, pausing the exchange again (resumeAt set anew).
-        curl_easy_pause(easy, CURLPAUSE_CONT)
-        return resumeAt
+        var changed = false
+        if let due = sendResumeAt, now >= due {
+            sendResumeAt = nil
+            if sendPaused {
+                sendPaused = false
+                changed = true
+            }
+        }
+        var receiving = false
+        if let due = resumeAt {
+            if now >= due {
+                resumeAt = nil
+                changed = true
+            } else {
+                receiving = true
+            }
+        }
+        if changed {
+            lastActivity = DispatchTime.now()
+            // Unpausing may deliver held data at once, pausing the exchange again (resumeAt set anew).
+            curl_easy_pause(easy, pauseMask(receiving: receiving))
+        }
+        return [resumeAt, sendResumeAt].compactMap { $0 }.min()
     }
 
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        // The run's bucket held the last piece back: the send pauses until the loop lets it go
+        // on (`resumeIfDue`). Never a sleep: this thread runs every transfer of the loop.
+        if let due = sendResumeAt, DispatchTime.now().uptimeNanoseconds < due {
+            sendPaused = true
+            return Int(tdc_readfunc_pause)
+        }
+        sendResumeAt = nil
         let count = body.read(into: buffer)
-        // A run's shared bucket: waits here until the bytes may go (as a download's sink does).
-        if count > 0 && count <= buffer.count, let limiter = request.sendLimiter { limiter.consume(count) }
+        if count > 0 && count <= buffer.count, let limiter = request.sendLimiter {
+            let wait = limiter.take(count)
+            if wait > 0.001 { sendResumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(min(wait, 60) * 1e9) }
+        }
         return count
     }
 
