@@ -287,6 +287,7 @@ public final class ControlAPI: Sendable {
         if clear {
             guard rate == nil else { return .error(400, "give rate=LIMIT or clear=1, not both") }
             try store.setSetting(.rateLimit, to: nil)
+            changed()
             return .json(200, Self.limitObject(nil))
         }
         guard let rate else { return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off) or clear=1") }

@@ -13,6 +13,9 @@ public final class BandwidthLimiter: @unchecked Sendable {
     private var last: DispatchTime
     /// When set, takers take from this bucket instead (set by `RunBandwidth` only).
     private var lender: BandwidthLimiter?
+    /// Counts the changes of rate and lender: a taker paused under one rate looks again when
+    /// it changed (a limit lifted lets it go at once, not when the old rate's wait is over).
+    private var changes = 0
     private let lock = NSLock()
 
     public init(bytesPerSecond: Int64) {
@@ -42,23 +45,36 @@ public final class BandwidthLimiter: @unchecked Sendable {
     public func setRate(_ bytesPerSecond: Int64?) {
         lock.lock()
         defer { lock.unlock() }
-        guard let bytesPerSecond else {
+        let new = bytesPerSecond.map { Double(max(1, $0)) }
+        guard new != rate else { return }
+        changes += 1
+        guard let new else {
             rate = nil
             return
         }
         let wasUnlimited = rate == nil
-        rate = Double(max(1, bytesPerSecond))
-        burst = max(rate! / 10, 64 * 1024)
-        // A bucket that starts limiting now starts with a burst's worth, not what it saved up.
-        tokens = wasUnlimited ? burst : min(tokens, burst)
+        rate = new
+        burst = max(new / 10, 64 * 1024)
+        // A bucket that starts limiting now starts with a burst's worth, not what it saved up;
+        // one whose rate changes carries at most a burst's debt into the new rate (a timetable
+        // that raises the limit must not leave transfers paying the old rate's debt).
+        tokens = wasUnlimited ? burst : min(burst, max(tokens, -burst))
         if wasUnlimited { last = .now() }
     }
 
     /// Lends this bucket's takers to `other` (nil: they take from this one again).
     func lend(to other: BandwidthLimiter?) {
         lock.lock()
+        if lender !== other { changes += 1 }
         lender = other
         lock.unlock()
+    }
+
+    /// Changes so far to the rate this bucket's takers keep (its own, or its lender's).
+    public var generation: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return changes + (lender?.generation ?? 0)
     }
 
     /// Takes `count` bytes from the bucket at once and returns how long the taker should

@@ -343,7 +343,8 @@ public final class DownloadEngine: @unchecked Sendable {
             onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: from,
                              segments: max(1, state.plan.segments.filter { !$0.isComplete }.count)))
         }
-        if resumedFrom == 0 { announce(0) }
+        // Nothing to ask for (every segment was complete) is agreed as it is.
+        if resumedFrom == 0 || pending.isEmpty { announce(resumedFrom) }
         // From what is on disk once a server agreed (after an in-place start-over, nothing).
         let accepted: @Sendable () -> Void = { announce(state.plan.bytesWritten) }
         if pending.count == 1 && !state.plan.isSegmented {

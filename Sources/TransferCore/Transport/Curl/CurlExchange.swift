@@ -185,8 +185,10 @@ final class CurlExchange {
                 // (`resumeIfDue`). Never a sleep: this thread runs every transfer of the loop.
                 let wait = max(request.receiveLimiter?.take(bytes.count) ?? 0, request.runReceiveLimiter?.take(bytes.count) ?? 0)
                 if wait > 0.001 {
-                    resumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(min(wait, 60) * 1e9)
-                    sink.willWait(seconds: min(wait, 60))
+                    // The whole wait: a shorter one would take more than the rate allows.
+                    resumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(min(wait, Self.longestWait) * 1e9)
+                    receiveGenerations = limiterGenerations(request.receiveLimiter, request.runReceiveLimiter)
+                    sink.willWait(seconds: min(wait, Self.longestWait))
                     curl_easy_pause(easy, pauseMask(receiving: true))
                 }
             }
@@ -224,6 +226,16 @@ final class CurlExchange {
     private var sendResumeAt: UInt64?
     /// Whether the read callback paused the send.
     private var sendPaused = false
+    /// The buckets' generations when a receive or a send was paused: when one changes (a
+    /// limit lifted or changed), the pause ends at once and the next piece asks again.
+    private var receiveGenerations: [Int] = []
+    private var sendGenerations: [Int] = []
+    /// A bound on one pause (a bucket's debt is at most a burst past a change of rate).
+    static let longestWait: TimeInterval = 3600
+
+    private func limiterGenerations(_ limiters: BandwidthLimiter?...) -> [Int] {
+        limiters.map { $0?.generation ?? 0 }
+    }
 
     /// The pause state to set: receiving and sending each stay paused while their time has
     /// not come (`curl_easy_pause` sets both at once).
@@ -235,7 +247,7 @@ final class CurlExchange {
     /// come. Returns when the next is due, if one still waits.
     func resumeIfDue(now: UInt64) -> UInt64? {
         var changed = false
-        if let due = sendResumeAt, now >= due {
+        if let due = sendResumeAt, now >= due || limiterGenerations(request.sendLimiter) != sendGenerations {
             sendResumeAt = nil
             if sendPaused {
                 sendPaused = false
@@ -244,7 +256,7 @@ final class CurlExchange {
         }
         var receiving = false
         if let due = resumeAt {
-            if now >= due {
+            if now >= due || limiterGenerations(request.receiveLimiter, request.runReceiveLimiter) != receiveGenerations {
                 resumeAt = nil
                 changed = true
             } else {
@@ -267,10 +279,19 @@ final class CurlExchange {
             return Int(tdc_readfunc_pause)
         }
         sendResumeAt = nil
-        let count = body.read(into: buffer)
-        if count > 0 && count <= buffer.count, let limiter = request.sendLimiter {
+        // Under a rate, a sixteenth of a second's bytes at a time (at least 16 KiB): the bytes of
+        // one read go before their wait, so a smaller read keeps the rate closer.
+        var window = buffer
+        if let rate = request.sendLimiter?.bytesPerSecond {
+            window = UnsafeMutableRawBufferPointer(rebasing: buffer.prefix(max(16 << 10, Int(min(rate, 1e12)) / 16)))
+        }
+        let count = body.read(into: window)
+        if count > 0 && count <= window.count, let limiter = request.sendLimiter {
             let wait = limiter.take(count)
-            if wait > 0.001 { sendResumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(min(wait, 60) * 1e9) }
+            if wait > 0.001 {
+                sendResumeAt = DispatchTime.now().uptimeNanoseconds + UInt64(min(wait, Self.longestWait) * 1e9)
+                sendGenerations = limiterGenerations(limiter)
+            }
         }
         return count
     }
