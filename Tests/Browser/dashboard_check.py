@@ -13,6 +13,8 @@ given explicitly so selenium never looks for a driver on the network.
 """
 import argparse
 import json
+import os
+import signal
 import sys
 import time
 
@@ -55,6 +57,9 @@ def main():
     parser.add_argument("--retry", required=True)
     parser.add_argument("--retry-file", required=True, help="written before Retry is pressed, so the retry succeeds")
     parser.add_argument("--screenshot", required=True)
+    parser.add_argument("--phone-screenshot", required=True, help="the page at 390 px wide")
+    parser.add_argument("--ended-screenshot", required=True, help="the page once the run has ended")
+    parser.add_argument("--run-pid", type=int, required=True, help="the run, stopped with SIGINT at the end")
     args = parser.parse_args()
     with open(args.token_file) as handle:
         token = handle.read().strip()
@@ -134,6 +139,7 @@ def main():
         driver.find_element(By.ID, "queue-toggle").click()
         wait_for("the queue button to offer a pause", lambda: driver.find_element(By.ID, "queue-toggle").text == "Pause queue")
         wait_for("the job running again with the queue", lambda: row(driver, "running", args.cancel))
+        wait_for("no job left in the held table once all run again", lambda: not driver.find_elements(By.CSS_SELECTOR, "#held tbody tr"))
 
         # Cancel from the page: the row goes.
         row(driver, "running", args.cancel).find_element(By.CSS_SELECTOR, 'button[data-action="cancel"]').click()
@@ -145,13 +151,54 @@ def main():
         row(driver, "failed", args.retry).find_element(By.CSS_SELECTOR, 'button[data-action="retry"]').click()
         wait_for("the retried job's failed row to go", lambda: row(driver, "failed", args.retry) is None)
         wait_for("the failed count to reach 0", lambda: driver.find_element(By.ID, "t-failed").text == "0", timeout=15)
+        # The queue's bandwidth limit, set from the page (harmless here: 64 MiB/s for uploads).
+        limit = driver.find_element(By.ID, "limit")
+        limit.clear()
+        limit.send_keys("fast")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-action="set-limit"]').click()
+        seen["limit_refused"] = wait_for("a limit that cannot be read refused with the reason",
+                                         lambda: "not a rate" in (text := driver.find_element(By.ID, "message").text) and text)
+        limit = driver.find_element(By.ID, "limit")
+        limit.clear()
+        limit.send_keys("64M:off")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-action="set-limit"]').click()
+        seen["limit_now"] = wait_for("the limit in force",
+                                     lambda: "uploads 64 MiB/s" in (text := driver.find_element(By.ID, "limit-now").text) and text)
         message = driver.find_element(By.ID, "message").text
         if message:
             raise Failure(f"the page shows an error: {message!r}")
         seen["totals_after"] = {name: driver.find_element(By.ID, "t-" + name).text for name in ("done", "running", "queued", "failed")}
+        # A phone: nothing wider than the screen, the buttons big enough to touch.
+        driver.set_window_size(390, 844)
+        wait_for("the page at 390 px", lambda: driver.execute_script("return window.innerWidth") <= 390)
+        time.sleep(0.3)
+        seen["phone_width"] = driver.execute_script("return document.documentElement.scrollWidth")
+        seen["phone_viewport"] = driver.execute_script("return document.documentElement.clientWidth")
+        if seen["phone_width"] > seen["phone_viewport"]:
+            raise Failure(f"at 390 px the page is {seen['phone_width']} px wide: it scrolls sideways")
+        small = driver.execute_script(
+            "return Array.from(document.querySelectorAll('button')).filter(b => b.offsetParent !== null)"
+            ".map(b => b.getBoundingClientRect()).filter(r => r.height < 36).length")
+        if small:
+            raise Failure(f"{small} visible buttons are under 36 px high at 390 px")
+        driver.save_screenshot(args.phone_screenshot)
+
+        # The run ends: the page says so and how, and stops reconnecting.
+        wait_for("the watched job to finish", lambda: row(driver, "running", args.watch) is None, timeout=60)
+        os.kill(args.run_pid, signal.SIGINT)
+        seen["ended"] = wait_for("the run-ended notice",
+                                 lambda: driver.find_element(By.ID, "ended").is_displayed() and driver.find_element(By.ID, "ended").text)
+        if "stopped" not in seen["ended"]:
+            raise Failure(f"the notice does not say the run was stopped: {seen['ended']!r}")
+        time.sleep(1.5)
+        badge = driver.find_element(By.ID, "connection").text
+        if badge != "ended":
+            raise Failure(f"after the run ended the badge says {badge!r}")
+        driver.save_screenshot(args.ended_screenshot)
         console = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
-        # The wrong token's 401 is the one error the console may show.
-        seen["console_errors"] = [entry["message"] for entry in console if "401" not in entry["message"]]
+        # The wrong token's 401 and the refused limit's 400 are the errors the console may show.
+        seen["console_errors"] = [entry["message"] for entry in console
+                                  if "401" not in entry["message"] and "status of 400" not in entry["message"]]
         print(json.dumps(seen))
         return 0
     except (Failure, WebDriverException) as failure:

@@ -39,12 +39,15 @@ final class DashboardBrowserTests: XCTestCase {
         let artifacts = ProcessInfo.processInfo.environment["TRANSFERD_TEST_ARTIFACTS"] ?? repository.path + "/.tmp/artifacts"
         try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts + "/dashboard.png"
-        try? FileManager.default.removeItem(atPath: screenshot)
+        let phone = artifacts + "/dashboard-390px.png"
+        let ended = artifacts + "/dashboard-ended.png"
+        for path in [screenshot, phone, ended] { try? FileManager.default.removeItem(atPath: path) }
         // python3 from PATH: the one scripts/setup installed selenium into.
         let check = try ControlAPIClient.runTool("/usr/bin/env", [
             "python3", repository.path + "/Tests/Browser/dashboard_check.py", "--base", api.base, "--token-file", tokenFile,
             "--cancel", "to-cancel", "--watch", "watched", "--retry", "to-retry",
-            "--retry-file", servers.path(missing), "--screenshot", screenshot,
+            "--retry-file", servers.path(missing), "--screenshot", screenshot, "--phone-screenshot", phone,
+            "--ended-screenshot", ended, "--run-pid", String(run.process.processIdentifier),
         ])
         guard check.status == 0 else { return XCTFail("the browser check failed: \(check.stderr)") }
         let seen = (try? JSONSerialization.jsonObject(with: Data(check.stdout.utf8))) as? [String: Any] ?? [:]
@@ -53,18 +56,23 @@ final class DashboardBrowserTests: XCTestCase {
         XCTAssertEqual(seen["totals_held"] as? String, "1", "the held job counted: \(check.stdout)")
         XCTAssertNotEqual(seen["held_kept"] as? String, "0 B", "a held job shows the bytes it keeps: \(check.stdout)")
 
-        // What the page did is what the queue did.
-        try api.waitForState("to-cancel", ["cancelled"])
-        try api.waitForState("to-retry", ["done"])
-        try api.waitForState("watched", ["done"])
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fixture.root + "/out/to-retry.bin")), Data(repeating: 7, count: 1000))
-        let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
-        XCTAssertEqual(Array(png.prefix(8)), [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "the screenshot is a PNG")
-        XCTAssertGreaterThan(png.count, 10_000, "the screenshot shows a page, not a blank")
+        XCTAssertEqual(seen["limit_now"] as? String, "now: uploads 64 MiB/s, downloads unlimited", check.stdout)
+        XCTAssertTrue((seen["ended"] as? String ?? "").contains("1 cancelled"), "the notice sums the run up: \(check.stdout)")
 
-        kill(run.process.processIdentifier, SIGINT)
+        // The page stopped the run (SIGINT) once its jobs were through: what it did is what the queue did.
         let result = run.wait()
         XCTAssertEqual(result.status, 130, result.stderr)
+        let store = try fixture.store()
+        XCTAssertEqual(try store.job("to-cancel")?.state, .cancelled)
+        XCTAssertEqual(try store.job("to-retry")?.state, .done)
+        XCTAssertEqual(try store.job("watched")?.state, .done)
+        XCTAssertEqual(try store.settings().rateLimit, "64M:off")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fixture.root + "/out/to-retry.bin")), Data(repeating: 7, count: 1000))
+        for path in [screenshot, phone, ended] {
+            let png = try Data(contentsOf: URL(fileURLWithPath: path))
+            XCTAssertEqual(Array(png.prefix(8)), [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "\(path) is a PNG")
+            XCTAssertGreaterThan(png.count, 10_000, "\(path) shows a page, not a blank")
+        }
         XCTAssertFalse(check.stdout.contains(api.token!) || check.stderr.contains(api.token!), "the token is never printed")
     }
 }

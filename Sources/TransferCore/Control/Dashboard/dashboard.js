@@ -3,8 +3,8 @@
 // tab only (sessionStorage), never in a cookie or on disk.
 "use strict";
 
-const state = { token: sessionStorage.getItem("transferd-token"), running: new Map(), held: new Map(), failed: new Map(),
-  queuePaused: false, source: null };
+const state = { token: sessionStorage.getItem("transferd-token"), running: new Map(), waiting: new Map(), held: new Map(),
+  failed: new Map(), queuePaused: false, source: null, ended: false };
 const $ = (id) => document.getElementById(id);
 
 function formatBytes(n) {
@@ -22,6 +22,9 @@ function formatSeconds(s) {
   if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
   return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
 }
+
+// A job's name as a person knows it: its file's name, else the last part of its URL.
+const jobName = (job) => ((job.destination || job.url || job.id).replace(/\/+$/, "").split("/").pop() || job.id);
 
 async function api(method, path) {
   const response = await fetch(path, { method, headers: { Authorization: "Bearer " + state.token } });
@@ -137,6 +140,22 @@ function renderQueuePaused(paused) {
   toggle.setAttribute("aria-pressed", paused ? "true" : "false");
 }
 
+function renderWaiting() {
+  reconcile("waiting", state.waiting.values(), (row, job) => {
+    cell(row, "", "name");
+    cell(row, "", "reason");
+    cell(row, "", "next");
+  }, (row, job) => {
+    const name = row.querySelector(".name");
+    name.textContent = job.name || job.id;
+    name.title = job.url || "";
+    row.querySelector(".reason").textContent = job.reason || "";
+    const left = job.at == null ? null : Math.max(0, (job.at - Date.now()) / 1000);
+    row.querySelector(".next").textContent = left == null ? "–" : left < 1 ? "now" : "in " + formatSeconds(left);
+  });
+  $("waiting-empty").hidden = state.waiting.size > 0;
+}
+
 function renderFailed() {
   reconcile("failed", state.failed.values(), (row, job) => {
     cell(row, "", "name");
@@ -148,15 +167,15 @@ function renderFailed() {
     }));
   }, (row, job) => {
     const name = row.querySelector(".name");
-    name.textContent = job.id;
-    name.title = job.url || "";
+    name.textContent = job.name || job.id;
+    name.title = (job.url || "") + " (" + job.id + ")";
     row.querySelector(".reason").textContent = job.error || "";
   });
   $("failed-empty").hidden = state.failed.size > 0;
 }
 
 function renderTotals(jobs, run) {
-  if (jobs) for (const name of ["done", "running", "queued", "waiting", "held", "failed"]) $("t-" + name).textContent = jobs[name];
+  if (jobs) for (const name of ["done", "running", "queued", "waiting", "held", "failed", "cancelled"]) $("t-" + name).textContent = jobs[name];
   if (run) {
     $("t-speed").textContent = formatRate(run.speed);
     $("t-eta").textContent = formatSeconds(run.eta);
@@ -175,22 +194,27 @@ async function allJobs(stateName) {
 }
 
 async function loadSnapshot() {
-  const [summary, running, held, failed] = await Promise.all([api("GET", "/v1/summary"), allJobs("running"), allJobs("held"),
-    allJobs("failed")]);
-  state.running = new Map(running.map((job) => [job.id, { id: job.id, name: (job.destination || job.url).split("/").pop(), url: job.url,
+  const [summary, running, waiting, held, failed, limit] = await Promise.all([api("GET", "/v1/summary"), allJobs("running"),
+    allJobs("waiting"), allJobs("held"), allJobs("failed"), api("GET", "/v1/limit")]);
+  state.running = new Map(running.map((job) => [job.id, { id: job.id, name: jobName(job), url: job.url,
     bytes_done: job.bytes_done, bytes_total: job.bytes_total, speed: job.speed, eta: null }]));
-  state.held = new Map(held.map((job) => [job.id, { id: job.id, name: (job.destination || job.url).split("/").pop(), url: job.url,
+  state.waiting = new Map(waiting.map((job) => [job.id, { id: job.id, name: jobName(job), url: job.url, reason: job.last_error,
+    at: job.next_attempt_at ? Date.parse(job.next_attempt_at) : null }]));
+  state.held = new Map(held.map((job) => [job.id, { id: job.id, name: jobName(job), url: job.url,
     bytes_done: job.bytes_done, bytes_total: job.bytes_total }]));
-  state.failed = new Map(failed.map((job) => [job.id, { id: job.id, url: job.url, error: job.last_error }]));
+  state.failed = new Map(failed.map((job) => [job.id, { id: job.id, name: jobName(job), url: job.url, error: job.last_error }]));
   renderTotals(summary.jobs, summary.run);
   renderQueuePaused(summary.queue_paused);
+  renderLimit(limit);
   renderRunning();
+  renderWaiting();
   renderHeld();
   renderFailed();
   return summary.event_id;
 }
 
 async function refreshCounts() {
+  if (state.ended) return;  // nothing serves the API once the run is over
   try {
     const summary = await api("GET", "/v1/summary");
     renderTotals(summary.jobs, null);
@@ -211,7 +235,11 @@ function handle(event) {
       state.running.set(event.id, { id: event.id, name: event.name, url: event.url, bytes_done: event.bytes_done,
         bytes_total: event.bytes_total, speed: 0, eta: null });
       state.failed.delete(event.id);
+      state.waiting.delete(event.id);
+      state.held.delete(event.id);
       renderRunning();
+      renderWaiting();
+      renderHeld();
       renderFailed();
       countsSoon();
       break;
@@ -225,8 +253,10 @@ function handle(event) {
       break;
     case "finished":
       state.running.delete(event.id);
-      if (event.state === "failed") state.failed.set(event.id, { id: event.id, url: event.url, error: event.error });
+      state.waiting.delete(event.id);
+      if (event.state === "failed") state.failed.set(event.id, { id: event.id, name: jobName(event), url: event.url, error: event.error });
       renderRunning();
+      renderWaiting();
       renderFailed();
       countsSoon();
       break;
@@ -240,7 +270,19 @@ function handle(event) {
       renderHeld();
       countsSoon();
       break;
-    case "retrying":
+    case "retrying": {
+      const job = state.running.get(event.id) || state.waiting.get(event.id) || { id: event.id, name: event.id };
+      state.running.delete(event.id);
+      state.waiting.set(event.id, { id: event.id, name: job.name, url: job.url, reason: event.reason,
+        at: Date.now() + (event.delay || 0) * 1000 });
+      renderRunning();
+      renderWaiting();
+      countsSoon();
+      break;
+    }
+    case "summary":
+      showEnded(event);
+      break;
     case "paused":
       for (const id of event.ids || [event.id]) state.running.delete(id);
       renderRunning();
@@ -252,6 +294,34 @@ function handle(event) {
   }
 }
 
+// The run is over: the page says how it ended and stops reconnecting (nothing serves the stream now).
+function showEnded(summary) {
+  state.ended = true;
+  if (state.source) state.source.close();
+  const parts = [summary.done + " done", summary.failed + " failed", summary.cancelled + " cancelled"];
+  if (summary.held_in_queue) parts.push(summary.held_in_queue + " held");
+  const how = summary.interrupted ? "The run was stopped (Ctrl-C or a signal); the next run goes on from here"
+    : summary.queue_paused ? "The run ended with the queue paused" : "The run has ended";
+  const ended = $("ended");
+  ended.textContent = how + ": " + parts.join(", ") + ", " + formatBytes(summary.bytes) + " moved. Start a run to see it here.";
+  ended.hidden = false;
+  $("connection").textContent = "ended";
+  $("connection").className = "badge";
+  for (const control of document.querySelectorAll("main button, #queue-toggle, #limit")) control.disabled = true;
+  // Nothing runs now; the queue's other counts are as last read.
+  $("t-running").textContent = "0";
+  renderTotals(null, { speed: 0, eta: null });
+  state.running.clear();
+  renderRunning();
+}
+
+function renderLimit(limit) {
+  if (!limit) return;
+  $("limit-now").textContent = limit.rate_limit == null ? "none set (each run keeps its own --limit-rate)"
+    : "now: " + limit.now + (limit.timetable ? " (timetable " + limit.rate_limit + ")" : "");
+  if (document.activeElement !== $("limit")) $("limit").value = limit.rate_limit || "";
+}
+
 // Follows the stream from the snapshot's event (nothing between the two is missed).
 function connect(after) {
   if (state.source) state.source.close();
@@ -259,7 +329,11 @@ function connect(after) {
     (after ? "&last_event_id=" + encodeURIComponent(after) : ""));
   state.source = source;
   source.onopen = () => { $("connection").textContent = "live"; $("connection").className = "badge live"; };
-  source.onerror = () => { $("connection").textContent = "reconnecting"; $("connection").className = "badge down"; };
+  source.onerror = () => {
+    if (state.ended) return;
+    $("connection").textContent = "reconnecting";
+    $("connection").className = "badge down";
+  };
   source.onmessage = (message) => handle(JSON.parse(message.data));
   // Events were missed: start again from a fresh snapshot.
   source.addEventListener("reset", () => loadSnapshot().catch((error) => { $("message").textContent = error.message; }));
@@ -290,6 +364,24 @@ $("queue-toggle").addEventListener("click", async () => {
     toggle.disabled = false;
   }
 });
+
+$("limit-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const text = $("limit").value.trim();
+  const submit = $("limit-form").querySelector("button");
+  submit.disabled = true;
+  try {
+    renderLimit(await api("POST", "/v1/limit?" + (text ? "rate=" + encodeURIComponent(text) : "clear=1")));
+    $("message").textContent = "";
+  } catch (error) {
+    $("message").textContent = error.message;
+  } finally {
+    submit.disabled = state.ended;
+  }
+});
+
+// Countdowns of the jobs waiting to retry.
+setInterval(() => { if (state.waiting.size > 0) renderWaiting(); }, 1000);
 
 $("login").addEventListener("submit", (event) => {
   event.preventDefault();
