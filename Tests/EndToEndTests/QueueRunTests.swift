@@ -315,6 +315,32 @@ final class QueueRunTests: XCTestCase {
     /// next queued jobs, in claim order, and how to see the rest; `--all` and `--json` list
     /// every job, a page at a time. Before, `status` read and printed every job of the queue
     /// (1M jobs: 8.7-11.7 s and 1.5 GiB).
+    /// `status` before any run: files waiting in the queue folder are counted, not "0 jobs" alone,
+    /// and what no run will ever read is named with why.
+    func testStatusCountsJobFilesWaitingAndNamesFilesNeverRead() throws {
+        let fixture = try QueueFixture()
+        try fixture.drop("a.json", jobs: [["id": "a", "url": "http://127.0.0.1:9/a", "dest": "out/a"]])
+        try fixture.drop("b.urls", "http://127.0.0.1:9/b\n")
+        try fixture.drop("jobs.yaml", "url: x\n")
+        try fixture.drop(".writing.json", "{")
+        try FileManager.default.createDirectory(atPath: fixture.queue + "/later", withIntermediateDirectories: true)
+        let before = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(before.status, 0, before.stderr)
+        XCTAssertTrue(before.stdout.contains("2 job files wait in \(fixture.queue) to be read (a.json, b.urls)"), before.stdout)
+        XCTAssertTrue(before.stdout.contains("jobs.yaml  (not a job file: only *.json and *.urls files are read)"), before.stdout)
+        XCTAssertTrue(before.stdout.contains("later/  (a folder: only files directly in the queue folder are read)"), before.stdout)
+        XCTAssertFalse(before.stdout.contains(".writing.json"), "a file being written under a dot name is not named")
+        let ingested = try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(ingested.status, 0, ingested.stderr)
+        let after = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertTrue(after.stdout.hasPrefix("2 jobs: 2 queued"), after.stdout)
+        XCTAssertFalse(after.stdout.contains("wait in"), after.stdout)
+        // status --json names the retry budget used for what it is.
+        let json = try TransferdProcess.run(["status", fixture.queue, "--json"], directory: fixture.root)
+        XCTAssertTrue(json.stdout.contains("\"failed_attempts\":0"), json.stdout)
+        XCTAssertFalse(json.stdout.contains("\"attempts\""), json.stdout)
+    }
+
     func testStatusOfALargeQueueSumsItUpAndAllListsEveryJob() throws {
         let fixture = try QueueFixture()
         let lines = (0..<1_500).map { "http://127.0.0.1:9/f\($0).bin out/\($0 / 100)/" }.joined(separator: "\n") + "\n"

@@ -403,7 +403,9 @@ extension JobRecord {
         object.add("bytes_done", bytesDone)
         object.add("bytes_total", bytesTotal.map(JSONObject.Value.int) ?? .null)
         object.add("speed", speed.map { .int(Int64($0)) } ?? .null)
-        object.add("attempts", attempts)
+        // Failed attempts in a row without progress: the retry budget used (a job done at its
+        // first try has 0). Named for what it counts; "attempts" read as tries made, one short.
+        object.add("failed_attempts", attempts)
         object.add("priority", spec.priority)
         object.add("last_error", lastError.map { .string(Redaction.message($0)) } ?? .null)
         object.add("sha256", sha256.map(JSONObject.Value.string) ?? .null)

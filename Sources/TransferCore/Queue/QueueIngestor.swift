@@ -88,6 +88,33 @@ public struct QueueIngestor {
         return report
     }
 
+    /// What the queue folder holds that no run has read yet: the job files waiting, and the
+    /// files a run will never read, each with why (what `status` shows). Its own folders,
+    /// this README, `examples/` and names under a dot or ending `.tmp` (written, then renamed)
+    /// are neither.
+    public static func waiting(in layout: QueueLayout) -> (jobFiles: [String], neverRead: [(name: String, reason: String)]) {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: layout.directory)) ?? []).sorted()
+        let own = Set(layout.ownFolders.map { ($0 as NSString).lastPathComponent } + ["README.md", "examples"])
+        var jobFiles: [String] = []
+        var neverRead: [(String, String)] = []
+        for name in names where !own.contains(name) && !name.hasPrefix(".") && !name.hasSuffix(".tmp") {
+            var info = stat()
+            guard lstat(layout.path(name), &info) == 0 else { continue }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR:
+                neverRead.append((name + "/", "a folder: only files directly in the queue folder are read"))
+            case S_IFREG where JobFileParser.isJobFile(name):
+                jobFiles.append(name)
+            case S_IFREG:
+                neverRead.append((name, "not a job file: only *.json and *.urls files are read"))
+            default:
+                neverRead.append((name, JobFileParser.isJobFile(name) ? "not a regular file: a run rejects it unread"
+                                     : "not a job file: only *.json and *.urls files are read"))
+            }
+        }
+        return (jobFiles, neverRead)
+    }
+
     /// Reads and validates one file of `size` bytes. A file that cannot be read
     /// (no permission, swapped for a link or a FIFO since it was listed) is
     /// rejected with the reason, like an invalid one.

@@ -35,7 +35,7 @@ public struct QueueLayout: Sendable {
     public func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
 
     /// The folders transferd makes and writes inside the queue folder.
-    var ownFolders: [String] { [accepted, rejected, done, failed, stateDirectory] }
+    public var ownFolders: [String] { [accepted, rejected, done, failed, stateDirectory] }
 
     /// Creates the folders (`.transferd/` readable by the owner only: the store
     /// holds URLs and headers as written); throws with the path when the queue

@@ -39,6 +39,9 @@ enum QueueCommands {
             let width = Output.stdoutIsTerminal ? Output.terminalSize().columns : 200
             let counts = try store.counts()
             Output.out(StatusTable.countsLine(counts))
+            if try QueueFlags.storeURL(arguments) == nil || QueueFlags.queueFolderExists(layout) {
+                Output.out(StatusTable.waitingLines(QueueIngestor.waiting(in: layout), folder: layout.directory))
+            }
             let settings = try store.settings()
             if settings.paused {
                 Output.out("the queue is paused (transferd pause --all): nothing starts until `transferd resume --all`\n")

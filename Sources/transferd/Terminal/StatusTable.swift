@@ -13,6 +13,24 @@ enum StatusTable {
         return "\(total) job\(total == 1 ? "" : "s"): " + (summary.isEmpty ? "none" : summary.joined(separator: ", ")) + "\n"
     }
 
+    /// The queue folder's files no run has read yet: how many job files wait, and the files a
+    /// run will never read, with why (the first ten).
+    static func waitingLines(_ waiting: (jobFiles: [String], neverRead: [(name: String, reason: String)]), folder: String) -> String {
+        var text = ""
+        let count = waiting.jobFiles.count
+        if count > 0 {
+            text += "\(count) job file\(count == 1 ? "" : "s") wait\(count == 1 ? "s" : "") in \(folder) to be read "
+                + "(\(waiting.jobFiles.prefix(3).joined(separator: ", "))\(count > 3 ? ", …" : "")): "
+                + "the next run reads \(count == 1 ? "it" : "them") first; `transferd ingest` records \(count == 1 ? "it" : "them") now\n"
+        }
+        if !waiting.neverRead.isEmpty {
+            text += "never read in \(folder):\n"
+            for item in waiting.neverRead.prefix(10) { text += "  \(Text.sanitized(item.name))  (\(item.reason))\n" }
+            if waiting.neverRead.count > 10 { text += "  … and \(waiting.neverRead.count - 10) more\n" }
+        }
+        return text
+    }
+
     /// The width of the ID column for these jobs.
     static func idWidth(_ jobs: [JobRecord]) -> Int { min(40, max(2, jobs.map(\.id.count).max() ?? 2)) }
 
@@ -93,7 +111,9 @@ enum StatusTable {
 
     /// One job as `status --json` prints it (keys sorted; absent values left out).
     private struct JobJSON: Encodable {
-        var attempts: Int
+        /// Failed attempts in a row without progress: the retry budget used (0 for a job done at
+        /// its first try).
+        var failed_attempts: Int
         var bytes_done: Int64
         var bytes_total: Int64?
         var destination: String?
@@ -118,7 +138,7 @@ enum StatusTable {
 
     static func json(_ job: JobRecord) -> String {
         // Redacted as in every other view: user info and secret query values.
-        let object = JobJSON(attempts: job.attempts, bytes_done: job.bytesDone, bytes_total: job.bytesTotal,
+        let object = JobJSON(failed_attempts: job.attempts, bytes_done: job.bytesDone, bytes_total: job.bytesTotal,
                              destination: job.spec.destination, id: job.id, last_error: job.lastError.map(Redaction.message),
                              next_attempt_at: job.nextAttemptAt.map { ISO8601DateFormatter().string(from: $0) },
                              priority: job.spec.priority, sha256: job.sha256, speed: job.speed, state: job.state.rawValue,
