@@ -44,7 +44,7 @@ measure() {  # NAME CLIENTS
     rm -rf "$fast" && mkdir -p "$fast/queue.d"
     port=$(free_port)
     base="http://127.0.0.1:$port"
-    (cd "$fast" && exec "$transferd" run queue.d --watch --listen "127.0.0.1:$port" --jobs 16 --quiet) > "$work/run.log" 2>&1 &
+    (cd "$fast" && exec "$transferd" run --queue queue.d --watch --listen "127.0.0.1:$port" --jobs 16 --quiet) > "$work/run.log" 2>&1 &
     run_pid=$!
     for ((i = 0; i < 100; i++)); do curl -sf "$base/metrics" >/dev/null 2>&1 && break; sleep 0.05; done
     token=$(cat "$fast/queue.d/.transferd/api.token")

@@ -44,11 +44,11 @@ for ((round = 1; round <= rounds; round++)); do
         dir="$base/run-$run"
         make_queue "$dir" "$run"
         store=(--store "$(fresh_postgres_store "bench_latency_${run}_$$")")
-        "$transferd" ingest "$dir/queue.d" "${store[@]}" >/dev/null
+        "$transferd" ingest --queue "$dir/queue.d" "${store[@]}" >/dev/null
         pids=()
         started=$(date +%s.%N)
         for ((i = 0; i < count; i++)); do
-            "$transferd" run "$dir/queue.d" --jobs 1 --quiet --worker "bench-$i" "${store[@]}" &
+            "$transferd" run --queue "$dir/queue.d" --jobs 1 --quiet --worker "bench-$i" "${store[@]}" &
             pids+=($!)
         done
         for pid in "${pids[@]}"; do wait "$pid" || { echo "bench: $count workers: a worker failed" >&2; exit 1; }; done

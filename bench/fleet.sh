@@ -85,7 +85,7 @@ run_workers() {
     started=$(date +%s.%N)
     for ((i = 0; i < count; i++)); do
         /usr/bin/time -f "%e %U %S %M" -o "$dir/time.$i" \
-            "$transferd" run "$dir/queue.d" --jobs 16 --quiet --worker "bench-$i" "$@" &
+            "$transferd" run --queue "$dir/queue.d" --jobs 16 --quiet --worker "bench-$i" "$@" &
         pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || { echo "bench: $key: a worker failed" >&2; exit 1; }; done
@@ -121,7 +121,7 @@ for place in "${places[@]}"; do
             if [[ $name == *PostgreSQL ]]; then
                 store=(--store "$(fresh_postgres_store "bench_fleet_${run}_$$")")
             fi
-            "$transferd" ingest "$dir/queue.d" "${store[@]}" >/dev/null
+            "$transferd" ingest --queue "$dir/queue.d" "${store[@]}" >/dev/null
             sync
             run_workers "$place|$name" "$dir" "$count" "${store[@]}"
             echo "bench: $place, round $round: $name done" >&2

@@ -41,9 +41,9 @@ for f in range((size + 999) // 1000):
         for i in range(min(1000, size - f * 1000)):
             out.write(f"http://127.0.0.1:9/f{f}/{i}.bin out/{f}/\n")
 PY
-    (cd "$dir" && timed "ingest $size jobs" "$transferd" ingest queue.d)
-    (cd "$dir" && timed "status ($size jobs)" "$transferd" status queue.d)
-    (cd "$dir" && timed "status --json ($size jobs)" "$transferd" status queue.d --json)
+    (cd "$dir" && timed "ingest $size jobs" "$transferd" ingest --queue queue.d)
+    (cd "$dir" && timed "status ($size jobs)" "$transferd" status --queue queue.d)
+    (cd "$dir" && timed "status --json ($size jobs)" "$transferd" status --queue queue.d --json)
     lines=$(wc -l < "$work/out")
     [[ $lines -eq $size ]] || { echo "bench: status --json printed $lines lines for $size jobs" >&2; exit 1; }
     rm -rf "$dir"
@@ -57,7 +57,7 @@ with open(f"{folder}/all.urls", "w") as out:
         out.write(f"http://127.0.0.1:9/f{n // 1000}/{n % 1000}.bin out/{n // 1000}/\n")
 PY
     list_mib=$(awk -v b="$(stat -c %s "$dir/queue.d/all.urls")" 'BEGIN { printf "%.0f", b / 1048576 }')
-    (cd "$dir" && timed "ingest one list ($size, $list_mib MiB)" "$transferd" ingest queue.d)
+    (cd "$dir" && timed "ingest one list ($size, $list_mib MiB)" "$transferd" ingest --queue queue.d)
     [[ -f $dir/queue.d/accepted/all.urls ]] || { echo "bench: the list of $size was not accepted" >&2; cat "$work/out" "$work/stderr" >&2; exit 1; }
     rm -rf "$dir"
 done
@@ -72,7 +72,7 @@ mkdir -p "$dir/queue.d"
 for ((f = 0; f < count / 1000; f++)); do
     for ((i = f * 1000; i < (f + 1) * 1000; i++)); do echo "$TRANSFERD_TEST_HTTP/scale4k/f$i.bin out/"; done > "$dir/queue.d/batch$f.urls"
 done
-(cd "$dir" && timed "run $count jobs of 4 KiB (--jobs 64)" "$transferd" run queue.d --jobs 64 --quiet)
+(cd "$dir" && timed "run $count jobs of 4 KiB (--jobs 64)" "$transferd" run --queue queue.d --jobs 64 --quiet)
 read -r seconds _ < "$work/time"
 done_files=$(find "$dir/out" -name 'f*.bin' | wc -l)
 [[ $done_files -eq $count ]] || { echo "bench: the run left $done_files files, not $count" >&2; exit 1; }

@@ -65,7 +65,7 @@ for ((r = 0; r < runs; r++)); do
     fresh; measure "${names[2]}" "$out" aria2c -q -i "$list" -j16 --file-allocation=none -d "$out"
     fresh; mkdir -p "$out/queue/queue.d"
     sed 's|$| out|' "$list" > "$out/queue/queue.d/small.urls"
-    measure "${names[3]}" "$out/queue" "$transferd" run queue.d --root "$out" --jobs 16 --quiet
+    measure "${names[3]}" "$out/queue" "$transferd" run --queue queue.d --root "$out" --jobs 16 --quiet
     echo "bench: round $((r + 1)) of $runs done" >&2
 done
 
@@ -91,9 +91,9 @@ for ((i = 0; i < many; i++)); do
         > "$big/queue.d/job$i.json"
 done
 sync
-/usr/bin/time -f "%e %M" -o "$work/time" "$transferd" ingest "$big/queue.d" >/dev/null
+/usr/bin/time -f "%e %M" -o "$work/time" "$transferd" ingest --queue "$big/queue.d" >/dev/null
 read -r ingest_s ingest_kib < "$work/time"
-/usr/bin/time -f "%e %M" -o "$work/time" "$transferd" run "$big/queue.d" --jobs 16 --quiet
+/usr/bin/time -f "%e %M" -o "$work/time" "$transferd" run --queue "$big/queue.d" --jobs 16 --quiet
 read -r run_s run_kib < "$work/time"
 done_files=$(find "$big/out" -name 't*.bin' | wc -l)
 [[ $done_files -eq $many ]] || { echo "bench: the 10,000-job run left $done_files files" >&2; exit 1; }

@@ -71,7 +71,7 @@ for ((r = 0; r < runs; r++)); do
         done
         printf ']}\n'
     } > "$work/upq/queue.d/uploads.json"
-    measure "transferd run --jobs 16 (1000 x 256 KiB)" "count_ok td-small" "$transferd" run "$work/upq/queue.d" --root "$work" --jobs 16 --quiet
+    measure "transferd run --jobs 16 (1000 x 256 KiB)" "count_ok td-small" "$transferd" run --queue "$work/upq/queue.d" --root "$work" --jobs 16 --quiet
 
     rm -rf "$servers/uploads/bench"
     measure "curl -T (1 GiB PUT to nginx)" "cmp -s $big $servers/uploads/bench/curl.bin" curl -s -T "$big" "$TRANSFERD_TEST_HTTP/upload/bench/curl.bin"

@@ -20,7 +20,7 @@ final class AdaptiveConcurrencyTests: XCTestCase {
         // `status` shows the lowered limit while the run works.
         var shown = ""
         try await waitUntil(timeout: 30) {
-            shown = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root).stdout
+            shown = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root).stdout
             return shown.contains("limit lowered") || !run.process.isRunning
         }
         let result = run.wait()

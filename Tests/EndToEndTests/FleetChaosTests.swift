@@ -54,7 +54,7 @@ final class FleetChaosTests: XCTestCase {
             if !sameName { generation += 1 }
             let name = "w\(slot)-\(generation)"
             workerNames["\(slot)"] = name
-            live["\(slot)"] = try TransferdProcess(["run", fixture.queue, "--jobs", "4", "--lease", "2", "--worker", name, "--quiet"],
+            live["\(slot)"] = try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "4", "--lease", "2", "--worker", name, "--quiet"],
                                                   directory: fixture.root, environment: environment)
         }
         for slot in 0..<4 { try start(slot, sameName: true) }

@@ -33,7 +33,7 @@ final class FleetFreezeTests: XCTestCase {
             XCTFail("timed out waiting for \(what)")
         }
 
-        let a = try TransferdProcess(["run", fixture.queue, "--jobs", "1", "--lease", "2", "--worker", "A", "--quiet"],
+        let a = try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "1", "--lease", "2", "--worker", "A", "--quiet"],
                                      directory: fixture.root, environment: environment)
         try waitFor("A to write 2 MiB") { (try progress(of: "A") ?? 0) >= 2 << 20 }
         kill(a.process.processIdentifier, SIGSTOP)
@@ -45,7 +45,7 @@ final class FleetFreezeTests: XCTestCase {
         XCTAssertEqual(rename(path + ".new", path), 0)
         let expected = try SHA256Hasher.hex(ofFileAt: path)
 
-        let b = try TransferdProcess(["run", fixture.queue, "--jobs", "1", "--lease", "2", "--worker", "B", "--quiet"],
+        let b = try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "1", "--lease", "2", "--worker", "B", "--quiet"],
                                      directory: fixture.root, environment: environment)
         try waitFor("B to take the job over and write 6 MiB") { (try progress(of: "B") ?? 0) >= 6 << 20 }
         kill(a.process.processIdentifier, SIGCONT)

@@ -58,7 +58,7 @@ final class FleetOutageTests: XCTestCase {
     private func runThroughAnOutage(of outage: TimeInterval, lease: Int) throws {
         let (servers, names, proxy, fixture, environment, observer) = try outageQueue(folder: "outage", count: 40)
         let workers = try ["A", "B"].map { name in
-            try TransferdProcess(["run", fixture.queue, "--jobs", "3", "--lease", String(lease), "--worker", name, "--quiet"],
+            try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "3", "--lease", String(lease), "--worker", name, "--quiet"],
                                  directory: fixture.root, environment: environment)
         }
         let deadline = Date().addingTimeInterval(60)
@@ -92,7 +92,7 @@ final class FleetOutageTests: XCTestCase {
     /// Past `--store-outage` a worker stops, saying why and what it had done.
     func testAWorkerGivesUpAfterItsOutageLimitWithASummary() throws {
         let (_, _, proxy, fixture, environment, observer) = try outageQueue(folder: "outage-limit", count: 12)
-        let worker = try TransferdProcess(["run", fixture.queue, "--jobs", "2", "--store-outage", "3", "--worker", "A"],
+        let worker = try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "2", "--store-outage", "3", "--worker", "A"],
                                           directory: fixture.root, environment: environment)
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, (try observer.counts()[.done] ?? 0) < 2 { usleep(100_000) }

@@ -21,7 +21,7 @@ final class FleetTests: XCTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSFERD_STORE"] = store
         func worker(_ name: String) throws -> TransferdProcess {
-            try TransferdProcess(["run", fixture.queue, "--jobs", "2", "--lease", "2", "--worker", name, "--quiet"],
+            try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "2", "--lease", "2", "--worker", name, "--quiet"],
                                  directory: fixture.root, environment: environment)
         }
         let shared = try PostgresQueueStore(url: store, worker: "observer")
@@ -37,7 +37,7 @@ final class FleetTests: XCTestCase {
         let frozenJobs = Set(try shared.jobs(in: .running).filter { $0.worker == "b" }.map(\.id))
         kill(workers[1].process.processIdentifier, SIGSTOP)
         // A new worker joins, with room to take over what the frozen one holds.
-        workers.append(try TransferdProcess(["run", fixture.queue, "--jobs", "4", "--lease", "2", "--worker", "d", "--quiet"],
+        workers.append(try TransferdProcess(["run", "--queue", fixture.queue, "--jobs", "4", "--lease", "2", "--worker", "d", "--quiet"],
                                             directory: fixture.root, environment: environment))
         var moved: Set<String> = []
         try await waitUntil(timeout: 30) {
@@ -81,11 +81,11 @@ final class FleetTests: XCTestCase {
                                             "dest": "out/one.bin"]])
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSFERD_STORE"] = store
-        let run = try TransferdProcess(["run", fixture.queue, "--worker", "status-worker", "--quiet"],
+        let run = try TransferdProcess(["run", "--queue", fixture.queue, "--worker", "status-worker", "--quiet"],
                                        directory: fixture.root, environment: environment)
         let shared = try PostgresQueueStore(url: store, worker: "observer")
         try await waitUntil(timeout: 30) { try shared.job("slow-one")?.state == .running }
-        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root, environment: environment)
+        let status = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root, environment: environment)
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.contains("(worker status-worker)"), status.stdout)
         XCTAssertTrue(status.stdout.contains("1 worker:"), status.stdout)
@@ -94,12 +94,12 @@ final class FleetTests: XCTestCase {
         // A wrong password and an unparsable URL: clear errors that never show the password.
         guard var wrong = URLComponents(string: store) else { return XCTFail("bad store URL") }
         wrong.password = "wrong-password-0815"
-        let refused = try TransferdProcess.run(["status", fixture.queue, "--store", wrong.string!], directory: fixture.root)
+        let refused = try TransferdProcess.run(["status", "--queue", fixture.queue, "--store", wrong.string!], directory: fixture.root)
         XCTAssertNotEqual(refused.status, 0)
         XCTAssertTrue(refused.stderr.contains("password authentication failed"), refused.stderr)
         XCTAssertFalse(refused.stderr.contains("wrong-password-0815"), refused.stderr)
         let garbled = "postgres://transferd:garbled-secret-4711@[::1/transfers"
-        let unparsable = try TransferdProcess.run(["status", fixture.queue, "--store", garbled], directory: fixture.root)
+        let unparsable = try TransferdProcess.run(["status", "--queue", fixture.queue, "--store", garbled], directory: fixture.root)
         XCTAssertNotEqual(unparsable.status, 0)
         XCTAssertTrue(unparsable.stderr.contains("not a valid PostgreSQL connection URL"), unparsable.stderr)
         XCTAssertFalse(unparsable.stderr.contains("garbled-secret-4711"), unparsable.stderr)

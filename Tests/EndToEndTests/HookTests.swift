@@ -43,7 +43,7 @@ final class HookTests: XCTestCase {
         ])
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSFERD_NOTIFY_SECRET"] = "hook-signing-secret"
-        let result = try TransferdProcess.run(["run", fixture.queue, "--on-done", "sleep 30", "--hook-timeout", "1", "--quiet",
+        let result = try TransferdProcess.run(["run", "--queue", fixture.queue, "--on-done", "sleep 30", "--hook-timeout", "1", "--quiet",
                                                "--allow-job-hooks"],
                                               directory: fixture.root, environment: environment)
         XCTAssertEqual(result.status, 1, "one job failed: " + result.stderr)
@@ -109,7 +109,7 @@ final class HookTests: XCTestCase {
         try fixture.drop("notify.json", jobs: [
             ["id": "ok", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/ok.bin", "notify": notify.absoluteString],
         ])
-        let run = try TransferdProcess(["run", fixture.queue, "--quiet", "--allow-job-hooks"], directory: fixture.root)
+        let run = try TransferdProcess(["run", "--queue", fixture.queue, "--quiet", "--allow-job-hooks"], directory: fixture.root)
         let deadline = Date().addingTimeInterval(10)
         while run.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
         XCTAssertFalse(run.process.isRunning, "the run still waits for the notify's answer to end after 10 s")
@@ -132,7 +132,7 @@ final class HookTests: XCTestCase {
         try fixture.drop("notify.json", jobs: [
             ["id": "ok", "url": servers.http.absoluteString + "/" + names[0], "dest": "out/ok.bin", "notify": notify.absoluteString],
         ])
-        let result = try TransferdProcess.run(["run", fixture.queue, "--quiet", "--allow-job-hooks"], directory: fixture.root)
+        let result = try TransferdProcess.run(["run", "--queue", fixture.queue, "--quiet", "--allow-job-hooks"], directory: fixture.root)
         XCTAssertEqual(result.status, 0, result.stderr)
         let sent = try XCTUnwrap(try hook(try fixture.store(), "ok")["notify"] as? [String: Any])
         XCTAssertEqual(sent["status"] as? String, "failed")

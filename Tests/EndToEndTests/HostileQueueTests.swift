@@ -34,14 +34,14 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(validate.status, 2, validate.stderr)
         XCTAssertTrue(validate.stdout.contains("limit_rate") || validate.stderr.contains("limit_rate"), validate.stdout + validate.stderr)
 
-        let first = try run(["run", fixture.queue], in: fixture.root)
+        let first = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(first.status, 2, "rejected files make the run exit 2: \(first.stderr)")
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/good.bin"), try servers.sha256(of: "1m.bin"))
         for name in ["a-poison.json", "b-inf.json"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: "\(fixture.queue)/rejected/\(name).error"), name)
             XCTAssertFalse(FileManager.default.fileExists(atPath: "\(fixture.queue)/\(name)"), name)
         }
-        let again = try run(["run", fixture.queue], in: fixture.root)
+        let again = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(again.status, 0, "the next run is not blocked: \(again.stderr)")
     }
 
@@ -53,7 +53,7 @@ final class HostileQueueTests: XCTestCase {
         let (url, _) = servers.fault("1m.bin", ["rate": "20"])
         try fixture.drop("slow.json", #"{"url": "\#(url.absoluteString)", "dest": "slow.bin", "speed_limit": "1K", "speed_time": 2, "retries": 2}"#)
         let started = Date()
-        let result = try run(["run", fixture.queue], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(result.status, 1, result.stderr)
         XCTAssertEqual(try fixture.store().counts(), [.failed: 1])
         let failed = "\(try fixture.results("failed", "slow.json"))"
@@ -67,7 +67,7 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(symlink(elsewhere, fixture.queue + "/done"), 0)
         try fixture.drop("a.json", #"{"url": "http://127.0.0.1:9/a.bin", "dest": "a.bin"}"#)
         for command in ["run", "ingest"] {
-            let result = try run([command, fixture.queue], in: fixture.root)
+            let result = try run([command, "--queue", fixture.queue], in: fixture.root)
             XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("queue.d/done is a symbolic link to \(elsewhere); transferd writes only inside the queue"
                                                  + " folder: replace it with a directory"), "\(command): \(result.stderr)")
@@ -80,12 +80,12 @@ final class HostileQueueTests: XCTestCase {
         let fixture = try QueueFixture()
         let database = fixture.queue + "/.transferd/state.db"
         try fixture.drop("a.json", #"{"url": "http://127.0.0.1:9/a.bin", "dest": "a.bin"}"#)
-        XCTAssertEqual(try run(["ingest", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertEqual(try run(["ingest", "--queue", fixture.queue], in: fixture.root).status, 0)
         XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/accepted/a.json"))
         // Truncated to nothing (its WAL gone too), beside the accepted job file.
         for companion in ["-wal", "-shm"] { unlink(database + companion) }
         XCTAssertEqual(truncate(database, 0), 0)
-        for command in [["run", fixture.queue], ["status", fixture.queue], ["ingest", fixture.queue]] {
+        for command in [["run", "--queue", fixture.queue], ["status", "--queue", fixture.queue], ["ingest", "--queue", fixture.queue]] {
             let result = try run(command, in: fixture.root)
             XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("state store \(database) is empty (0 bytes), but accepted/ holds 1 file"),
@@ -96,7 +96,7 @@ final class HostileQueueTests: XCTestCase {
         // Not a database at all: refused, the bytes kept.
         let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 131) })
         try garbage.write(to: URL(fileURLWithPath: database))
-        let result = try run(["run", fixture.queue], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(result.status, 2, result.stderr)
         XCTAssertTrue(result.stderr.contains("state store \(database) is not a SQLite database"), result.stderr)
         XCTAssertEqual(FileManager.default.contents(atPath: database), garbage)
@@ -106,9 +106,9 @@ final class HostileQueueTests: XCTestCase {
         let fixture = try QueueFixture()
         try FileManager.default.createDirectory(atPath: fixture.queue + "/.transferd", withIntermediateDirectories: true)
         XCTAssertTrue(FileManager.default.createFile(atPath: fixture.queue + "/.transferd/state.db", contents: Data()))
-        let result = try run(["run", fixture.queue], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(result.status, 0, result.stderr)
-        XCTAssertEqual(try run(["status", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertEqual(try run(["status", "--queue", fixture.queue], in: fixture.root).status, 0)
     }
 
     /// A job recorded before the header rule (put in the store directly here) fails with
@@ -124,7 +124,7 @@ final class HostileQueueTests: XCTestCase {
             let store = try fixture.store()
             _ = try store.ingest([JobFileContent(fileName: "old.json", contentHash: "h-old", jobs: [spec])])
         }
-        let result = try run(["run", fixture.queue], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(result.status, 1, result.stderr)
         XCTAssertEqual(try fixture.store().job("old")?.state, .failed)
         let error = try fixture.store().job("old")?.lastError ?? ""
@@ -151,7 +151,7 @@ final class HostileQueueTests: XCTestCase {
         let url = servers.http.appendingPathComponent("1m.bin").absoluteString
         try fixture.drop("jobs.json", jobs: [["id": "to-dir", "url": url, "dest": "existingdir", "overwrite": "overwrite"],
                                              ["id": "fine", "url": url, "dest": "fine.bin"]])
-        let first = try run(["run", fixture.queue], in: fixture.root)
+        let first = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(first.status, 1, "one job failed: \(first.stdout) \(first.stderr)")
         let store = try fixture.store()
         XCTAssertEqual(try store.job("fine")?.state, .done)
@@ -159,7 +159,7 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(failed.state, .failed)
         XCTAssertTrue(failed.lastError?.contains("is a folder") ?? false, failed.lastError ?? "")
         XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.root + "/existingdir/inner"), "the folder is untouched")
-        let second = try run(["run", fixture.queue], in: fixture.root)
+        let second = try run(["run", "--queue", fixture.queue], in: fixture.root)
         // 1: the failed job is still listed as failed; the run started and ended normally.
         XCTAssertEqual(second.status, 1, "nothing left to run, nothing blocked: \(second.stderr)")
         XCTAssertFalse(second.stderr.contains("rename"), second.stderr)
@@ -168,7 +168,7 @@ final class HostileQueueTests: XCTestCase {
     func testCancelEndsAJobInAnyUnfinishedStateIncludingFinishing() throws {
         let fixture = try QueueFixture()
         try fixture.drop("one.json", jobs: [["id": "f", "url": "http://127.0.0.1:9/x.bin", "dest": "x.bin"]])
-        XCTAssertEqual(try run(["ingest", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertEqual(try run(["ingest", "--queue", fixture.queue], in: fixture.root).status, 0)
         let store = try fixture.store()
         XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["f"])
         XCTAssertEqual(try store.markFinishing([(id: "f", bytes: 10, sha256: nil)]), [])
@@ -191,7 +191,7 @@ final class HostileQueueTests: XCTestCase {
         try fixture.drop("b.json", jobs: [["id": "second", "url": second, "dest": "same.bin"]])
         // same.bin.part is a destination like any other: its own partial file, no shared one.
         try fixture.drop("c.json", jobs: [["id": "third", "url": second, "dest": "same.bin.part"]])
-        let result = try run(["run", fixture.queue, "--jobs", "4"], in: fixture.root, seconds: 120)
+        let result = try run(["run", "--queue", fixture.queue, "--jobs", "4"], in: fixture.root, seconds: 120)
         XCTAssertEqual(result.status, 1, "the second finds the file there and refuses: \(result.stdout) \(result.stderr)")
         let store = try fixture.store()
         XCTAssertEqual(try store.job("first")?.state, .done)
@@ -214,7 +214,7 @@ final class HostileQueueTests: XCTestCase {
         chmod(outside, 0o600)
         XCTAssertEqual(symlink(outside, fixture.queue + "/link.json"), 0)
         try fixture.drop("good.json", #"{"url": "\#(servers.http.appendingPathComponent("1m.bin").absoluteString)", "dest": "g.bin"}"#)
-        let result = try run(["run", fixture.queue], in: fixture.root, seconds: 30)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root, seconds: 30)
         XCTAssertEqual(result.status, 2, "rejected files: \(result.stdout) \(result.stderr)")
         XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.root + "/g.bin"), "the other job ran")
         for name in ["pipe.json", "link.json"] {
@@ -224,21 +224,21 @@ final class HostileQueueTests: XCTestCase {
             XCTAssertFalse(text.contains("TOPSECRET"), text)
             XCTAssertEqual(try mode(errorFile) & 0o077, 0, "\(name).error is private")
         }
-        XCTAssertEqual(try run(["status", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertEqual(try run(["status", "--queue", fixture.queue], in: fixture.root).status, 0)
     }
 
     func testTheStoreIsPrivateAndStatusJSONRedacts() throws {
         let fixture = try QueueFixture()
         try fixture.drop("s.json", #"{"id": "sec", "url": "http://user:hunter2@127.0.0.1:9/a.bin?token=abc123&x=1", "dest": "a.bin"}"#)
-        XCTAssertEqual(try run(["ingest", fixture.queue], in: fixture.root).status, 0)
+        XCTAssertEqual(try run(["ingest", "--queue", fixture.queue], in: fixture.root).status, 0)
         XCTAssertEqual(try mode(fixture.queue + "/.transferd") & 0o077, 0)
         XCTAssertEqual(try mode(fixture.queue + "/.transferd/state.db") & 0o077, 0)
-        let json = try run(["status", fixture.queue, "--json"], in: fixture.root)
+        let json = try run(["status", "--queue", fixture.queue, "--json"], in: fixture.root)
         XCTAssertEqual(json.status, 0, json.stderr)
         XCTAssertFalse(json.stdout.contains("hunter2"), json.stdout)
         XCTAssertFalse(json.stdout.contains("abc123"), json.stdout)
         XCTAssertTrue(json.stdout.contains("REDACTED"), json.stdout)
-        let table = try run(["status", fixture.queue], in: fixture.root)
+        let table = try run(["status", "--queue", fixture.queue], in: fixture.root)
         XCTAssertFalse(table.stdout.contains("hunter2") || table.stdout.contains("abc123"), table.stdout)
     }
 
@@ -247,9 +247,9 @@ final class HostileQueueTests: XCTestCase {
         let fixture = try QueueFixture()
         let url = servers.http.appendingPathComponent("nothing-here.bin").absoluteString
         try fixture.drop("c.json", jobs: [["id": "esc", "url": url, "dest": "evil\u{1B}[31m\u{07}name.bin"]])
-        let result = try run(["run", fixture.queue, "--progress", "plain"], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue, "--progress", "plain"], in: fixture.root)
         XCTAssertEqual(result.status, 1)
-        let status = try run(["status", fixture.queue], in: fixture.root)
+        let status = try run(["status", "--queue", fixture.queue], in: fixture.root)
         for output in [result.stdout, result.stderr, status.stdout] {
             XCTAssertFalse(output.contains("\u{1B}") || output.contains("\u{07}"), output)
         }
@@ -271,7 +271,7 @@ final class HostileQueueTests: XCTestCase {
             ["id": "up", "type": "put", "url": servers.fault.appendingPathComponent("_echo").absoluteString, "source": "source-link.txt"],
             ["id": "up-dir", "type": "put", "url": servers.fault.appendingPathComponent("_echo").absoluteString, "source": "outlink/secret.txt"],
         ])
-        let result = try run(["run", fixture.queue], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(result.status, 1, result.stdout + result.stderr)
         let store = try fixture.store()
         for id in ["down", "up", "up-dir"] {
@@ -290,7 +290,7 @@ final class HostileQueueTests: XCTestCase {
         XCTAssertEqual(symlink(victim, fixture.root + "/planted.bin.transferd-part"), 0)
         try fixture.drop("p.json", jobs: [["id": "p", "url": servers.http.appendingPathComponent("1m.bin").absoluteString,
                                            "dest": "planted.bin"]])
-        let result = try run(["run", fixture.queue], in: fixture.root)
+        let result = try run(["run", "--queue", fixture.queue], in: fixture.root)
         XCTAssertEqual(result.status, 1, result.stdout + result.stderr)
         XCTAssertEqual(try String(contentsOfFile: victim, encoding: .utf8), "keep me")
     }

@@ -92,7 +92,7 @@ final class OutputModesTests: XCTestCase {
         let log = fixture.root + "/debug.log"
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSFERD_TEST_TOKEN"] = "hunter2"
-        let result = try TransferdProcess.run(["run", fixture.queue, "--log-file", log], directory: fixture.root,
+        let result = try TransferdProcess.run(["run", "--queue", fixture.queue, "--log-file", log], directory: fixture.root,
                                               environment: environment)
         XCTAssertEqual(result.status, 0, result.stderr)
         let text = try String(contentsOfFile: log, encoding: .utf8)

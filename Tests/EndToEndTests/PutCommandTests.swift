@@ -116,7 +116,7 @@ final class PutCommandTests: XCTestCase {
                 ["id": "s3", "type": "s3-upload", "url": "s3://\(bucket)/from-queue.bin", "source": "data/64m.bin",
                  "part_size": "8M", "parts_in_flight": 3],
             ])
-            let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            let result = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
             XCTAssertEqual(result.status, 0, "\(target.name): \(result.stderr)")
             XCTAssertEqual(try fixture.store().counts(), [.done: 3], target.name)
             let stored = (servers.www as NSString).deletingLastPathComponent + "/uploads/queue/\(key).bin"
@@ -129,7 +129,7 @@ final class PutCommandTests: XCTestCase {
 
             // The same credentials serve downloads: an s3:// source in a download job.
             try fixture.drop("back.json", jobs: [["id": "s3-back", "url": "s3://\(bucket)/from-queue.bin", "dest": "back/"]])
-            let back = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            let back = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
             XCTAssertEqual(back.status, 0, "\(target.name): \(back.stderr)")
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: fixture.root + "/back/from-queue.bin"), try servers.sha256(of: "64m.bin"),
                            target.name)
@@ -153,7 +153,7 @@ final class PutCommandTests: XCTestCase {
             let client = S3Client(configuration: target.configuration, transport: CurlTransport())
             try blocking { try await client.createBucket(bucket) }
             try fixture.drop("tree.json", jobs: [["id": "tree", "type": "s3-upload", "url": "s3://\(bucket)/www/", "source": "site"]])
-            let result = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            let result = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
             XCTAssertEqual(result.status, 0, "\(target.name): \(result.stderr)")
             try blocking {
                 let expected: [(String, Int64)] = [("www/index.html", 11), ("www/assets/img/logo one.png", 1 << 20),
@@ -218,7 +218,7 @@ final class PutCommandTests: XCTestCase {
         try FileManager.default.copyItem(atPath: servers.path("1m.bin"), toPath: fixture.root + "/one.bin")
         try fixture.drop("up.json", jobs: [["id": "up", "type": "s3-upload", "url": "s3://\(bucket)/queued.bin", "source": "one.bin"]])
         started = Date()
-        let run = try TransferdProcess.run(["run", fixture.queue, "--limit-rate", "256K"], directory: fixture.root,
+        let run = try TransferdProcess.run(["run", "--queue", fixture.queue, "--limit-rate", "256K"], directory: fixture.root,
                                            environment: peers.environment)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertGreaterThan(Date().timeIntervalSince(started), 2.5, "run --limit-rate 256K let an upload through uncapped")

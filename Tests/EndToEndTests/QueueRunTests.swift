@@ -164,7 +164,7 @@ final class QueueRunTests: XCTestCase {
         let logStart = try nginxLogSize(servers)
         let run = try fixture.start()
         Thread.sleep(forTimeInterval: 1.5)
-        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let status = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(status.status, 0)
         XCTAssertTrue(status.stdout.contains("running"), "status works from another process while run is active:\n\(status.stdout)")
 
@@ -227,7 +227,7 @@ final class QueueRunTests: XCTestCase {
         // place as the job's: it leaves the job finishing, says so, and waits until the file is free.
         let fixture = try QueueFixture()
         try fixture.drop("one.json", jobs: [["id": "f", "url": "http://127.0.0.1:9/x.bin", "dest": "out/x.bin"]])
-        XCTAssertEqual(try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root).status, 0)
+        XCTAssertEqual(try TransferdProcess.run(["ingest", "--queue", fixture.queue], directory: fixture.root).status, 0)
         let store = try fixture.store()
         XCTAssertEqual(try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }.map(\.id), ["f"])
         XCTAssertEqual(try store.markFinishing([(id: "f", bytes: 10, sha256: nil)]), [])
@@ -277,7 +277,7 @@ final class QueueRunTests: XCTestCase {
             lines += servers.http.appendingPathComponent("\(folder)/f\(index).bin").absoluteString + " out\n"
         }
         try fixture.drop("many.urls", lines)
-        let result = try TransferdProcess.run(["run", fixture.queue, "--jobs", "16", "--quiet"], directory: fixture.root,
+        let result = try TransferdProcess.run(["run", "--queue", fixture.queue, "--jobs", "16", "--quiet"], directory: fixture.root,
                                               wrapper: ["/usr/bin/prlimit", "--nofile=64:64", "--"])
         XCTAssertEqual(result.status, 0, String(result.stdout.prefix(2000)) + String(result.stderr.prefix(2000)))
         for index in 0..<200 {
@@ -324,19 +324,32 @@ final class QueueRunTests: XCTestCase {
         try fixture.drop("jobs.yaml", "url: x\n")
         try fixture.drop(".writing.json", "{")
         try FileManager.default.createDirectory(atPath: fixture.queue + "/later", withIntermediateDirectories: true)
-        let before = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let before = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(before.status, 0, before.stderr)
         XCTAssertTrue(before.stdout.contains("2 job files wait in \(fixture.queue) to be read (a.json, b.urls)"), before.stdout)
         XCTAssertTrue(before.stdout.contains("jobs.yaml  (not a job file: only *.json and *.urls files are read)"), before.stdout)
         XCTAssertTrue(before.stdout.contains("later/  (a folder: only files directly in the queue folder are read)"), before.stdout)
         XCTAssertFalse(before.stdout.contains(".writing.json"), "a file being written under a dot name is not named")
-        let ingested = try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root)
+        let ingested = try TransferdProcess.run(["ingest", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(ingested.status, 0, ingested.stderr)
-        let after = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let after = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertTrue(after.stdout.hasPrefix("2 jobs: 2 queued"), after.stdout)
         XCTAssertFalse(after.stdout.contains("wait in"), after.stdout)
+        // One way to name the queue: --queue. The old argument still works, with a warning;
+        // both at once must agree; retry --failed no longer ignores a folder given to it.
+        XCTAssertFalse(after.stderr.contains("old way"), after.stderr)
+        let old = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(old.status, 0, old.stderr)
+        XCTAssertTrue(old.stdout.hasPrefix("2 jobs: 2 queued"), old.stdout)
+        XCTAssertTrue(old.stderr.contains("write --queue \(fixture.queue)"), old.stderr)
+        let twice = try TransferdProcess.run(["status", "--queue", fixture.queue, fixture.root], directory: fixture.root)
+        XCTAssertEqual(twice.status, 2)
+        XCTAssertTrue(twice.stderr.contains("the queue is named twice"), twice.stderr)
+        let retry = try TransferdProcess.run(["retry", "--failed", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(retry.status, 2)
+        XCTAssertTrue(retry.stderr.contains("to name the queue folder write --queue \(fixture.queue)"), retry.stderr)
         // status --json names the retry budget used for what it is.
-        let json = try TransferdProcess.run(["status", fixture.queue, "--json"], directory: fixture.root)
+        let json = try TransferdProcess.run(["status", "--queue", fixture.queue, "--json"], directory: fixture.root)
         XCTAssertTrue(json.stdout.contains("\"failed_attempts\":0"), json.stdout)
         XCTAssertFalse(json.stdout.contains("\"attempts\""), json.stdout)
     }
@@ -346,10 +359,10 @@ final class QueueRunTests: XCTestCase {
         let lines = (0..<1_500).map { "http://127.0.0.1:9/f\($0).bin out/\($0 / 100)/" }.joined(separator: "\n") + "\n"
         try fixture.drop("many.urls", lines)
         try fixture.drop("first.json", jobs: [["id": "urgent", "url": "http://127.0.0.1:9/u.bin", "priority": 9]])
-        let ingested = try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root)
+        let ingested = try TransferdProcess.run(["ingest", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(ingested.status, 0, ingested.stderr)
 
-        let summed = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let summed = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(summed.status, 0, summed.stderr)
         let shown = summed.stdout.split(separator: "\n")
         XCTAssertEqual(shown.first, "1501 jobs: 1501 queued")
@@ -358,10 +371,10 @@ final class QueueRunTests: XCTestCase {
         XCTAssertLessThan(shown.count, 40, summed.stdout)
         XCTAssertTrue(summed.stdout.contains("`transferd status --all` lists every job"), summed.stdout)
 
-        let all = try TransferdProcess.run(["status", fixture.queue, "--all"], directory: fixture.root)
+        let all = try TransferdProcess.run(["status", "--queue", fixture.queue, "--all"], directory: fixture.root)
         XCTAssertEqual(all.status, 0, all.stderr)
         XCTAssertEqual(all.stdout.split(separator: "\n").count, 1 + 1 + 1501, "counts, header, one line per job")
-        let json = try TransferdProcess.run(["status", fixture.queue, "--json"], directory: fixture.root)
+        let json = try TransferdProcess.run(["status", "--queue", fixture.queue, "--json"], directory: fixture.root)
         XCTAssertEqual(json.status, 0, json.stderr)
         let objects = json.stdout.split(separator: "\n")
         XCTAssertEqual(objects.count, 1501)

@@ -101,7 +101,7 @@ final class S3PrefixCommandTests: XCTestCase {
             let fixture = try QueueFixture("queue-\(target.name)")
             try fixture.drop("mirror.json", jobs: [["id": "mirror", "url": "s3://\(bucket)/data/", "dest": "mirror/",
                                                     "include": ["*.bin"], "exclude": ["tmp/*"]]])
-            let run = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+            let run = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
             XCTAssertEqual(run.status, 0, "\(target.name): \(run.stderr)")
             XCTAssertEqual(try fixture.store().counts(), [.done: 1], target.name)
             for name in ["one.bin", "logs/2026/a.bin", "big.bin"] {
@@ -114,7 +114,7 @@ final class S3PrefixCommandTests: XCTestCase {
             try fixture.drop("again.json", jobs: [["id": "again", "url": "s3://\(bucket)/data/", "dest": "mirror/",
                                                    "include": ["*.bin"], "exclude": ["tmp/*"], "overwrite": "skip"]])
             let log = fixture.root + "/again.log"
-            let again = try TransferdProcess.run(["run", fixture.queue, "--log-file", log], directory: fixture.root,
+            let again = try TransferdProcess.run(["run", "--queue", fixture.queue, "--log-file", log], directory: fixture.root,
                                                  environment: target.environment)
             XCTAssertEqual(again.status, 0, "\(target.name): \(again.stderr)")
             XCTAssertEqual(try fixture.store().counts(), [.done: 2], target.name)
@@ -243,7 +243,7 @@ final class S3PrefixCommandTests: XCTestCase {
         // A queue job uploading a folder that holds partial downloads: the job fails as a partial
         // copy, and its result names the files left out and the fix; the rest is uploaded.
         try fixture.drop("up.json", jobs: [["id": "up", "type": "s3-upload", "url": "s3://\(bucket)/queued/", "source": "out"]])
-        let queued = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: environment)
+        let queued = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: environment)
         XCTAssertEqual(queued.status, 1, queued.stderr)
         let result = "\(try fixture.results("failed", "up.json"))"
         XCTAssertTrue(result.contains("the copy is partial"), result)
@@ -252,7 +252,7 @@ final class S3PrefixCommandTests: XCTestCase {
         XCTAssertEqual(try keys("queued/"), ["queued/j.bin", "queued/video.part"])
         // The queue's own root folder (".") is a folder like any other, queue and all left out.
         try fixture.drop("root.json", jobs: [["id": "root", "type": "s3-upload", "url": "s3://\(bucket)/root/", "source": "."]])
-        let whole = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: environment)
+        let whole = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: environment)
         XCTAssertEqual(whole.status, 1, whole.stderr)
         let rootResult = "\(try fixture.results("failed", "root.json"))"
         XCTAssertTrue(rootResult.contains("the copy is partial"), rootResult)
@@ -269,7 +269,7 @@ final class S3PrefixCommandTests: XCTestCase {
                                                            "b.part"])
         let fixture = try QueueFixture()
         try fixture.drop("all.json", jobs: [["id": "all", "url": "s3://\(bucket)/data/", "dest": "."]])
-        let run = try TransferdProcess.run(["run", fixture.queue], directory: fixture.root, environment: target.environment)
+        let run = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
         // Keys left out make a partial copy: the job fails (exit 1), and its result names them.
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertEqual(try fixture.store().counts(), [.failed: 1], "no job came from a key, and the one job is not done")

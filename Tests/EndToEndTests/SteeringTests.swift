@@ -71,7 +71,7 @@ final class SteeringTests: XCTestCase {
         XCTAssertEqual(idle.status, 0, idle.stderr)
         XCTAssertTrue((idle.stdout + idle.stderr).contains("1 job is held"), idle.stdout + idle.stderr)
         XCTAssertEqual(try fixture.store().job("big")?.state, .held)
-        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let status = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertTrue(status.stdout.contains("1 held"), status.stdout)
 
         let resumed = try TransferdProcess.run(["resume", "big", "--queue", fixture.queue], directory: fixture.root)
@@ -79,7 +79,7 @@ final class SteeringTests: XCTestCase {
         XCTAssertTrue(resumed.stdout.contains("big: queued again"), resumed.stdout)
         let finished = try fixture.run()
         XCTAssertEqual(finished.status, 0, finished.stderr)
-        let after = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let after = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(try fixture.store().counts(), [.done: 3], "the run said:\n\(finished.stdout)\(finished.stderr)\nstatus says:\n\(after.stdout)")
         // It went on from the bytes it had: a range past the start, and the file not sent twice.
         let served = try servers.stats(key: key)
@@ -121,7 +121,7 @@ final class SteeringTests: XCTestCase {
         try fixture.drop("jobs.json", jobs: ["alpha-1", "alpha-2", "beta"].map { id in
             ["id": id, "url": "http://127.0.0.1:9/\(id)", "dest": "out/\(id)"]
         })
-        XCTAssertEqual(try TransferdProcess.run(["ingest", fixture.queue], directory: fixture.root).status, 0)
+        XCTAssertEqual(try TransferdProcess.run(["ingest", "--queue", fixture.queue], directory: fixture.root).status, 0)
         func steer(_ arguments: [String]) throws -> TransferdProcess.Result {
             try TransferdProcess.run(arguments + ["--queue", fixture.queue], directory: fixture.root)
         }
@@ -156,7 +156,7 @@ final class SteeringTests: XCTestCase {
         XCTAssertEqual(try fixture.store().jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["alpha-2", "alpha-1", "beta"])
         XCTAssertEqual(try steer(["prioritize", "beta", "--priority", "7"]).status, 0)
         XCTAssertEqual(try fixture.store().jobs(in: .queued, firstInClaimOrder: 3).map(\.id), ["beta", "alpha-2", "alpha-1"])
-        let json = try TransferdProcess.run(["status", fixture.queue, "--json"], directory: fixture.root)
+        let json = try TransferdProcess.run(["status", "--queue", fixture.queue, "--json"], directory: fixture.root)
         XCTAssertTrue(json.stdout.contains("\"id\":\"beta\",\"priority\":7"), json.stdout)
         XCTAssertEqual(try steer(["prioritize", "beta", "--priority", "x"]).status, 2)
 
@@ -197,7 +197,7 @@ final class SteeringTests: XCTestCase {
         // Set in the store, it holds for the next run without a flag, and status says so.
         let set = try TransferdProcess.run(["limit", "512K:off", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(set.status, 0, set.stderr)
-        let status = try TransferdProcess.run(["status", fixture.queue], directory: fixture.root)
+        let status = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertTrue(status.stdout.contains("limit: uploads 512 KiB/s, downloads unlimited"), status.stdout)
         let cleared = try TransferdProcess.run(["limit", "--clear", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(cleared.status, 0, cleared.stderr)

@@ -210,10 +210,10 @@ final class StoreErrorTests: XCTestCase {
         let folder = try scratchDirectory()
         let queue = folder + "/q"
         try FileManager.default.createDirectory(atPath: queue, withIntermediateDirectories: true)
-        let status = try transferd(["status", queue], in: folder)
+        let status = try transferd(["status", "--queue", queue], in: folder)
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.contains("0 jobs"), status.stdout)
-        let json = try transferd(["status", queue, "--json"], in: folder)
+        let json = try transferd(["status", "--queue", queue, "--json"], in: folder)
         XCTAssertEqual(json.status, 0, json.stderr)
         XCTAssertEqual(json.stdout, "")
         XCTAssertEqual(entries(queue), [], "status made nothing in the queue folder")

@@ -26,11 +26,11 @@ public struct QueueFixture {
     }
 
     public func run(_ arguments: [String] = []) throws -> TransferdProcess.Result {
-        try TransferdProcess.run(["run", queue] + arguments, directory: root)
+        try TransferdProcess.run(["run", "--queue", queue] + arguments, directory: root)
     }
 
     public func start(_ arguments: [String] = []) throws -> TransferdProcess {
-        try TransferdProcess(["run", queue] + arguments, directory: root)
+        try TransferdProcess(["run", "--queue", queue] + arguments, directory: root)
     }
 
     public func store() throws -> SQLiteQueueStore {

@@ -63,7 +63,7 @@ extension QueueLayout {
         }
         text += "  mkdir \(queue).old-results && mv \(queue)/done \(queue)/failed \(queue).old-results/\n"
             + "  mv \(queue)/accepted/* \(queue)/\n"
-            + "  transferd run \(queue)"
+            + "  transferd run --queue \(queue)"
         return text
     }
 }

@@ -8,19 +8,19 @@ enum QueueCommands {
     // MARK: status
 
     static func status(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job, streamed"),
+        let specs = [QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job, streamed"),
                      OptionSpec("--all", help: "list every job, however many (a queue of over \(StatusTable.listedWhole) is summed up)"),
                      OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
                      OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
                      OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"),
                      OptionSpec("--remote", value: "URL", help: "watch the run serving its control API at URL (transferd run --listen) instead"),
                      OptionSpec("--api-token-file", value: "FILE", help: "the remote run's API token (also: TRANSFERD_API_TOKEN)"), help]
-        return command("status", argv, specs: specs, usage: "transferd status [QUEUE_DIR] [--json | --watch] | --watch --remote URL",
+        return command("status", argv, specs: specs, usage: "transferd status [--queue QUEUE_DIR] [--json | --watch] | --watch --remote URL",
                        summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
             if let remote = arguments.value("--remote") {
                 return try remoteWatch(remote, arguments)
             }
-            let layout = QueueFlags.layout(arguments)
+            let layout = try QueueFlags.layout(arguments, command: "status", allowsPositional: true)
             let store = try QueueFlags.openStore(layout, arguments, forReading: true)
             if arguments.has("--watch") {
                 let interval = try arguments.seconds("--interval") ?? 0.5
@@ -117,10 +117,10 @@ enum QueueCommands {
     static let allowJobHooks = OptionSpec("--allow-job-hooks", help: "take on_done / on_failed commands from job files (they run as you)")
 
     static func ingest(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, QueueFlags.storeSpec, allowJobHooks, help]
-        return command("ingest", argv, specs: specs, usage: "transferd ingest [QUEUE_DIR] [--root DIR] [--store URL]",
+        let specs = [QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, allowJobHooks, help]
+        return command("ingest", argv, specs: specs, usage: "transferd ingest [--queue QUEUE_DIR] [--root DIR] [--store URL]",
                        summary: "Records the job files waiting in the queue without running them (run does this first).") { arguments in
-            let layout = QueueFlags.layout(arguments)
+            let layout = try QueueFlags.layout(arguments, command: "ingest", allowsPositional: true)
             if try QueueFlags.storeURL(arguments) != nil {
                 try QueueFlags.requireQueueFolder(layout, command: "ingest", uses: "reads the job files waiting there")
             }
@@ -139,14 +139,13 @@ enum QueueCommands {
     static func add(_ argv: [String]) -> ExitCode {
         let specs = [OptionSpec("-o", "--output", value: "DIR", help: "folder (relative to the root) to download into"),
                      OptionSpec("--upload", value: "PATH", help: "an upload job instead: PATH to the URL (http(s): PUT; s3://: S3 upload)"),
-                     OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"),
-                     QueueFlags.rootSpec, QueueFlags.storeSpec, help]
+                     QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, help]
         return command("add", argv, specs: specs,
                        usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR] | transferd add --upload PATH URL",
                        summary: "Writes a job file into the queue: one download job per URL, or one upload job. "
                            + "With --store, records the jobs in the shared store at once.") { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one URL") }
-            let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d", root: arguments.value("--root"))
+            let layout = try QueueFlags.layout(arguments, command: "add")
             // With --store the jobs go straight into the shared store: no queue folder needed.
             let shared = try QueueFlags.storeURL(arguments) != nil
             if !shared { try layout.prepare() }
@@ -243,10 +242,14 @@ enum QueueCommands {
 
     static func retry(_ argv: [String]) -> ExitCode {
         let specs = [OptionSpec("--failed", help: "every failed job"),
-                     OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), QueueFlags.storeSpec, help]
+                     QueueFlags.queueSpec, QueueFlags.storeSpec, help]
         return command("retry", argv, specs: specs, usage: "transferd retry ID|--failed [--queue QUEUE_DIR] [--store URL]",
                        summary: "Puts failed or cancelled jobs back in the queue; the next `transferd run` runs them.") { arguments in
-            let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d")
+            let layout = try QueueFlags.layout(arguments, command: "retry")
+            if arguments.has("--failed"), let given = arguments.positionals.first {
+                // It was ignored before: a folder meant as the queue retried ./queue.d's jobs.
+                throw UsageError("--failed takes no argument ('\(given)'); to name the queue folder write --queue \(given)")
+            }
             let store = try QueueFlags.openStore(layout, arguments)
             let id: String? = arguments.has("--failed") ? nil : arguments.positionals.first
             guard arguments.has("--failed") || arguments.positionals.count == 1 else {
@@ -272,12 +275,12 @@ enum QueueCommands {
     }
 
     static func cancel(_ argv: [String]) -> ExitCode {
-        let specs = [OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)"), QueueFlags.storeSpec, help]
+        let specs = [QueueFlags.queueSpec, QueueFlags.storeSpec, help]
         return command("cancel", argv, specs: specs, usage: "transferd cancel ID [--queue QUEUE_DIR] [--store URL]",
                        summary: "Cancels a job; a running one is stopped by the `transferd run` working it.") { arguments in
             guard arguments.positionals.count == 1 else { throw UsageError("give one job ID") }
             let id = arguments.positionals[0]
-            let store = try QueueFlags.openStore(QueueLayout(directory: arguments.value("--queue") ?? "queue.d"), arguments)
+            let store = try QueueFlags.openStore(try QueueFlags.layout(arguments, command: "cancel"), arguments)
             guard let previous = try store.cancel(id) else { throw QueueError.unknownJob(id) }
             switch previous {
             case .running: Output.out("\(id): the running transfer will stop within a second\n")

@@ -1,14 +1,30 @@
 import Foundation
 import TransferCore
 
-/// The queue folder argument and `--root`, shared by the queue commands.
+/// `--queue`, `--root` and `--store`, shared by the queue commands.
 enum QueueFlags {
     static let rootSpec = OptionSpec("--root", value: "DIR",
                                      help: "folder that job paths are relative to and must stay in (default: the queue's parent)")
 
-    static func layout(_ arguments: ParsedArguments, positionalIndex: Int = 0) -> QueueLayout {
-        let directory = arguments.positionals.count > positionalIndex ? arguments.positionals[positionalIndex] : "queue.d"
-        return QueueLayout(directory: directory, root: arguments.value("--root"))
+    /// How every command names the queue folder.
+    static let queueSpec = OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)")
+
+    /// The queue folder: `--queue DIR`, the one way every command takes it. `run`, `status`
+    /// and `ingest` (`allowsPositional`) still take it as their argument, the old way, with a
+    /// warning that names the new one.
+    static func layout(_ arguments: ParsedArguments, command: String, allowsPositional: Bool = false) throws -> QueueLayout {
+        var directory = arguments.value("--queue")
+        if allowsPositional, let given = arguments.positionals.first {
+            if let directory, directory != given {
+                throw UsageError("the queue is named twice (--queue \(directory) and \(given)); give --queue QUEUE_DIR only")
+            }
+            if directory == nil {
+                Output.err("transferd \(command): naming the queue folder as an argument is the old way and still works for now; "
+                           + "write --queue \(given) (every command takes --queue)\n")
+            }
+            directory = given
+        }
+        return QueueLayout(directory: directory ?? "queue.d", root: arguments.value("--root"))
     }
 
     static let storeSpec = OptionSpec("--store", value: "URL",

@@ -1,7 +1,7 @@
 import Foundation
 import TransferCore
 
-/// `transferd run [QUEUE_DIR]`: works the queue until nothing is runnable.
+/// `transferd run [--queue QUEUE_DIR]`: works the queue until nothing is runnable.
 enum RunCommand {
     static let specs: [OptionSpec] = [
         OptionSpec("--watch", help: "keep running and pick up new job files as they appear"),
@@ -25,7 +25,7 @@ enum RunCommand {
         OptionSpec("-h", "--help", help: "show this help"),
     ] + TransferFlags.queueSpecs
 
-    static let usage = "transferd run [QUEUE_DIR] [--watch] [--jobs N] [--limit-rate RATE] [options]"
+    static let usage = "transferd run [--queue QUEUE_DIR] [--watch] [--jobs N] [--limit-rate RATE] [options]"
 
     static func run(_ argv: [String]) async -> ExitCode {
         let arguments: ParsedArguments
@@ -66,7 +66,13 @@ enum RunCommand {
             return .usage
         }
 
-        let layout = QueueFlags.layout(arguments)
+        let layout: QueueLayout
+        do {
+            layout = try QueueFlags.layout(arguments, command: "run", allowsPositional: true)
+        } catch {
+            Output.err("transferd run: \(error)\n")
+            return .usage
+        }
         let lock: RunLock?
         let store: QueueStore
         var listen: ListenAddress?

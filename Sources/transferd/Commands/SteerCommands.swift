@@ -6,7 +6,7 @@ import TransferCore
 /// job within a second and stops it with its progress saved, and sees the queue paused before
 /// its next claim.
 enum SteerCommands {
-    private static let queueSpec = OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)")
+    private static let queueSpec = QueueFlags.queueSpec
     private static let help = OptionSpec("-h", "--help", help: "show this help")
 
     static func pause(_ argv: [String]) -> ExitCode {
@@ -189,7 +189,7 @@ enum SteerCommands {
                 return .success
             }
             if select { _ = try JobSelection(arguments, verb: name) }
-            let layout = QueueLayout(directory: arguments.value("--queue") ?? "queue.d")
+            let layout = try QueueFlags.layout(arguments, command: name)
             if try QueueFlags.storeURL(arguments) == nil && !QueueFlags.queueFolderExists(layout) {
                 throw QueueError.noQueue(layout.directory)
             }

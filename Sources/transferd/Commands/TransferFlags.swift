@@ -22,7 +22,7 @@ enum TransferFlags {
 
     /// The flags `run` takes from here (it has its own output flags).
     static var queueSpecs: [OptionSpec] {
-        specs.filter { !["--header", "--verbose", "--log-file"].contains($0.key) }
+        [QueueFlags.queueSpec] + specs.filter { !["--header", "--verbose", "--log-file"].contains($0.key) }
     }
 
     /// `--speed-limit` and `--speed-time` (nil: `--speed-limit 0`, no floor).
