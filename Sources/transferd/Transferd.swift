@@ -37,6 +37,9 @@ struct TransferdMain {
                 summary: "show or set the queue's bandwidth limit (UP:DOWN, off, a timetable), running runs too") {
             SteerCommands.limit($0)
         },
+        Command(name: "purge", arguments: "", summary: "forget ended jobs (--state, --older-than) to keep a long-lived queue small") {
+            SteerCommands.purge($0)
+        },
         Command(name: "version", arguments: "", summary: "print versions of transferd and its libraries") { _ in
             Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
             return .success

@@ -60,6 +60,7 @@ def main():
     parser.add_argument("--phone-screenshot", required=True, help="the page at 390 px wide")
     parser.add_argument("--ended-screenshot", required=True, help="the page once the run has ended")
     parser.add_argument("--run-pid", type=int, required=True, help="the run, stopped with SIGINT at the end")
+    parser.add_argument("--add-url", required=True, help="a URL to add from the page's Add box")
     args = parser.parse_args()
     with open(args.token_file) as handle:
         token = handle.read().strip()
@@ -151,6 +152,21 @@ def main():
         row(driver, "failed", args.retry).find_element(By.CSS_SELECTOR, 'button[data-action="retry"]').click()
         wait_for("the retried job's failed row to go", lambda: row(driver, "failed", args.retry) is None)
         wait_for("the failed count to reach 0", lambda: driver.find_element(By.ID, "t-failed").text == "0", timeout=15)
+        # URLs added from the page: a mistake is shown as validate shows it, nothing added; then a good one.
+        driver.find_element(By.CSS_SELECTOR, "#add summary").click()
+        box = wait_for("the Add box", lambda: driver.find_element(By.ID, "add-text").is_displayed() and driver.find_element(By.ID, "add-text"))
+        box.send_keys("ftp://example.com/not-http.bin")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-action="add"]').click()
+        seen["add_refused"] = wait_for("a refused URL list explained",
+                                       lambda: driver.find_element(By.ID, "add-errors").is_displayed() and driver.find_element(By.ID, "add-errors").text)
+        if "job 1" not in seen["add_refused"]:
+            raise Failure(f"the refusal does not name the line: {seen['add_refused']!r}")
+        box = driver.find_element(By.ID, "add-text")
+        box.clear()
+        box.send_keys(args.add_url)
+        driver.find_element(By.CSS_SELECTOR, 'button[data-action="add"]').click()
+        seen["add_result"] = wait_for("the URL added", lambda: "1 job added" in (text := driver.find_element(By.ID, "add-result").text) and text)
+
         # The queue's bandwidth limit, set from the page (harmless here: 64 MiB/s for uploads).
         limit = driver.find_element(By.ID, "limit")
         limit.clear()
@@ -196,9 +212,11 @@ def main():
             raise Failure(f"after the run ended the badge says {badge!r}")
         driver.save_screenshot(args.ended_screenshot)
         console = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
-        # The wrong token's 401 and the refused limit's 400 are the errors the console may show.
+        # The wrong token's 401, the refused limit's 400 and the refused URL's 422 are the errors
+        # the console may show.
+        deliberate = ("401", "status of 400", "status of 422")
         seen["console_errors"] = [entry["message"] for entry in console
-                                  if "401" not in entry["message"] and "status of 400" not in entry["message"]]
+                                  if not any(mark in entry["message"] for mark in deliberate)]
         print(json.dumps(seen))
         return 0
     except (Failure, WebDriverException) as failure:

@@ -274,6 +274,27 @@ final class QueueStoreContractTests: XCTestCase {
         }
     }
 
+    func testPurgeForgetsOnlyEndedJobsOfTheStatesAndAgeAsked() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: (1...5).map { job(String($0)) })
+            let long = Date().addingTimeInterval(-3600)
+            _ = try store.claimRunnable(limit: 3, now: Date(), excludingHosts: []) { ["1", "2", "3"].contains($0.id) }
+            XCTAssertTrue(try store.finish("1", state: .done, error: nil, bytes: 1, sha256: nil, at: long))
+            XCTAssertTrue(try store.finish("2", state: .done, error: nil, bytes: 1, sha256: nil, at: Date()))
+            XCTAssertTrue(try store.finish("3", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: long))
+            XCTAssertEqual(try store.cancel("4"), .queued)
+            // Not ended: never purged, whatever is asked.
+            XCTAssertEqual(try store.purge(states: [.queued, .running], finishedBefore: nil), 0)
+            XCTAssertEqual(try store.purge(states: [.done], finishedBefore: Date().addingTimeInterval(-60)), 1)
+            XCTAssertNil(try store.job("1"))
+            XCTAssertNotNil(try store.job("2"))
+            XCTAssertEqual(try store.purge(states: [.done, .failed, .cancelled], finishedBefore: nil), 3)
+            XCTAssertEqual(try store.counts(), [.queued: 1])
+            // The file stays known: dropped again, it adds nothing.
+            XCTAssertEqual(try store.ingest(fileName: "a.json", contentHash: "h", jobs: (1...5).map { job(String($0)) }).added, 0)
+        }
+    }
+
     func testSettingsAreKeptForEveryRunAndClearedToTheirDefault() throws {
         try forEachStore { store in
             XCTAssertEqual(try store.settings(), QueueSettings())

@@ -48,6 +48,7 @@ final class DashboardBrowserTests: XCTestCase {
             "--cancel", "to-cancel", "--watch", "watched", "--retry", "to-retry",
             "--retry-file", servers.path(missing), "--screenshot", screenshot, "--phone-screenshot", phone,
             "--ended-screenshot", ended, "--run-pid", String(run.process.processIdentifier),
+            "--add-url", servers.http.absoluteString + "/crawl/" + names[1] + "?added=1",
         ])
         guard check.status == 0 else { return XCTFail("the browser check failed: \(check.stderr)") }
         let seen = (try? JSONSerialization.jsonObject(with: Data(check.stdout.utf8))) as? [String: Any] ?? [:]
@@ -67,6 +68,7 @@ final class DashboardBrowserTests: XCTestCase {
         XCTAssertEqual(try store.job("to-retry")?.state, .done)
         XCTAssertEqual(try store.job("watched")?.state, .done)
         XCTAssertEqual(try store.settings().rateLimit, "64M:off")
+        XCTAssertEqual(try store.counts().values.reduce(0, +), 4, "the URL added from the page is a job")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fixture.root + "/out/to-retry.bin")), Data(repeating: 7, count: 1000))
         for path in [screenshot, phone, ended] {
             let png = try Data(contentsOf: URL(fileURLWithPath: path))

@@ -208,4 +208,32 @@ final class SteeringTests: XCTestCase {
         XCTAssertTrue(wrong.stderr.contains("'fast' is not a rate"), wrong.stderr)
     }
 
+
+    /// `transferd purge` forgets ended jobs only, by state and age, and says how many.
+    func testPurgeForgetsEndedJobsByStateAndAge() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let file = try Fixtures.makeFiles(in: servers, folder: "steer-purge", sizes: [1000])[0]
+        try fixture.drop("jobs.json", jobs: [
+            ["id": "ok", "url": servers.http.appendingPathComponent(file).absoluteString, "dest": "out/ok.bin"],
+            ["id": "gone", "url": servers.http.appendingPathComponent("steer-purge/none.bin").absoluteString, "dest": "out/gone.bin"],
+        ])
+        XCTAssertEqual(try fixture.run(["--quiet"]).status, 1)
+        func purge(_ arguments: [String]) throws -> TransferdProcess.Result {
+            try TransferdProcess.run(["purge", "--queue", fixture.queue] + arguments, directory: fixture.root)
+        }
+        let young = try purge(["--state", "done,failed", "--older-than", "1h"])
+        XCTAssertEqual(young.status, 0, young.stderr)
+        XCTAssertTrue(young.stdout.contains("purged 0 done or failed jobs that ended more than 1h ago"), young.stdout)
+        let done = try purge([])
+        XCTAssertTrue(done.stdout.contains("purged 1 done job"), done.stdout)
+        XCTAssertEqual(try fixture.store().counts(), [.failed: 1])
+        let wrong = try purge(["--state", "queued"])
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertTrue(wrong.stderr.contains("only ended jobs are purged"), wrong.stderr)
+        XCTAssertEqual(try purge(["--state", "failed"]).status, 0)
+        XCTAssertEqual(try fixture.store().counts(), [:])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/done/jobs.json"), "result files stay")
+    }
+
 }

@@ -78,10 +78,10 @@ final class LiveViewTests: XCTestCase {
         clock.advance(1.5)
         progress.apply(Scenario.progress(("a", 50 * mib, 100 * mib)), at: clock.now)
         let view = LiveView(width: 90, maxJobLines: 10, style: TerminalStyle(color: false))
-        var text = progress.takeFinished().map(view.finishedLine).joined(separator: "\n") + "\n"
+        var text = progress.takeFinished().flatMap(view.finishedLines).joined(separator: "\n") + "\n"
         text += view.lines(progress, now: clock.now).joined(separator: "\n") + "\n"
         progress.apply(Scenario.done("a", "alpha.tar.gz", bytes: 100 * mib, seconds: 4), at: clock.now)
-        text += progress.takeFinished().map(view.finishedLine).joined(separator: "\n") + "\n"
+        text += progress.takeFinished().flatMap(view.finishedLines).joined(separator: "\n") + "\n"
         var summary = RunSummary()
         summary.done = 1
         summary.failed = 1
@@ -94,6 +94,52 @@ final class LiveViewTests: XCTestCase {
             XCTAssertLessThan(line.count, 90, "no live or permanent line reaches the last column: \(line)")
         }
         Golden.check(text, "live-retries-failures")
+    }
+
+    /// At any width the counts stay and an error keeps its fix: the name is shortened, never
+    /// the message, which goes on over indented lines.
+    func testNarrowTerminalsKeepCountsAndWholeMessages() {
+        let clock = FixedClock()
+        var progress = RunProgress(startedAt: clock.now)
+        progress.apply(.runStarted(pending: 9), at: clock.now)
+        progress.apply(Scenario.start("a", "a-rather-long-file-name-for-a-narrow-terminal.tar.gz", total: 100 * mib), at: clock.now)
+        clock.advance(1)
+        progress.apply(Scenario.progress(("a", 20 * mib, 100 * mib)), at: clock.now)
+        let message = "HTTP 403 from https://downloads.example.com/private/a-rather-long-file-name.tar.gz: Forbidden"
+            + " — check the credentials in the job's headers, then transferd retry a"
+        progress.apply(Scenario.failed("b", "another-long-name-of-a-file.iso", error: message), at: clock.now)
+        var text = ""
+        for width in [200, 80, 40] {
+            let view = LiveView(width: width, maxJobLines: 5, style: TerminalStyle(color: false))
+            let finished = progress.recentlyFinished.flatMap(view.finishedLines)
+            let live = view.lines(progress, now: clock.now)
+            text += "width \(width):\n" + (finished + live).joined(separator: "\n") + "\n"
+            for line in finished + live {
+                XCTAssertLessThan(line.count, width, "no line reaches the last column: \(line)")
+            }
+            let said = finished.map { $0.dropFirst(7).trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+            XCTAssertTrue(said.contains("then transferd retry a"), "width \(width): the fix is all there: \(finished)")
+            for count in ["1 failed", "1 running", "8 queued"] {
+                XCTAssertTrue(live.joined(separator: " ").contains(count), "width \(width): \(count) is shown: \(live)")
+            }
+        }
+        Golden.check(text, "live-narrow")
+    }
+
+    /// A resumed job's speed is of what this run moved: 36 MiB already on disk are no speed.
+    func testAResumedJobsSpeedIsOfTheBytesThisRunMoved() {
+        let clock = FixedClock()
+        var progress = RunProgress(startedAt: clock.now)
+        progress.apply(.runStarted(pending: 1), at: clock.now)
+        progress.apply(Scenario.start("r", "resumed.bin", total: 48 * mib, done: 36 * mib), at: clock.now)
+        clock.advance(1)
+        progress.apply(Scenario.done("r", "resumed.bin", bytes: 48 * mib, seconds: 1), at: clock.now)
+        let end = progress.takeFinished()[0]
+        XCTAssertEqual(end.resumedFrom, 36 * mib)
+        XCTAssertEqual(end.transferred, 12 * mib)
+        let line = LiveView(width: 100, maxJobLines: 5, style: TerminalStyle(color: false)).finishedLines(end).joined()
+        XCTAssertTrue(line.contains("48.0 MiB in 1.0 s (12.0 MiB/s), 36.0 MiB already on disk"), line)
+        XCTAssertTrue(PlainRenderer.finishedLine(end).contains("(36.0 MiB were already on disk)"), PlainRenderer.finishedLine(end))
     }
 
     func testColourOnlyWhenAsked() {

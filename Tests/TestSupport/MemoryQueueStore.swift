@@ -233,6 +233,19 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: A user's actions
 
+    public func purge(states: Set<JobState>, finishedBefore: Date?) throws -> Int {
+        locked {
+            let gone = order.filter { id in
+                guard let record = records[id], states.filter(\.isFinal).contains(record.state) else { return false }
+                if let finishedBefore { return (record.finishedAt ?? .distantFuture) < finishedBefore }
+                return true
+            }
+            for id in gone { records[id] = nil }
+            order.removeAll { records[$0] == nil }
+            return gone.count
+        }
+    }
+
     public func requeue(id: String?) throws -> Int {
         locked {
             let chosen = id.map { [$0] } ?? order.filter { records[$0]?.state == .failed }

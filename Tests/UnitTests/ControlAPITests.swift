@@ -47,7 +47,7 @@ final class ControlAPITests: XCTestCase {
     func testEveryEndpointButThePageAndMetricsNeedsTheToken() {
         for (method, path) in [("GET", "/v1/jobs"), ("GET", "/v1/jobs/x"), ("POST", "/v1/jobs"), ("POST", "/v1/jobs/x/cancel"),
                                ("POST", "/v1/jobs/x/retry"), ("POST", "/v1/jobs/x/pause"), ("POST", "/v1/jobs/x/resume"),
-                               ("POST", "/v1/pause"), ("POST", "/v1/resume"), ("GET", "/v1/limit"), ("POST", "/v1/limit"),
+                               ("POST", "/v1/pause"), ("POST", "/v1/resume"), ("GET", "/v1/limit"), ("POST", "/v1/limit"), ("POST", "/v1/purge"),
                                ("GET", "/v1/summary"), ("GET", "/v1/events")] {
             let missing = call(method, path, headers: [:])
             XCTAssertEqual(missing.status, 401, path)
@@ -230,6 +230,22 @@ final class ControlAPITests: XCTestCase {
         XCTAssertEqual(call("POST", "/v1/limit", query: ["clear": "1"]).status, 200)
         XCTAssertNil(try store.settings().rateLimit)
         XCTAssertEqual(call("DELETE", "/v1/limit").status, 405)
+    }
+
+    func testEndedJobsArePurgedByStateAndAge() throws {
+        XCTAssertEqual(call("POST", "/v1/jobs", body: jobFile(["e1", "e2"])).status, 201)
+        XCTAssertEqual(try store.cancel("e1"), .queued)
+        let young = call("POST", "/v1/purge", query: ["state": "cancelled", "older_than": "1h"])
+        XCTAssertEqual(young.json["purged"] as? Int, 0)
+        let purged = call("POST", "/v1/purge", query: ["state": "cancelled"])
+        XCTAssertEqual(purged.status, 200)
+        XCTAssertEqual(purged.json["purged"] as? Int, 1)
+        XCTAssertNil(try store.job("e1"))
+        XCTAssertEqual(try store.job("e2")?.state, .queued)
+        let wrong = call("POST", "/v1/purge", query: ["state": "queued"])
+        XCTAssertEqual(wrong.status, 400)
+        XCTAssertTrue((wrong.json["error"] as? String ?? "").contains("only ended jobs are purged"), "\(wrong.json)")
+        XCTAssertEqual(call("POST", "/v1/purge", query: ["older_than": "soon"]).status, 400)
     }
 
     func testAJobMovesAheadOrTakesAGivenPriority() throws {

@@ -21,6 +21,8 @@ enum APIRoute: Sendable, Equatable {
     /// The queue's bandwidth limit (`transferd limit`), read or set.
     case limit
     case setLimit
+    /// Ended jobs forgotten (`transferd purge`).
+    case purge
     case summary
     case events
 
@@ -58,6 +60,7 @@ enum APIRoute: Sendable, Equatable {
         case ["v1", "pause"]: candidates = [("POST", .pauseQueue)]
         case ["v1", "resume"]: candidates = [("POST", .resumeQueue)]
         case ["v1", "limit"]: candidates = [("GET", .limit), ("POST", .setLimit)]
+        case ["v1", "purge"]: candidates = [("POST", .purge)]
         case let parts where parts.count == 3 && parts[0] == "v1" && parts[1] == "jobs" && !parts[2].isEmpty:
             candidates = [("GET", .job(parts[2]))]
         case let parts where parts.count == 4 && parts[0] == "v1" && parts[1] == "jobs" && !parts[2].isEmpty:

@@ -74,6 +74,7 @@ public final class ControlAPI: Sendable {
             case .resumeQueue: return try resumeQueue()
             case .limit: return try limit()
             case .setLimit: return try setLimit(request.query["rate"], clear: request.query["clear"] == "1")
+            case .purge: return try purge(states: request.query["state"], olderThan: request.query["older_than"])
             case .summary: return try summary()
             case .events:
                 let stream = EventStream(journal: monitor.journal,
@@ -305,6 +306,18 @@ public final class ControlAPI: Sendable {
         object.add("timetable", .bool(schedule?.isTimetable ?? false))
         object.add("now", schedule.map { .string($0.limit(at: now).described) } ?? .null)
         return object
+    }
+
+    /// `?state=done,failed&older_than=7d`, as `transferd purge` takes them (default: done, any age).
+    private func purge(states: String?, olderThan: String?) throws -> HTTPResponse {
+        let selection: PurgeSelection
+        do { selection = try PurgeSelection(states: states, olderThan: olderThan) } catch { return .error(400, "\(error)") }
+        let count = try store.purge(states: Set(selection.states), finishedBefore: selection.finishedBefore())
+        changed()
+        var object = JSONObject()
+        object.add("purged", count)
+        object.add("states", .array(selection.states.map { .string($0.rawValue) }))
+        return .json(200, object)
     }
 
     private func retry(_ id: String) throws -> HTTPResponse {

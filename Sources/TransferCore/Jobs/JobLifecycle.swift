@@ -160,3 +160,47 @@ public struct QueueSettings: Sendable, Equatable {
         self.init(paused: values[Key.paused.rawValue] == "1", rateLimit: values[Key.rateLimit.rawValue])
     }
 }
+
+/// Which ended jobs `purge` forgets, as a person writes it (`transferd purge`, POST /v1/purge):
+/// states done, failed or cancelled (comma-separated; default done) and an age such as 90s,
+/// 30m, 12h or 7d.
+public struct PurgeSelection: Sendable, Equatable {
+    public var states: [JobState]
+    /// Only jobs that ended longer ago than this many seconds (nil: whenever).
+    public var olderThan: TimeInterval?
+
+    public init(states: String?, olderThan: String?) throws {
+        self.states = try (states ?? "done").split(separator: ",").map { name in
+            let trimmed = name.trimmingCharacters(in: .whitespaces)
+            guard let state = JobState(rawValue: trimmed), state.isFinal else {
+                throw PurgeSelectionError("the states are done, failed or cancelled (comma-separated), not '\(trimmed)'; "
+                                          + "only ended jobs are purged")
+            }
+            return state
+        }
+        guard !self.states.isEmpty else { throw PurgeSelectionError("give done, failed or cancelled (comma-separated)") }
+        self.olderThan = try olderThan.map(Self.age)
+    }
+
+    /// An age such as 90s, 30m, 12h or 7d, in seconds.
+    static func age(_ text: String) throws -> TimeInterval {
+        let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        let digits = text.dropLast()
+        guard let unit = text.last.flatMap({ units[$0] }), !digits.isEmpty,
+              digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let number = Double(digits), number.isFinite else {
+            throw PurgeSelectionError("an age is a number and a unit, such as 90s, 30m, 12h or 7d, not '\(text)'")
+        }
+        return number * unit
+    }
+
+    /// The ended jobs' end before which they are purged, from `now`.
+    public func finishedBefore(now: Date = Date()) -> Date? {
+        olderThan.map { now.addingTimeInterval(-$0) }
+    }
+}
+
+/// A purge selection that cannot be read, with what to write instead.
+public struct PurgeSelectionError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -94,6 +94,12 @@ public struct JobFinished: Sendable, Equatable {
     /// The destination was already present and identical; nothing was transferred.
     public var skipped: Bool
     public var error: String?
+    /// Bytes that were already on disk when this run took the job up (a resumed download):
+    /// `bytes` less these is what this run moved. Filled by `RunProgress`, which saw the start.
+    public var resumedFrom: Int64 = 0
+
+    /// What this run moved of `bytes`.
+    public var transferred: Int64? { bytes.map { max(0, $0 - resumedFrom) } }
 
     public init(id: String, state: JobState, name: String, url: String, destination: String?, bytes: Int64? = nil,
                 elapsed: TimeInterval? = nil, sha256: String? = nil, skipped: Bool = false, error: String? = nil) {

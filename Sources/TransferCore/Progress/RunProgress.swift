@@ -16,6 +16,8 @@ public struct RunProgress: Sendable {
         /// Smoothed bytes per second (0 until two samples).
         public var speed: Double
         public var startedAt: Date
+        /// Bytes already on disk when this run took the job up.
+        public var resumedFrom: Int64 = 0
         /// Set while the job waits for a retry.
         public var retry: Retry?
         var lastSample: Date
@@ -102,9 +104,11 @@ public struct RunProgress: Sendable {
                 pending = max(0, pending - 1)
                 if let total = start.bytesTotal { noteSize(total) }
             }
-            running.append(Job(id: start.id, name: start.name, kind: start.kind, url: start.url,
-                               bytesDone: start.bytesDone, bytesTotal: start.bytesTotal, speed: 0,
-                               startedAt: now, retry: nil, lastSample: now))
+            var job = Job(id: start.id, name: start.name, kind: start.kind, url: start.url,
+                          bytesDone: start.bytesDone, bytesTotal: start.bytesTotal, speed: 0,
+                          startedAt: now, retry: nil, lastSample: now)
+            job.resumedFrom = start.bytesDone
+            running.append(job)
         case .progress(let reports):
             for report in reports {
                 // A job that retries inside its slot (an upload) is running again once it reports bytes.
@@ -124,8 +128,10 @@ public struct RunProgress: Sendable {
             job.speed = 0
             job.retry = Job.Retry(until: now.addingTimeInterval(retry.delay), attempt: retry.attempt, reason: retry.reason)
             waiting.append(job)
-        case .finished(let end):
+        case .finished(var end):
             let job = remove(end.id)
+            // Speed and "in N s" are of what this run moved, not of bytes an earlier run left.
+            if let job { end.resumedFrom = min(job.resumedFrom, end.bytes ?? job.resumedFrom) }
             switch end.state {
             case .done:
                 done += 1

@@ -475,6 +475,19 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: User actions
 
+    public func purge(states: Set<JobState>, finishedBefore: Date?) throws -> Int {
+        let ended = states.filter(\.isFinal)
+        guard !ended.isEmpty else { return 0 }
+        return try locked {
+            let list = JSONObject.serialized(ended.map { .string($0.rawValue) })
+            try database.query("""
+                DELETE FROM jobs WHERE state IN (SELECT value FROM json_each(?)) AND (? IS NULL OR finished_at < ?)
+                """, [.text(list), finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null,
+                      finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null])
+            return database.changes
+        }
+    }
+
     public func requeue(id: String?) throws -> Int {
         try locked {
             let reset = """

@@ -138,6 +138,28 @@ enum SteerCommands {
         }
     }
 
+    static func purge(_ argv: [String]) -> ExitCode {
+        let specs = [queueSpec, QueueFlags.storeSpec,
+                     OptionSpec("--state", value: "STATES", help: "which ended jobs: done, failed, cancelled, comma-separated (default: done)"),
+                     OptionSpec("--older-than", value: "AGE", help: "only jobs that ended longer ago than AGE: 90s, 30m, 12h, 7d"), help]
+        return command("purge", argv, specs: specs,
+                       usage: "transferd purge [--state done,failed,cancelled] [--older-than AGE] [--queue QUEUE_DIR] [--store URL]",
+                       summary: "Forgets ended jobs, so a long-lived queue's store stays small. Result files already written "
+                           + "in done/ and failed/ stay; the job files stay known, so dropping one again adds nothing.",
+                       select: false) { arguments, store in
+            guard arguments.positionals.isEmpty else { throw UsageError("purge takes no job IDs; choose jobs with --state and --older-than") }
+            let selection: PurgeSelection
+            do {
+                selection = try PurgeSelection(states: arguments.value("--state"), olderThan: arguments.value("--older-than"))
+            } catch { throw UsageError("\(error)") }
+            let count = try store.purge(states: Set(selection.states), finishedBefore: selection.finishedBefore())
+            let which = selection.states.map(\.rawValue).joined(separator: " or ")
+            Output.out("purged \(count) \(which) job\(count == 1 ? "" : "s")"
+                       + (arguments.value("--older-than").map { " that ended more than \($0) ago" } ?? "") + "\n")
+            return .success
+        }
+    }
+
     /// What `limit` says of the queue's limit (`text` as stored; nil: none set).
     static func limitLines(_ text: String?, now: Date = Date()) -> String {
         guard let text, let schedule = try? RateSchedule.parse(text) else {

@@ -99,6 +99,7 @@ struct LiveView {
         if !progress.waiting.isEmpty { counts.append(style.yellow("\(progress.waiting.count) waiting")) }
         if progress.pending > 0 { counts.append("\(progress.pending) queued") }
         let summary = counts.joined(separator: ", ")
+        let countPieces = counts
         let total = progress.bytesTotal
         let size = total.map { "\(Format.bytes(progress.bytesDone))/\($0.exact ? "" : "~")\(Format.bytes($0.bytes))" }
             ?? Format.bytes(progress.bytesDone)
@@ -112,7 +113,27 @@ struct LiveView {
         if TerminalStyle.visibleCount(together.prefix(5).joined(separator: "  ")) <= width - 1 {
             return [fitted(together)]
         }
-        return [fitted(head + ["elapsed " + elapsed]), fitted(["Jobs: " + summary])]
+        // Narrow: the counts get lines of their own, as many as they need; none is dropped.
+        return [fitted(head + ["elapsed " + elapsed])] + wrapped(countPieces, first: "Jobs: ")
+    }
+
+    /// Pieces joined by ", " on as many lines as the width needs (a piece wider than a line
+    /// is cut, never dropped).
+    private func wrapped(_ pieces: [String], first: String) -> [String] {
+        var lines: [String] = []
+        var line = first
+        for (index, piece) in pieces.enumerated() {
+            let text = piece + (index == pieces.count - 1 ? "" : ",")
+            let lineEmpty = lines.isEmpty ? line == first : line.isEmpty
+            if !lineEmpty && TerminalStyle.visibleCount(line) + 1 + TerminalStyle.visibleCount(text) > width - 1 {
+                lines.append(line)
+                line = ""
+            }
+            let joined = (line.isEmpty || line == first) ? line + text : line + " " + text
+            line = TerminalStyle.visibleCount(joined) > width - 1 ? Text.truncated(joined, to: width - 1) : joined
+        }
+        lines.append(line)
+        return lines
     }
 
     /// Pieces joined by two spaces, most important first, cut at the width.
@@ -131,24 +152,47 @@ struct LiveView {
 
     // MARK: Permanent lines
 
-    /// The line printed above the live area when a job ends.
-    func finishedLine(_ end: JobFinished) -> String {
-        let name = Text.sanitized(end.name)
+    /// The lines printed above the live area when a job ends. The name is shortened to fit, the
+    /// message never: an error's fix is what a person needs, so it goes on over lines of its
+    /// own, indented.
+    func finishedLines(_ end: JobFinished) -> [String] {
+        let room = max(12, (width - 8) / 3)
+        let name = Text.middleTruncated(Text.sanitized(end.name), to: room)
         switch end.state {
         case .done:
-            if end.skipped { return style.green("done   ") + fit(" \(name): already present and identical, skipped", reserve: 7) }
+            if end.skipped { return [style.green("done   ") + fit(" \(name): already present and identical, skipped", reserve: 7)] }
             var text = " \(name)"
             if let bytes = end.bytes { text += "  \(Format.bytes(bytes))" }
             if let elapsed = end.elapsed, elapsed > 0 {
                 text += String(format: " in %.1f s", elapsed)
-                if let bytes = end.bytes { text += " (\(Format.rate(Double(bytes) / elapsed)))" }
+                // The rate of what this run moved: bytes an earlier run left are no speed.
+                if let moved = end.transferred { text += " (\(Format.rate(Double(moved) / elapsed)))" }
             }
-            return style.green("done   ") + fit(text, reserve: 7)
+            if end.resumedFrom > 0 { text += ", \(Format.bytes(end.resumedFrom)) already on disk" }
+            return [style.green("done   ") + fit(text, reserve: 7)]
         case .failed:
-            return style.red("FAILED ") + fit(" \(name): \(Text.sanitized(end.error ?? "unknown error"))", reserve: 7)
+            return wrappedMessage(style.red("FAILED "), " \(name): \(Text.sanitized(end.error ?? "unknown error"))", marker: 7)
         default:
-            return "\(end.state.rawValue) " + fit(" \(name)", reserve: end.state.rawValue.count + 1)
+            let marker = "\(end.state.rawValue) "
+            return wrappedMessage(marker, " \(name)" + (end.error.map { ": " + Text.sanitized($0) } ?? ""), marker: marker.count)
         }
+    }
+
+    /// `marker` then `text` over as many lines as the width needs, broken at spaces where it
+    /// can; the lines after the first are indented under the text.
+    private func wrappedMessage(_ marker: String, _ text: String, marker markerWidth: Int) -> [String] {
+        let room = max(10, width - 1 - markerWidth)
+        var lines: [String] = []
+        var rest = Substring(text)
+        while !rest.isEmpty {
+            var piece = rest.prefix(room)
+            if piece.count < rest.count, let space = piece.lastIndex(of: " "), piece.distance(from: piece.startIndex, to: space) > room / 2 {
+                piece = rest[rest.startIndex..<space]
+            }
+            lines.append((lines.isEmpty ? marker : String(repeating: " ", count: markerWidth)) + piece)
+            rest = rest[piece.endIndex...].drop { $0 == " " }
+        }
+        return lines.isEmpty ? [marker] : lines
     }
 
     /// A line per problem the rejected file has.

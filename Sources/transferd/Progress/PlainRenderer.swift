@@ -59,6 +59,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             var line = "done    \(end.id)"
             if let bytes = end.bytes { line += "  \(Format.bytes(bytes))" }
             if let elapsed = end.elapsed { line += " in \(Format.seconds(elapsed))" }
+            if end.resumedFrom > 0 { line += " (\(Format.bytes(end.resumedFrom)) were already on disk)" }
             if let sha = end.sha256 { line += "  sha256 \(sha.prefix(16))…" }
             return line
         case .failed:

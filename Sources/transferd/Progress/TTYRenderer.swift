@@ -47,7 +47,7 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         default:
             break
         }
-        for end in progress.takeFinished() { pendingLines.append(view.finishedLine(end)) }
+        for end in progress.takeFinished() { pendingLines += view.finishedLines(end) }
         if now.timeIntervalSince(lastFrame) >= Self.minimumFrameInterval {
             drawLocked(at: now)
         }
@@ -81,7 +81,7 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
         let report = RunReport(progress: progress, summary: summary, now: now, style: TerminalStyle(color: context.color),
                                failedFolder: context.failedFolder)
         view = makeView()
-        for end in progress.takeFinished() { pendingLines.append(view.finishedLine(end)) }
+        for end in progress.takeFinished() { pendingLines += view.finishedLines(end) }
         screen.end(permanent: pendingLines + report.lines())
         pendingLines = []
     }

@@ -26,11 +26,17 @@ function formatSeconds(s) {
 // A job's name as a person knows it: its file's name, else the last part of its URL.
 const jobName = (job) => ((job.destination || job.url || job.id).replace(/\/+$/, "").split("/").pop() || job.id);
 
-async function api(method, path) {
-  const response = await fetch(path, { method, headers: { Authorization: "Bearer " + state.token } });
+async function api(method, path, payload, type) {
+  const headers = { Authorization: "Bearer " + state.token };
+  if (payload != null) headers["Content-Type"] = type;
+  const response = await fetch(path, { method, headers, body: payload });
   const body = await response.json().catch(() => ({}));
   if (response.status === 401) { logout(body.error || "the token was refused"); throw new Error("unauthorized"); }
-  if (!response.ok) throw new Error(body.error || response.statusText);
+  if (!response.ok) {
+    const error = new Error(body.error || response.statusText);
+    error.body = body;
+    throw error;
+  }
   return body;
 }
 
@@ -307,7 +313,7 @@ function showEnded(summary) {
   ended.hidden = false;
   $("connection").textContent = "ended";
   $("connection").className = "badge";
-  for (const control of document.querySelectorAll("main button, #queue-toggle, #limit")) control.disabled = true;
+  for (const control of document.querySelectorAll("main button, #queue-toggle, #limit, #add-text")) control.disabled = true;
   // Nothing runs now; the queue's other counts are as last read.
   $("t-running").textContent = "0";
   renderTotals(null, { speed: 0, eta: null });
@@ -375,6 +381,33 @@ $("limit-form").addEventListener("submit", async (event) => {
     $("message").textContent = "";
   } catch (error) {
     $("message").textContent = error.message;
+  } finally {
+    submit.disabled = state.ended;
+  }
+});
+
+// Jobs added from the page: a job file's JSON, or a URL list (one per line), checked as
+// `transferd validate` checks a file; a mistake shows the same lines (with line and column).
+$("add-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const text = $("add-text").value;
+  if (!text.trim()) return;
+  const submit = $("add-form").querySelector("button");
+  submit.disabled = true;
+  $("add-errors").hidden = true;
+  try {
+    const json = text.trim().startsWith("{");
+    const answer = await api("POST", "/v1/jobs", text, json ? "application/json" : "text/plain");
+    $("add-result").textContent = answer.added + " job" + (answer.added === 1 ? "" : "s") + " added" +
+      (answer.already_known ? ", " + answer.already_known + " already known" : "");
+    $("add-text").value = "";
+    countsSoon();
+  } catch (error) {
+    $("add-result").textContent = error.message;
+    if (error.body && error.body.text) {
+      $("add-errors").textContent = error.body.text;
+      $("add-errors").hidden = false;
+    }
   } finally {
     submit.disabled = state.ended;
   }
