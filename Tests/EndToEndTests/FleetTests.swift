@@ -106,4 +106,48 @@ final class FleetTests: XCTestCase {
         let result = run.wait()
         XCTAssertEqual(result.status, 0, result.stderr)
     }
+
+    /// PgBouncer in transaction mode, as operators put it in front of PostgreSQL: each
+    /// transaction may run on another server session (round robin over three here), so no named
+    /// statement or session setting may be relied on, and none may be left for other clients.
+    /// Two workers and a status through it: every job done once.
+    func testTheFleetWorksThroughPgBouncerInTransactionMode() throws {
+        let servers = try TestServers.current()
+        guard let bouncer = ProcessInfo.processInfo.environment["TRANSFERD_TEST_PGBOUNCER"], !bouncer.isEmpty else {
+            return XCTFail("TRANSFERD_TEST_PGBOUNCER is not set: scripts/servers starts PgBouncer (scripts/setup installs it)")
+        }
+        let direct = try TestStores.freshPostgresDatabase()
+        guard var through = URLComponents(string: bouncer), let name = URLComponents(string: direct)?.path else {
+            return XCTFail("bad store URLs")
+        }
+        through.path = name
+        let store = through.string!
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "fleet-bouncer", sizes: Array(repeating: 20_000, count: 40))
+        try fixture.drop("jobs.json", jobs: names.enumerated().map { index, file in
+            ["id": "j\(index)", "url": servers.http.absoluteString + "/" + file, "dest": "out/\(index).bin"]
+        })
+        let ingest = try TransferdProcess.run(["ingest", "--queue", fixture.queue, "--store", store], directory: fixture.root)
+        XCTAssertEqual(ingest.status, 0, ingest.stderr)
+        // A status first: a read-only session's setting must not stay behind for the workers.
+        let before = try TransferdProcess.run(["status", "--queue", fixture.queue, "--store", store], directory: fixture.root)
+        XCTAssertEqual(before.status, 0, before.stderr)
+        let workers = try (0..<2).map { index in
+            try TransferdProcess(["run", "--queue", fixture.queue, "--store", store, "--worker", "bouncer-\(index)", "--jobs", "4",
+                                  "--quiet"], directory: fixture.root)
+        }
+        for (index, worker) in workers.enumerated() {
+            let result = worker.wait()
+            XCTAssertEqual(result.status, 0, "worker \(index): \(result.stderr)")
+        }
+        let status = try TransferdProcess.run(["status", "--queue", fixture.queue, "--store", store], directory: fixture.root)
+        XCTAssertTrue(status.stdout.hasPrefix("40 jobs: 40 done"), status.stdout + status.stderr)
+        // Each job was claimed once: as many finished rows as jobs, straight in the database.
+        let rows = try TestStores.query(direct, "SELECT count(*), sum(CASE WHEN state = 'done' THEN 1 ELSE 0 END) FROM transferd_jobs")
+        XCTAssertEqual(rows.first?.first ?? nil, "40")
+        for index in 0..<40 {
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(fixture.root)/out/\(index).bin")).count, 20_000)
+        }
+    }
+
 }

@@ -66,7 +66,9 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         connection = try PostgresConnection(url: url)
         connection.outageLimit = outageSeconds
         if readOnly {
-            try connection.executeScript("SET default_transaction_read_only = on")
+            // Behind a pooler the setting would stay on a server session other clients then get:
+            // there the read-only store only reads, as it does anyway.
+            if !connection.pooled { try connection.executeScript("SET default_transaction_read_only = on") }
             try checkSchema()
         } else {
             try migrate()

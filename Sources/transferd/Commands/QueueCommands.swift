@@ -123,6 +123,9 @@ enum QueueCommands {
             let layout = try QueueFlags.layout(arguments, command: "ingest", allowsPositional: true)
             if try QueueFlags.storeURL(arguments) != nil {
                 try QueueFlags.requireQueueFolder(layout, command: "ingest", uses: "reads the job files waiting there")
+                // Its accepted/ and rejected/, as `run` makes them (a shared store opens no folder
+                // of its own: without this a first ingest failed moving the file it had recorded).
+                try layout.prepare()
             }
             let store = try QueueFlags.openStore(layout, arguments)
             let lock = try QueueFlags.storeURL(arguments) == nil ? RunLock(path: layout.lockFile) : nil
