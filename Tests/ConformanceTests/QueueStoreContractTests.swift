@@ -304,7 +304,9 @@ final class QueueStoreContractTests: XCTestCase {
             // A run reads them with its stops.
             XCTAssertEqual(try store.steering(among: ["nope"]).settings, try store.settings())
             try store.setSetting(.rateLimit, to: "1M:off")
-            XCTAssertEqual(try store.settings().rateLimit, "1M:off")
+            try store.setSetting(.jobs, to: "4")
+            XCTAssertEqual(try store.settings(), QueueSettings(paused: true, rateLimit: "1M:off", jobs: 4))
+            try store.setSetting(.jobs, to: nil)
             try store.setSetting(.rateLimit, to: nil)
             try store.setQueuePaused(false)
             XCTAssertEqual(try store.settings(), QueueSettings())

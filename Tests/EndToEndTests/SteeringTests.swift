@@ -236,4 +236,34 @@ final class SteeringTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: fixture.queue + "/done/jobs.json"), "result files stay")
     }
 
+
+    /// `transferd limit --jobs` changes how many jobs a running run transfers at once.
+    func testJobsAtOnceChangeWhileRunning() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let names = try Fixtures.makeFiles(in: servers, folder: "steer-jobs", sizes: Array(repeating: 3_000_000, count: 4))
+        // 1 MB/s each: one at a time, the four take 12 s.
+        try fixture.drop("jobs.json", jobs: names.enumerated().map { index, file in
+            ["id": "j\(index)", "url": "\(servers.fault.absoluteString)/\(file)?rate=1000000&key=steer-jobs-\(UUID().uuidString)",
+             "dest": "out/\(index).bin"]
+        })
+        let run = try fixture.start(["--jobs", "1", "--quiet"])
+        // The store is made by the run: read it afresh each time.
+        func running() -> Int { (try? fixture.store().counts()[.running]) ?? 0 }
+        XCTAssertTrue(eventually(30) { running() == 1 }, "one job runs")
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(running(), 1, "--jobs 1 holds before the change")
+        let more = try TransferdProcess.run(["limit", "--jobs", "4", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(more.status, 0, more.stderr)
+        XCTAssertTrue(more.stdout.contains("jobs at once: 4 in each run of this queue"), more.stdout)
+        let changedAt = Date()
+        XCTAssertTrue(eventually(5) { running() >= 3 }, "the run took more jobs at once")
+        print("steering: jobs at once 1 -> 4: \(String(format: "%.2f", Date().timeIntervalSince(changedAt))) s to three running")
+        XCTAssertEqual(run.wait().status, 0)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 4])
+        let wrong = try TransferdProcess.run(["limit", "--jobs", "0", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertTrue(wrong.stderr.contains("from 1 to 1000"), wrong.stderr)
+    }
+
 }

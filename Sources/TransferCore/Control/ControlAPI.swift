@@ -73,7 +73,7 @@ public final class ControlAPI: Sendable {
             case .pauseQueue: return try pauseQueue(finishRunning: request.query["finish_running"] == "1")
             case .resumeQueue: return try resumeQueue()
             case .limit: return try limit()
-            case .setLimit: return try setLimit(request.query["rate"], clear: request.query["clear"] == "1")
+            case .setLimit: return try setLimit(request.query["rate"], jobs: request.query["jobs"], clear: request.query["clear"] == "1")
             case .purge: return try purge(states: request.query["state"], olderThan: request.query["older_than"])
             case .summary: return try summary()
             case .events:
@@ -277,34 +277,50 @@ public final class ControlAPI: Sendable {
         return .json(200, object)
     }
 
-    /// The queue's limit as stored (`rate_limit`, null when none is set) and what it keeps now.
+    /// The queue's limits as stored (`rate_limit`, `jobs`; null when not set) and what the rate
+    /// limit keeps now.
     private func limit() throws -> HTTPResponse {
-        .json(200, Self.limitObject(try store.settings().rateLimit))
+        .json(200, Self.limitObject(try store.settings()))
     }
 
     /// `?rate=TEXT` sets the limit for every run of the queue (a rate, `UP:DOWN`, `off` or a
-    /// timetable, as `transferd limit` takes it); `?clear=1` drops it.
-    private func setLimit(_ rate: String?, clear: Bool) throws -> HTTPResponse {
+    /// timetable, as `transferd limit` takes it); `?jobs=N` (or `default`) the jobs each run
+    /// transfers at once; `?clear=1` drops both. A mistake in either changes nothing.
+    private func setLimit(_ rate: String?, jobs: String?, clear: Bool) throws -> HTTPResponse {
         if clear {
-            guard rate == nil else { return .error(400, "give rate=LIMIT or clear=1, not both") }
+            guard rate == nil, jobs == nil else { return .error(400, "give rate=LIMIT, jobs=N or clear=1, not both") }
             try store.setSetting(.rateLimit, to: nil)
+            try store.setSetting(.jobs, to: nil)
             changed()
-            return .json(200, Self.limitObject(nil))
+            return .json(200, Self.limitObject(QueueSettings()))
         }
-        guard let rate else { return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off) or clear=1") }
-        let schedule: RateSchedule
-        do { schedule = try RateSchedule.parse(rate) } catch { return .error(400, "\(error)") }
-        try store.setSetting(.rateLimit, to: schedule.text)
+        guard rate != nil || jobs != nil else {
+            return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off), jobs=N or clear=1")
+        }
+        var schedule: RateSchedule?
+        if let rate {
+            do { schedule = try RateSchedule.parse(rate) } catch { return .error(400, "\(error)") }
+        }
+        var count: Int?
+        if let jobs, jobs != "default" {
+            guard let value = Int(jobs), (1...QueueSettings.maximumJobs).contains(value) else {
+                return .error(400, "jobs must be a whole number from 1 to \(QueueSettings.maximumJobs), or default, not \(jobs)")
+            }
+            count = value
+        }
+        if let schedule { try store.setSetting(.rateLimit, to: schedule.text) }
+        if jobs != nil { try store.setSetting(.jobs, to: count.map(String.init)) }
         changed()
-        return .json(200, Self.limitObject(schedule.text))
+        return .json(200, Self.limitObject(try store.settings()))
     }
 
-    static func limitObject(_ text: String?, now: Date = Date()) -> JSONObject {
+    static func limitObject(_ settings: QueueSettings, now: Date = Date()) -> JSONObject {
         var object = JSONObject()
-        let schedule = text.flatMap { try? RateSchedule.parse($0) }
+        let schedule = settings.rateLimit.flatMap { try? RateSchedule.parse($0) }
         object.add("rate_limit", schedule.map { .string($0.text) } ?? .null)
         object.add("timetable", .bool(schedule?.isTimetable ?? false))
         object.add("now", schedule.map { .string($0.limit(at: now).described) } ?? .null)
+        object.add("jobs", settings.jobs.map { .int(Int64($0)) } ?? .null)
         return object
     }
 
@@ -349,6 +365,7 @@ public final class ControlAPI: Sendable {
         let settings = try store.settings()
         object.add("queue_paused", .bool(settings.paused))
         object.add("rate_limit", settings.rateLimit.map { .string($0) } ?? .null)
+        object.add("jobs_limit", settings.jobs.map { .int(Int64($0)) } ?? .null)
         object.add("run", .object(monitor.totals))
         object.add("hosts", .array(hosts().sorted { $0.host < $1.host }.map { use in
             var item = JSONObject()

@@ -143,21 +143,31 @@ public struct QueueSettings: Sendable, Equatable {
     /// The run-wide rate limit `transferd limit` set (`RateSchedule` text), over every run's
     /// own `--limit-rate`; nil when none is set.
     public var rateLimit: String?
+    /// Jobs each run transfers at once (`transferd limit --jobs`), over every run's own
+    /// `--jobs`; nil when none is set.
+    public var jobs: Int?
+
+    /// The most `jobs` may be.
+    public static let maximumJobs = 1000
 
     /// The names settings are stored under.
     public enum Key: String, Sendable, CaseIterable {
         case paused
         case rateLimit = "rate_limit"
+        case jobs
     }
 
-    public init(paused: Bool = false, rateLimit: String? = nil) {
+    public init(paused: Bool = false, rateLimit: String? = nil, jobs: Int? = nil) {
         self.paused = paused
         self.rateLimit = rateLimit
+        self.jobs = jobs
     }
 
-    /// Settings from stored name-value pairs (unknown names are ignored: a newer version's).
+    /// Settings from stored name-value pairs (unknown names and values out of range are
+    /// ignored: a newer version's).
     public init(values: [String: String]) {
-        self.init(paused: values[Key.paused.rawValue] == "1", rateLimit: values[Key.rateLimit.rawValue])
+        self.init(paused: values[Key.paused.rawValue] == "1", rateLimit: values[Key.rateLimit.rawValue],
+                  jobs: values[Key.jobs.rawValue].flatMap(Int.init).flatMap { (1...Self.maximumJobs).contains($0) ? $0 : nil })
     }
 }
 

@@ -220,6 +220,7 @@ public final class QueueRunner: @unchecked Sendable {
         try store.enlist()
         settings = try store.settings()
         try applyRateLimit(renewingShare: true)
+        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
         try completeFinishing(reportingBusy: false)
         _ = try store.recoverInterrupted()
         // Hooks an earlier process owed and did not run (it was killed): at least once.
@@ -818,6 +819,7 @@ public final class QueueRunner: @unchecked Sendable {
         let steering = try store.steering(among: Array(active.keys))
         settings = steering.settings
         try applyRateLimit()
+        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
         let wasPaused = queuePaused
         queuePaused = settings.paused
         // Resumed: claim at once, not after the scheduler's next look.

@@ -28,7 +28,9 @@ struct QueueScheduler: Sendable {
         case pause
     }
 
-    let maxJobs: Int
+    /// Jobs transferring at once: the run's `--jobs`, or the queue's `jobs` setting
+    /// (`transferd limit --jobs`), changed while the run goes on (`setMaxJobs`).
+    private(set) var maxJobs: Int
     /// Range connections of a job that does not set its own.
     let defaultConnections: Int
     private(set) var hostLimits: HostLimits
@@ -110,6 +112,14 @@ struct QueueScheduler: Sendable {
 
     /// Something changed that a claim that came back short did not see.
     mutating func somethingChanged() { shortClaim = nil }
+
+    /// Changes how many jobs transfer at once. Fewer: the jobs under way go on, and none starts
+    /// until fewer run than that. More: free slots are claimed at once.
+    mutating func setMaxJobs(_ jobs: Int) {
+        guard jobs != maxJobs else { return }
+        maxJobs = max(1, jobs)
+        somethingChanged()
+    }
 
     /// Time passed: host limits no refusal has cut for a while rise (`HostLimits.recover`),
     /// and a claim that came back short for want of room is tried again.

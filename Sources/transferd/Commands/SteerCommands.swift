@@ -112,28 +112,47 @@ enum SteerCommands {
 
     static func limit(_ argv: [String]) -> ExitCode {
         let specs = [queueSpec, QueueFlags.storeSpec,
-                     OptionSpec("--clear", help: "drop the limit set here: each run keeps its own --limit-rate again"), help]
+                     OptionSpec("--jobs", value: "N", help: "jobs each run transfers at once, 1 to 1000 (default: each run's own --jobs)"),
+                     OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate and --jobs again"), help]
         return command("limit", argv, specs: specs,
-                       usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...' | --clear] [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Shows or sets the queue's bandwidth limit, for every run and worker of it; a running one "
-                           + "keeps a new limit within a second. RATE caps uploads and downloads together (512K, 10M); "
-                           + "UP:DOWN caps each (either may be off); a timetable changes it by the local time of day.",
+                       usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...'] [--jobs N | --jobs default] | --clear "
+                           + "[--queue QUEUE_DIR] [--store URL]",
+                       summary: "Shows or sets the queue's bandwidth limit and how many jobs each run transfers at once, for "
+                           + "every run and worker of it; a running one keeps a change within a second. RATE caps uploads and "
+                           + "downloads together (512K, 10M); UP:DOWN caps each (either may be off); a timetable changes it "
+                           + "by the local time of day.",
                        select: false) { arguments, store in
             let given = arguments.positionals.joined(separator: " ")
             if arguments.has("--clear") {
-                guard given.isEmpty else { throw UsageError("give a limit or --clear, not both") }
+                guard given.isEmpty, !arguments.has("--jobs") else { throw UsageError("give a limit, --jobs or --clear, not both") }
                 try store.setSetting(.rateLimit, to: nil)
-                Output.out("no queue-wide limit: each run keeps its own --limit-rate (none unless given)\n")
+                try store.setSetting(.jobs, to: nil)
+                Output.out(limitLines(QueueSettings()))
                 return .success
             }
-            guard !given.isEmpty else {
-                Output.out(limitLines(try store.settings().rateLimit))
+            guard !given.isEmpty || arguments.has("--jobs") else {
+                Output.out(limitLines(try store.settings()))
                 return .success
             }
-            let schedule: RateSchedule
-            do { schedule = try RateSchedule.parse(given) } catch { throw UsageError("\(error)") }
-            try store.setSetting(.rateLimit, to: schedule.text)
-            Output.out(limitLines(schedule.text) + "a running queue keeps it within a second; `transferd limit --clear` drops it\n")
+            // Both read before either is written: a mistake in one changes nothing.
+            var schedule: RateSchedule?
+            if !given.isEmpty {
+                do { schedule = try RateSchedule.parse(given) } catch { throw UsageError("\(error)") }
+            }
+            var jobs: String??
+            if let text = arguments.value("--jobs") {
+                if text == "default" {
+                    jobs = .some(nil)
+                } else {
+                    guard let count = Int(text), (1...QueueSettings.maximumJobs).contains(count) else {
+                        throw UsageError("--jobs takes a whole number from 1 to \(QueueSettings.maximumJobs), or default, not '\(text)'")
+                    }
+                    jobs = .some(String(count))
+                }
+            }
+            if let schedule { try store.setSetting(.rateLimit, to: schedule.text) }
+            if let jobs { try store.setSetting(.jobs, to: jobs) }
+            Output.out(limitLines(try store.settings()) + "a running queue keeps it within a second; `transferd limit --clear` drops it\n")
             return .success
         }
     }
@@ -160,15 +179,23 @@ enum SteerCommands {
         }
     }
 
-    /// What `limit` says of the queue's limit (`text` as stored; nil: none set).
-    static func limitLines(_ text: String?, now: Date = Date()) -> String {
-        guard let text, let schedule = try? RateSchedule.parse(text) else {
-            return "no queue-wide limit: each run keeps its own --limit-rate (none unless given)\n"
+    /// What `limit` and `status` say of the queue's limits.
+    static func limitLines(_ settings: QueueSettings, now: Date = Date()) -> String {
+        var lines = ""
+        if let text = settings.rateLimit, let schedule = try? RateSchedule.parse(text) {
+            if schedule.isTimetable {
+                lines += "limit by the time of day (local), for every run of this queue; now: \(schedule.limit(at: now).described)\n"
+                for entry in schedule.entries {
+                    lines += String(format: "  from %02d:%02d  ", entry.minute / 60, entry.minute % 60) + entry.limit.described + "\n"
+                }
+            } else {
+                lines += "limit: \(schedule.entries[0].limit.described), for every run of this queue\n"
+            }
+        } else {
+            lines += "no queue-wide limit: each run keeps its own --limit-rate (none unless given)\n"
         }
-        guard schedule.isTimetable else { return "limit: \(schedule.entries[0].limit.described), for every run of this queue\n" }
-        var lines = "limit by the time of day (local), for every run of this queue; now: \(schedule.limit(at: now).described)\n"
-        for entry in schedule.entries {
-            lines += String(format: "  from %02d:%02d  ", entry.minute / 60, entry.minute % 60) + entry.limit.described + "\n"
+        if let jobs = settings.jobs {
+            lines += "jobs at once: \(jobs) in each run of this queue (over its own --jobs)\n"
         }
         return lines
     }
