@@ -241,8 +241,8 @@ final class SteeringTests: XCTestCase {
     func testJobsAtOnceChangeWhileRunning() throws {
         let servers = try TestServers.current()
         let fixture = try QueueFixture()
-        let names = try Fixtures.makeFiles(in: servers, folder: "steer-jobs", sizes: Array(repeating: 3_000_000, count: 4))
-        // 1 MB/s each: one at a time, the four take 12 s.
+        let names = try Fixtures.makeFiles(in: servers, folder: "steer-jobs", sizes: Array(repeating: 5_000_000, count: 4))
+        // 1 MB/s each: one at a time, the four take 20 s.
         try fixture.drop("jobs.json", jobs: names.enumerated().map { index, file in
             ["id": "j\(index)", "url": "\(servers.fault.absoluteString)/\(file)?rate=1000000&key=steer-jobs-\(UUID().uuidString)",
              "dest": "out/\(index).bin"]
@@ -253,12 +253,20 @@ final class SteeringTests: XCTestCase {
         XCTAssertTrue(eventually(30) { running() == 1 }, "one job runs")
         Thread.sleep(forTimeInterval: 0.5)
         XCTAssertEqual(running(), 1, "--jobs 1 holds before the change")
-        let more = try TransferdProcess.run(["limit", "--jobs", "4", "--queue", fixture.queue], directory: fixture.root)
+        // Four at once, but two to one host: two run (all four are the fault server's).
+        let more = try TransferdProcess.run(["limit", "--jobs", "4", "--per-host", "2", "--queue", fixture.queue],
+                                            directory: fixture.root)
         XCTAssertEqual(more.status, 0, more.stderr)
         XCTAssertTrue(more.stdout.contains("jobs at once: 4 in each run of this queue"), more.stdout)
+        XCTAssertTrue(more.stdout.contains("connections to one host at once: 2"), more.stdout)
+        XCTAssertTrue(eventually(5) { running() == 2 }, "two to the one host")
+        Thread.sleep(forTimeInterval: 0.7)
+        XCTAssertEqual(running(), 2, "the per-host limit holds")
+        let back = try TransferdProcess.run(["limit", "--per-host", "default", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(back.status, 0, back.stderr)
         let changedAt = Date()
         XCTAssertTrue(eventually(5) { running() >= 3 }, "the run took more jobs at once")
-        print("steering: jobs at once 1 -> 4: \(String(format: "%.2f", Date().timeIntervalSince(changedAt))) s to three running")
+        print("steering: per-host 2 -> the run's own: \(String(format: "%.2f", Date().timeIntervalSince(changedAt))) s to three running")
         XCTAssertEqual(run.wait().status, 0)
         XCTAssertEqual(try fixture.store().counts(), [.done: 4])
         let wrong = try TransferdProcess.run(["limit", "--jobs", "0", "--queue", fixture.queue], directory: fixture.root)

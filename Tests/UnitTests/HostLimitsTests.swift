@@ -118,4 +118,22 @@ final class HostLimitsTests: XCTestCase {
         XCTAssertTrue(limits.recover(now: 60))
         XCTAssertEqual(limits.limit(for: "a"), 3)
     }
+
+    func testTheMaximumChangesWhileLimitsAreCut() {
+        var limits = HostLimits(maximum: 8)
+        limits.throttled("a", retryAfter: nil, sent: 0, now: 1, serving: 3)
+        XCTAssertEqual(limits.limit(for: "a"), 3)
+        // Lowered below a cut limit: the cut one comes down too; others take the new maximum.
+        limits.setMaximum(2)
+        XCTAssertEqual(limits.limit(for: "a"), 2)
+        XCTAssertEqual(limits.limit(for: "b"), 2)
+        XCTAssertEqual(limits.reduced, [:])
+        // Raised: a host cut since stays cut, and recovers towards the new maximum.
+        limits.throttled("a", retryAfter: nil, sent: 2, now: 3, serving: 1)
+        limits.setMaximum(6)
+        XCTAssertEqual(limits.limit(for: "a"), 1)
+        XCTAssertEqual(limits.limit(for: "b"), 6)
+        XCTAssertEqual(limits.maximum, 6)
+    }
+
 }

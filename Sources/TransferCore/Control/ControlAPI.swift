@@ -73,7 +73,9 @@ public final class ControlAPI: Sendable {
             case .pauseQueue: return try pauseQueue(finishRunning: request.query["finish_running"] == "1")
             case .resumeQueue: return try resumeQueue()
             case .limit: return try limit()
-            case .setLimit: return try setLimit(request.query["rate"], jobs: request.query["jobs"], clear: request.query["clear"] == "1")
+            case .setLimit:
+                return try setLimit(request.query["rate"], jobs: request.query["jobs"], perHost: request.query["per_host"],
+                                    clear: request.query["clear"] == "1")
             case .purge: return try purge(states: request.query["state"], olderThan: request.query["older_than"])
             case .summary: return try summary()
             case .events:
@@ -286,32 +288,45 @@ public final class ControlAPI: Sendable {
     /// `?rate=TEXT` sets the limit for every run of the queue (a rate, `UP:DOWN`, `off` or a
     /// timetable, as `transferd limit` takes it); `?jobs=N` (or `default`) the jobs each run
     /// transfers at once; `?clear=1` drops both. A mistake in either changes nothing.
-    private func setLimit(_ rate: String?, jobs: String?, clear: Bool) throws -> HTTPResponse {
+    private func setLimit(_ rate: String?, jobs: String?, perHost: String?, clear: Bool) throws -> HTTPResponse {
         if clear {
-            guard rate == nil, jobs == nil else { return .error(400, "give rate=LIMIT, jobs=N or clear=1, not both") }
-            try store.setSetting(.rateLimit, to: nil)
-            try store.setSetting(.jobs, to: nil)
+            guard rate == nil, jobs == nil, perHost == nil else {
+                return .error(400, "give rate=LIMIT, jobs=N, per_host=N or clear=1, not both")
+            }
+            for key in [QueueSettings.Key.rateLimit, .jobs, .perHost] { try store.setSetting(key, to: nil) }
             changed()
             return .json(200, Self.limitObject(QueueSettings()))
         }
-        guard rate != nil || jobs != nil else {
-            return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off), jobs=N or clear=1")
+        guard rate != nil || jobs != nil || perHost != nil else {
+            return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off), jobs=N, per_host=N or clear=1")
         }
         var schedule: RateSchedule?
         if let rate {
             do { schedule = try RateSchedule.parse(rate) } catch { return .error(400, "\(error)") }
         }
-        var count: Int?
-        if let jobs, jobs != "default" {
-            guard let value = Int(jobs), (1...QueueSettings.maximumJobs).contains(value) else {
-                return .error(400, "jobs must be a whole number from 1 to \(QueueSettings.maximumJobs), or default, not \(jobs)")
+        // A count, or nil for `default`; a refusal when it is neither.
+        func count(_ name: String, _ text: String?) -> Result<String?, HTTPResponseError>? {
+            guard let text else { return nil }
+            if text == "default" { return .success(nil) }
+            guard let value = Int(text), (1...QueueSettings.maximumJobs).contains(value) else {
+                return .failure(HTTPResponseError(response: .error(400, "\(name) must be a whole number from 1 to "
+                                                                   + "\(QueueSettings.maximumJobs), or default, not \(text)")))
             }
-            count = value
+            return .success(String(value))
         }
+        let jobsValue = count("jobs", jobs)
+        let perHostValue = count("per_host", perHost)
+        for case .failure(let refusal) in [jobsValue, perHostValue].compactMap({ $0 }) { return refusal.response }
         if let schedule { try store.setSetting(.rateLimit, to: schedule.text) }
-        if jobs != nil { try store.setSetting(.jobs, to: count.map(String.init)) }
+        if case .success(let value) = jobsValue { try store.setSetting(.jobs, to: value) }
+        if case .success(let value) = perHostValue { try store.setSetting(.perHost, to: value) }
         changed()
         return .json(200, Self.limitObject(try store.settings()))
+    }
+
+    /// A refusal carried through a `Result`.
+    struct HTTPResponseError: Error {
+        let response: HTTPResponse
     }
 
     static func limitObject(_ settings: QueueSettings, now: Date = Date()) -> JSONObject {
@@ -321,6 +336,7 @@ public final class ControlAPI: Sendable {
         object.add("timetable", .bool(schedule?.isTimetable ?? false))
         object.add("now", schedule.map { .string($0.limit(at: now).described) } ?? .null)
         object.add("jobs", settings.jobs.map { .int(Int64($0)) } ?? .null)
+        object.add("per_host", settings.perHost.map { .int(Int64($0)) } ?? .null)
         return object
     }
 

@@ -146,8 +146,11 @@ public struct QueueSettings: Sendable, Equatable {
     /// Jobs each run transfers at once (`transferd limit --jobs`), over every run's own
     /// `--jobs`; nil when none is set.
     public var jobs: Int?
+    /// Connections one host gets at once in each run (`transferd limit --per-host`), over every
+    /// run's own `--per-host`; nil when none is set.
+    public var perHost: Int?
 
-    /// The most `jobs` may be.
+    /// The most `jobs` and `perHost` may be.
     public static let maximumJobs = 1000
 
     /// The names settings are stored under.
@@ -155,19 +158,24 @@ public struct QueueSettings: Sendable, Equatable {
         case paused
         case rateLimit = "rate_limit"
         case jobs
+        case perHost = "per_host"
     }
 
-    public init(paused: Bool = false, rateLimit: String? = nil, jobs: Int? = nil) {
+    public init(paused: Bool = false, rateLimit: String? = nil, jobs: Int? = nil, perHost: Int? = nil) {
         self.paused = paused
         self.rateLimit = rateLimit
         self.jobs = jobs
+        self.perHost = perHost
     }
 
     /// Settings from stored name-value pairs (unknown names and values out of range are
     /// ignored: a newer version's).
     public init(values: [String: String]) {
+        func count(_ key: Key) -> Int? {
+            values[key.rawValue].flatMap(Int.init).flatMap { (1...Self.maximumJobs).contains($0) ? $0 : nil }
+        }
         self.init(paused: values[Key.paused.rawValue] == "1", rateLimit: values[Key.rateLimit.rawValue],
-                  jobs: values[Key.jobs.rawValue].flatMap(Int.init).flatMap { (1...Self.maximumJobs).contains($0) ? $0 : nil })
+                  jobs: count(.jobs), perHost: count(.perHost))
     }
 }
 

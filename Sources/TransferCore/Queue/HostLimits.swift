@@ -16,8 +16,9 @@ import Foundation
 /// left for it) does not keep a cut limit for good. A pure value: the
 /// runner feeds it outcomes and the time, and asks it for limits.
 public struct HostLimits: Sendable, Equatable {
-    /// The configured limit (`--per-host`), which no host exceeds.
-    public let maximum: Int
+    /// The configured limit (`--per-host`, or the queue's `per_host` setting), which no host
+    /// exceeds.
+    public private(set) var maximum: Int
 
     struct Host: Sendable, Equatable {
         var limit: Int
@@ -35,6 +36,13 @@ public struct HostLimits: Sendable, Equatable {
 
     public init(maximum: Int) {
         self.maximum = max(1, maximum)
+    }
+
+    /// Changes the configured limit: a host's limit above the new one comes down to it; one cut
+    /// below it stays cut, and recovers towards the new one.
+    public mutating func setMaximum(_ value: Int) {
+        maximum = max(1, value)
+        for (host, state) in hosts where state.limit >= maximum { hosts[host] = nil }
     }
 
     /// The host's current limit.

@@ -221,6 +221,7 @@ public final class QueueRunner: @unchecked Sendable {
         settings = try store.settings()
         try applyRateLimit(renewingShare: true)
         scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
+        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
         try completeFinishing(reportingBusy: false)
         _ = try store.recoverInterrupted()
         // Hooks an earlier process owed and did not run (it was killed): at least once.
@@ -820,6 +821,7 @@ public final class QueueRunner: @unchecked Sendable {
         settings = steering.settings
         try applyRateLimit()
         scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
+        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
         let wasPaused = queuePaused
         queuePaused = settings.paused
         // Resumed: claim at once, not after the scheduler's next look.

@@ -113,6 +113,14 @@ struct QueueScheduler: Sendable {
     /// Something changed that a claim that came back short did not see.
     mutating func somethingChanged() { shortClaim = nil }
 
+    /// Changes the connections one host gets at once (`--per-host`); the connections under way
+    /// go on.
+    mutating func setMaxConnectionsPerHost(_ connections: Int) {
+        guard connections != hostLimits.maximum else { return }
+        hostLimits.setMaximum(connections)
+        somethingChanged()
+    }
+
     /// Changes how many jobs transfer at once. Fewer: the jobs under way go on, and none starts
     /// until fewer run than that. More: free slots are claimed at once.
     mutating func setMaxJobs(_ jobs: Int) {

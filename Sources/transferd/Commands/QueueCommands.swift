@@ -46,7 +46,9 @@ enum QueueCommands {
             if settings.paused {
                 Output.out("the queue is paused (transferd pause --all): nothing starts until `transferd resume --all`\n")
             }
-            if settings.rateLimit != nil || settings.jobs != nil { Output.out(SteerCommands.limitLines(settings)) }
+            if settings.rateLimit != nil || settings.jobs != nil || settings.perHost != nil {
+                Output.out(SteerCommands.limitLines(settings))
+            }
             if counts.values.reduce(0, +) <= StatusTable.listedWhole || arguments.has("--all") {
                 var idWidth: Int?
                 try forEachPage(of: store) { page in

@@ -113,24 +113,26 @@ enum SteerCommands {
     static func limit(_ argv: [String]) -> ExitCode {
         let specs = [queueSpec, QueueFlags.storeSpec,
                      OptionSpec("--jobs", value: "N", help: "jobs each run transfers at once, 1 to 1000 (default: each run's own --jobs)"),
+                     OptionSpec("--per-host", value: "N", help: "connections one host gets at once in each run, 1 to 1000 (default: each run's own --per-host)"),
                      OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate and --jobs again"), help]
         return command("limit", argv, specs: specs,
-                       usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...'] [--jobs N | --jobs default] | --clear "
+                       usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...'] [--jobs N] [--per-host N] | --clear "
                            + "[--queue QUEUE_DIR] [--store URL]",
                        summary: "Shows or sets the queue's bandwidth limit and how many jobs each run transfers at once, for "
                            + "every run and worker of it; a running one keeps a change within a second. RATE caps uploads and "
                            + "downloads together (512K, 10M); UP:DOWN caps each (either may be off); a timetable changes it "
-                           + "by the local time of day.",
+                           + "by the local time of day. --jobs and --per-host take default to give runs their own back.",
                        select: false) { arguments, store in
             let given = arguments.positionals.joined(separator: " ")
             if arguments.has("--clear") {
-                guard given.isEmpty, !arguments.has("--jobs") else { throw UsageError("give a limit, --jobs or --clear, not both") }
-                try store.setSetting(.rateLimit, to: nil)
-                try store.setSetting(.jobs, to: nil)
+                guard given.isEmpty, !arguments.has("--jobs"), !arguments.has("--per-host") else {
+                    throw UsageError("give a limit, --jobs or --per-host, or --clear, not both")
+                }
+                for key in [QueueSettings.Key.rateLimit, .jobs, .perHost] { try store.setSetting(key, to: nil) }
                 Output.out(limitLines(QueueSettings()))
                 return .success
             }
-            guard !given.isEmpty || arguments.has("--jobs") else {
+            guard !given.isEmpty || arguments.has("--jobs") || arguments.has("--per-host") else {
                 Output.out(limitLines(try store.settings()))
                 return .success
             }
@@ -139,19 +141,20 @@ enum SteerCommands {
             if !given.isEmpty {
                 do { schedule = try RateSchedule.parse(given) } catch { throw UsageError("\(error)") }
             }
-            var jobs: String??
-            if let text = arguments.value("--jobs") {
-                if text == "default" {
-                    jobs = .some(nil)
-                } else {
-                    guard let count = Int(text), (1...QueueSettings.maximumJobs).contains(count) else {
-                        throw UsageError("--jobs takes a whole number from 1 to \(QueueSettings.maximumJobs), or default, not '\(text)'")
-                    }
-                    jobs = .some(String(count))
+            // A count, or nil for `default` (each run's own).
+            func count(_ flag: String) throws -> String?? {
+                guard let text = arguments.value(flag) else { return .none }
+                if text == "default" { return .some(nil) }
+                guard let count = Int(text), (1...QueueSettings.maximumJobs).contains(count) else {
+                    throw UsageError("\(flag) takes a whole number from 1 to \(QueueSettings.maximumJobs), or default, not '\(text)'")
                 }
+                return .some(String(count))
             }
+            let jobs = try count("--jobs")
+            let perHost = try count("--per-host")
             if let schedule { try store.setSetting(.rateLimit, to: schedule.text) }
             if let jobs { try store.setSetting(.jobs, to: jobs) }
+            if let perHost { try store.setSetting(.perHost, to: perHost) }
             Output.out(limitLines(try store.settings()) + "a running queue keeps it within a second; `transferd limit --clear` drops it\n")
             return .success
         }
@@ -196,6 +199,9 @@ enum SteerCommands {
         }
         if let jobs = settings.jobs {
             lines += "jobs at once: \(jobs) in each run of this queue (over its own --jobs)\n"
+        }
+        if let perHost = settings.perHost {
+            lines += "connections to one host at once: \(perHost) in each run of this queue (over its own --per-host)\n"
         }
         return lines
     }
