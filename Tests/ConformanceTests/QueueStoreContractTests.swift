@@ -284,11 +284,14 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertTrue(try store.finish("3", state: .failed, error: "HTTP 404", bytes: nil, sha256: nil, at: long))
             XCTAssertEqual(try store.cancel("4"), .queued)
             // Not ended: never purged, whatever is asked.
-            XCTAssertEqual(try store.purge(states: [.queued, .running], finishedBefore: nil), 0)
-            XCTAssertEqual(try store.purge(states: [.done], finishedBefore: Date().addingTimeInterval(-60)), 1)
+            XCTAssertEqual(try store.purge(states: [.queued, .running], finishedBefore: nil, excluding: []), 0)
+            XCTAssertEqual(try store.purge(states: [.done], finishedBefore: Date().addingTimeInterval(-60), excluding: []), 1)
             XCTAssertNil(try store.job("1"))
             XCTAssertNotNil(try store.job("2"))
-            XCTAssertEqual(try store.purge(states: [.done, .failed, .cancelled], finishedBefore: nil), 3)
+            // A job a hook is still owed for stays.
+            XCTAssertEqual(try store.purge(states: [.done, .failed, .cancelled], finishedBefore: nil, excluding: ["3"]), 2)
+            XCTAssertEqual(try store.job("3")?.state, .failed)
+            XCTAssertEqual(try store.purge(states: [.failed], finishedBefore: nil, excluding: []), 1)
             XCTAssertEqual(try store.counts(), [.queued: 1])
             // The file stays known: dropped again, it adds nothing.
             XCTAssertEqual(try store.ingest(fileName: "a.json", contentHash: "h", jobs: (1...5).map { job(String($0)) }).added, 0)

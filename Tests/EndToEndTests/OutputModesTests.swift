@@ -56,7 +56,7 @@ final class OutputModesTests: XCTestCase {
         XCTAssertEqual(result.status, 1, result.stderr)
         var events = try parse(result.stdout)
         XCTAssertEqual(Set(events.compactMap { $0["event"] as? String }),
-                       ["run_started", "ingested", "started", "progress", "retrying", "finished", "summary"],
+                       ["run_started", "ingested", "started", "progress", "retrying", "completing", "finished", "summary"],
                        "one run covers every kind but the pause")
         let finished = events.filter { $0["event"] as? String == "finished" }
         XCTAssertEqual(Set(finished.compactMap { $0["id"] as? String }), ["good", "flaky", "missing", "slow"])

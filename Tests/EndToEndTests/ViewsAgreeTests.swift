@@ -35,6 +35,9 @@ final class ViewsAgreeTests: XCTestCase {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
         let final = try XCTUnwrap(events.last { $0["event"] as? String == "summary" }, ended.stdout)
+        // Each download said when its bytes were all in, before it was done.
+        let completing = events.filter { $0["event"] as? String == "completing" }.compactMap { $0["id"] as? String }
+        XCTAssertEqual(Set(completing), ["ok-0", "ok-1", "ok-2"], ended.stdout)
 
         func metric(_ name: String, _ labels: String) -> Int? {
             metrics.split(separator: "\n").first { $0.hasPrefix(name + labels + " ") }.flatMap { Int($0.split(separator: " ").last!) }

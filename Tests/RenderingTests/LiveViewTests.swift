@@ -142,6 +142,29 @@ final class LiveViewTests: XCTestCase {
         XCTAssertTrue(PlainRenderer.finishedLine(end).contains("(36.0 MiB were already on disk)"), PlainRenderer.finishedLine(end))
     }
 
+    /// A download whose bytes are all in frees its slot before it is done: it leaves the running
+    /// jobs for those being made durable, and is counted once.
+    func testACompletedDownloadLeavesRunningBeforeItIsDone() {
+        let clock = FixedClock()
+        var progress = RunProgress(startedAt: clock.now)
+        progress.apply(.runStarted(pending: 2), at: clock.now)
+        progress.apply(Scenario.start("a", "a.bin", total: 10 * mib), at: clock.now)
+        clock.advance(0.5)
+        progress.apply(Scenario.progress(("a", 5 * mib, 10 * mib)), at: clock.now)
+        progress.apply(.completing(id: "a", bytes: 10 * mib), at: clock.now)
+        XCTAssertTrue(progress.running.isEmpty)
+        XCTAssertEqual(progress.completing.map(\.id), ["a"])
+        XCTAssertEqual(progress.active, 1)
+        XCTAssertEqual(progress.bytesDone, 10 * mib)
+        let total = LiveView(width: 120, maxJobLines: 5, style: TerminalStyle(color: false)).totalLines(progress, now: clock.now)
+        XCTAssertTrue(total.joined().contains("0 running, 1 finishing"), "\(total)")
+        XCTAssertTrue(PlainRenderer.progressLine(progress, now: clock.now).contains("1 being made durable"))
+        progress.apply(Scenario.done("a", "a.bin", bytes: 10 * mib, seconds: 1), at: clock.now)
+        XCTAssertTrue(progress.completing.isEmpty)
+        XCTAssertEqual(progress.done, 1)
+        XCTAssertEqual(progress.bytesTransferred, 10 * mib, "counted once")
+    }
+
     func testColourOnlyWhenAsked() {
         let clock = FixedClock()
         let progress = twoJobs(clock)

@@ -233,10 +233,12 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: A user's actions
 
-    public func purge(states: Set<JobState>, finishedBefore: Date?) throws -> Int {
+    public func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int {
         locked {
             let gone = order.filter { id in
-                guard let record = records[id], states.filter(\.isFinal).contains(record.state) else { return false }
+                guard !excluding.contains(id), let record = records[id], states.filter(\.isFinal).contains(record.state) else {
+                    return false
+                }
                 if let finishedBefore { return (record.finishedAt ?? .distantFuture) < finishedBefore }
                 return true
             }

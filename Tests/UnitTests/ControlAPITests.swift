@@ -244,15 +244,19 @@ final class ControlAPITests: XCTestCase {
     }
 
     func testEndedJobsArePurgedByStateAndAge() throws {
-        XCTAssertEqual(call("POST", "/v1/jobs", body: jobFile(["e1", "e2"])).status, 201)
-        XCTAssertEqual(try store.cancel("e1"), .queued)
-        let young = call("POST", "/v1/purge", query: ["state": "cancelled", "older_than": "1h"])
+        XCTAssertEqual(call("POST", "/v1/jobs", body: jobFile(["e1", "e2", "e3"])).status, 201)
+        // e1 ended two hours ago, e3 just now: the run serving the API may still write e3's result.
+        _ = try store.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { $0.id == "e1" }
+        XCTAssertTrue(try store.finish("e1", state: .cancelled, error: nil, bytes: nil, sha256: nil, at: Date().addingTimeInterval(-7200)))
+        XCTAssertEqual(try store.cancel("e3"), .queued)
+        let young = call("POST", "/v1/purge", query: ["state": "cancelled", "older_than": "3h"])
         XCTAssertEqual(young.json["purged"] as? Int, 0)
         let purged = call("POST", "/v1/purge", query: ["state": "cancelled"])
         XCTAssertEqual(purged.status, 200)
         XCTAssertEqual(purged.json["purged"] as? Int, 1)
         XCTAssertNil(try store.job("e1"))
         XCTAssertEqual(try store.job("e2")?.state, .queued)
+        XCTAssertEqual(try store.job("e3")?.state, .cancelled, "ended in the last 10 s: kept")
         let wrong = call("POST", "/v1/purge", query: ["state": "queued"])
         XCTAssertEqual(wrong.status, 400)
         XCTAssertTrue((wrong.json["error"] as? String ?? "").contains("only ended jobs are purged"), "\(wrong.json)")

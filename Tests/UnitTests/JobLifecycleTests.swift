@@ -96,4 +96,22 @@ final class JobLifecycleTests: XCTestCase {
         XCTAssertEqual(JobTransition.requeue.sqlStates, "'waiting', 'failed', 'cancelled'")
         XCTAssertEqual(JobTransition.recover.sqlStates, "'running', 'paused'")
     }
+
+    func testPurgeTakesEndedStatesAndAnAgeAndKeepsTheLastSecondsWhileARunWorks() throws {
+        let selection = try PurgeSelection(states: "done, failed", olderThan: "12h")
+        XCTAssertEqual(selection.states, [.done, .failed])
+        XCTAssertEqual(selection.olderThan, 43_200)
+        XCTAssertEqual(try PurgeSelection(states: nil, olderThan: nil).states, [.done])
+        let now = Date(timeIntervalSince1970: 1_000_000)
+        XCTAssertNil(try PurgeSelection(states: nil, olderThan: nil).finishedBefore(now: now, runActive: false))
+        XCTAssertEqual(try PurgeSelection(states: nil, olderThan: nil).finishedBefore(now: now, runActive: true),
+                       now.addingTimeInterval(-PurgeSelection.minimumAge))
+        XCTAssertEqual(try PurgeSelection(states: nil, olderThan: "90s").finishedBefore(now: now, runActive: true),
+                       now.addingTimeInterval(-90))
+        for (states, age) in [("queued", nil), ("running,done", nil), ("", nil), ("done", "7"), ("done", "d"), ("done", "-1d"),
+                              ("done", "1w")] as [(String, String?)] {
+            XCTAssertThrowsError(try PurgeSelection(states: states, olderThan: age), "\(states) \(age ?? "")")
+        }
+    }
+
 }

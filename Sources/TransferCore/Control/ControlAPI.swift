@@ -300,9 +300,12 @@ public final class ControlAPI: Sendable {
         guard rate != nil || jobs != nil || perHost != nil else {
             return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off), jobs=N, per_host=N or clear=1")
         }
-        var schedule: RateSchedule?
-        if let rate {
-            do { schedule = try RateSchedule.parse(rate) } catch { return .error(400, "\(error)") }
+        // `rate=default` drops the rate alone (each run's own --limit-rate again).
+        var schedule: RateSchedule??
+        if rate == "default" {
+            schedule = .some(nil)
+        } else if let rate {
+            do { schedule = .some(try RateSchedule.parse(rate)) } catch { return .error(400, "\(error)") }
         }
         // A count, or nil for `default`; a refusal when it is neither.
         func count(_ name: String, _ text: String?) -> Result<String?, HTTPResponseError>? {
@@ -317,7 +320,7 @@ public final class ControlAPI: Sendable {
         let jobsValue = count("jobs", jobs)
         let perHostValue = count("per_host", perHost)
         for case .failure(let refusal) in [jobsValue, perHostValue].compactMap({ $0 }) { return refusal.response }
-        if let schedule { try store.setSetting(.rateLimit, to: schedule.text) }
+        if let schedule { try store.setSetting(.rateLimit, to: schedule?.text) }
         if case .success(let value) = jobsValue { try store.setSetting(.jobs, to: value) }
         if case .success(let value) = perHostValue { try store.setSetting(.perHost, to: value) }
         changed()
@@ -344,7 +347,8 @@ public final class ControlAPI: Sendable {
     private func purge(states: String?, olderThan: String?) throws -> HTTPResponse {
         let selection: PurgeSelection
         do { selection = try PurgeSelection(states: states, olderThan: olderThan) } catch { return .error(400, "\(error)") }
-        let count = try store.purge(states: Set(selection.states), finishedBefore: selection.finishedBefore())
+        let count = try store.purge(states: Set(selection.states), finishedBefore: selection.finishedBefore(runActive: true),
+                                    excluding: layout.jobsOwedHooks())
         changed()
         var object = JSONObject()
         object.add("purged", count)

@@ -32,6 +32,8 @@ struct TransferTally: Sendable, Equatable {
             jobs[end.id] = nil
         case .paused(let ids), .held(let ids):
             for id in ids { jobs[id] = nil }
+        case .completing(let id, let bytes):
+            count(id, upTo: bytes)
         case .runStarted, .ingested:
             break
         }

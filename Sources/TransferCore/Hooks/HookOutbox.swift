@@ -53,6 +53,16 @@ struct HookOutbox: Sendable {
         unlink(directory + "/" + entry)
     }
 
+    /// The jobs whose hooks are owed, read without touching anything (for `purge`, which must
+    /// not forget a job a hook is still owed for).
+    func owedJobIDs() -> Set<String> {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        return Set(names.filter { $0.hasSuffix(".json") }.compactMap { name in
+            FileManager.default.contents(atPath: directory + "/" + name)
+                .flatMap { DueHook(stored: String(decoding: $0, as: UTF8.self))?.jobID }
+        })
+    }
+
     /// Every readable entry (a torn or foreign file is removed: it was never a complete entry).
     func entries() -> [DueHook] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }

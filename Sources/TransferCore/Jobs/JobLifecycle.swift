@@ -211,9 +211,15 @@ public struct PurgeSelection: Sendable, Equatable {
         return number * unit
     }
 
-    /// The ended jobs' end before which they are purged, from `now`.
-    public func finishedBefore(now: Date = Date()) -> Date? {
-        olderThan.map { now.addingTimeInterval(-$0) }
+    /// While a run works the queue, jobs that ended this recently are not purged: it writes their
+    /// result files every couple of seconds, and a purged job would never reach them.
+    public static let minimumAge: TimeInterval = 10
+
+    /// The ended jobs' end before which they are purged, from `now`; `runActive`: a run (or,
+    /// in a fleet, any worker) may still be writing result files.
+    public func finishedBefore(now: Date = Date(), runActive: Bool) -> Date? {
+        let age = max(olderThan ?? 0, runActive ? Self.minimumAge : 0)
+        return age > 0 ? now.addingTimeInterval(-age) : nil
     }
 }
 

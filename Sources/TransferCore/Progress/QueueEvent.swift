@@ -12,6 +12,10 @@ public enum QueueEvent: Sendable, Equatable {
     case progress([JobProgress])
     /// A job's attempt failed and it waits `delay` seconds (it holds no slot meanwhile).
     case retrying(JobRetry)
+    /// A download's bytes are all in and its slot is free: its file is made durable (synced,
+    /// renamed into place, recorded) with the next batch, and `finished` follows. Until then it
+    /// is neither running nor done.
+    case completing(id: String, bytes: Int64)
     case finished(JobFinished)
     /// Running jobs stopped by Ctrl-C/SIGTERM, resumable by the next run.
     case paused(ids: [String])

@@ -60,6 +60,9 @@ public enum DecodedQueueEvent: Sendable, Equatable {
                                                 url: string("url") ?? "", destination: destination, bytes: integer("bytes"),
                                                 elapsed: number("seconds"), sha256: string("sha256"),
                                                 skipped: members["skipped"] == .bool(true), error: string("error"))))
+        case "completing":
+            guard let id = string("id") else { self = .other; return }
+            self = .event(.completing(id: id, bytes: max(0, integer("bytes") ?? 0)))
         case "paused", "held":
             guard case .array(let items)? = members["ids"] else { self = .other; return }
             let ids = items.compactMap { item -> String? in if case .string(let id) = item { return id } else { return nil } }

@@ -77,6 +77,10 @@ public struct QueueEventEncoder: Sendable {
         case .paused(let ids):
             object = header("paused", now)
             object.add("ids", .array(ids.map(JSONObject.Value.string)))
+        case .completing(let id, let bytes):
+            object = header("completing", now)
+            object.add("id", id)
+            object.add("bytes", bytes)
         case .held(let ids):
             object = header("held", now)
             object.add("ids", .array(ids.map(JSONObject.Value.string)))

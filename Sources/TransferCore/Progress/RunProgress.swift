@@ -49,6 +49,9 @@ public struct RunProgress: Sendable {
     public private(set) var running: [Job] = []
     /// Jobs waiting for a retry, in the order they began waiting.
     public private(set) var waiting: [Job] = []
+    /// Downloads whose bytes are all in, being made durable (`completing`): no longer running,
+    /// not yet done.
+    public private(set) var completing: [Job] = []
     /// Runnable jobs not started yet in this run.
     public private(set) var pending = 0
     public private(set) var done = 0
@@ -149,6 +152,12 @@ public struct RunProgress: Sendable {
                 cancelled += 1
             }
             recentlyFinished.append(end)
+        case .completing(let id, let bytes):
+            guard let index = running.firstIndex(where: { $0.id == id }) else { return }
+            updateRunning(at: index, done: bytes, total: running[index].bytesTotal ?? bytes, now: now)
+            var job = running.remove(at: index)
+            job.speed = 0
+            completing.append(job)
         case .paused(let ids):
             for id in ids { _ = remove(id) }
             paused += ids.count
@@ -167,6 +176,7 @@ public struct RunProgress: Sendable {
     private mutating func remove(_ id: String) -> Job? {
         if let index = running.firstIndex(where: { $0.id == id }) { return running.remove(at: index) }
         if let index = waiting.firstIndex(where: { $0.id == id }) { return waiting.remove(at: index) }
+        if let index = completing.firstIndex(where: { $0.id == id }) { return completing.remove(at: index) }
         return nil
     }
 
@@ -208,11 +218,11 @@ public struct RunProgress: Sendable {
 
     // MARK: Totals
 
-    public var active: Int { running.count + waiting.count }
+    public var active: Int { running.count + waiting.count + completing.count }
 
     /// Bytes of this run's finished jobs plus what active jobs have.
     public var bytesDone: Int64 {
-        bytesFinished + running.reduce(0) { $0 + $1.bytesDone } + waiting.reduce(0) { $0 + $1.bytesDone }
+        bytesFinished + (running + waiting + completing).reduce(0) { $0 + $1.bytesDone }
     }
 
     /// The size of the whole run: known sizes, plus the average known size for
@@ -220,7 +230,7 @@ public struct RunProgress: Sendable {
     public var bytesTotal: (bytes: Int64, exact: Bool)? {
         var known = bytesFinished
         var unknown = pending
-        for job in running + waiting {
+        for job in running + waiting + completing {
             if let total = job.bytesTotal { known += total } else { unknown += 1 }
         }
         guard unknown > 0 else { return (known, true) }

@@ -37,6 +37,12 @@ public struct QueueLayout: Sendable {
     /// The folders transferd makes and writes inside the queue folder.
     public var ownFolders: [String] { [accepted, rejected, done, failed, stateDirectory] }
 
+    /// The jobs whose hooks a run of this folder still owes (`.transferd/hooks/`): `purge`
+    /// leaves them, so a hook cut off by a kill still finds its job when it runs.
+    public func jobsOwedHooks() -> Set<String> {
+        HookOutbox(directory: stateDirectory + "/hooks").owedJobIDs()
+    }
+
     /// Creates the folders (`.transferd/` readable by the owner only: the store
     /// holds URLs and headers as written); throws with the path when the queue
     /// folder is missing or they cannot be made, and when one of them is a

@@ -156,6 +156,8 @@ public final class QueueRunner: @unchecked Sendable {
 
     /// The limits last written to the store (for `status`).
     private var savedHostLimits: [String: Int] = [:]
+    /// The maximum they were saved against (`--per-host`, or the queue's setting).
+    private var savedHostMaximum = 0
     /// Runs the hooks of jobs that ended (`on_done`, `on_failed`, `notify`).
     private let hooks: HookRunner
 
@@ -426,6 +428,7 @@ public final class QueueRunner: @unchecked Sendable {
         case .awaitBatch:
             guard case .done(let result) = outcome else { return }
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
+            onEvent(.completing(id: record.id, bytes: result.size))
         case .done(let size):
             let due = try hooks.owe(hooks.due(record, .done, bytes: size).map { [$0] } ?? [])
             let missed = try store.finishDone([(record.id, size, nil)], at: Date())
@@ -758,7 +761,9 @@ public final class QueueRunner: @unchecked Sendable {
     /// Writes the adapted host limits where `status` reads them, when they changed.
     private func saveHostLimitsIfChanged() throws {
         let reduced = scheduler.hostLimits.reduced
-        guard reduced != savedHostLimits else { return }
+        let maximum = scheduler.hostLimits.maximum
+        guard reduced != savedHostLimits || (maximum != savedHostMaximum && !reduced.isEmpty) else { return }
+        savedHostMaximum = maximum
         try store.saveHostLimits(reduced, maximum: scheduler.hostLimits.maximum)
         savedHostLimits = reduced
     }

@@ -25,15 +25,22 @@ public struct ResultFiles {
         }
     }
 
-    /// A pretty-printed JSON array, keys sorted, one object per job.
+    /// A pretty-printed JSON array, keys sorted, one object per job. Entries of jobs the store
+    /// no longer holds (`transferd purge` forgot them) stay as the file had them: the store
+    /// forgets, the record of what happened does not.
     private func write(_ jobs: [JobResult], to folder: String, source: String) throws {
         try layout.checkOwnFolder(folder)
         let path = (folder as NSString).appendingPathComponent(Self.fileName(for: source))
-        guard !jobs.isEmpty else {
+        let listed = Set(jobs.map(\.id))
+        let kept = try Self.entries(at: path).filter { entry in
+            guard case .string(let id)? = entry["id"], !listed.contains(id) else { return false }
+            return try store.job(id) == nil
+        }.map { JSONObject.Value(parsed: .object($0)) }
+        guard !jobs.isEmpty || !kept.isEmpty else {
             unlink(path)
             return
         }
-        let entries = jobs.map { job -> JSONObject.Value in
+        let entries = kept + jobs.map { job -> JSONObject.Value in
             var entry = JSONObject()
             entry.add("attempts", job.attempts)
             if job.state == .done, let bytes = job.bytes { entry.add("bytes", bytes) }
@@ -50,6 +57,14 @@ public struct ResultFiles {
             return .object(entry)
         }
         try Data((JSONObject.serialized(entries, pretty: true) + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+    }
+
+    /// The entries a result file holds now (none when it is missing or unreadable).
+    static func entries(at path: String) -> [[String: JSONValue]] {
+        guard let data = FileManager.default.contents(atPath: path), case .array(let items)? = try? JSONValue.parse(data) else {
+            return []
+        }
+        return items.compactMap { if case .object(let members) = $0 { return members } else { return nil } }
     }
 
     static func fileName(for source: String) -> String {

@@ -763,13 +763,15 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: User actions
 
-    public func purge(states: Set<JobState>, finishedBefore: Date?) throws -> Int {
+    public func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int {
         let ended = states.filter(\.isFinal)
         guard !ended.isEmpty else { return 0 }
         return try locked {
             try connection.execute("""
                 DELETE FROM transferd_jobs WHERE state = ANY($1::text[]) AND ($2::double precision IS NULL OR finished_at < $2)
-                """, [Self.array(ended.map(\.rawValue).sorted()), finishedBefore.map { String($0.timeIntervalSince1970) }])
+                    AND NOT (id = ANY($3::text[]))
+                """, [Self.array(ended.map(\.rawValue).sorted()), finishedBefore.map { String($0.timeIntervalSince1970) },
+                      Self.array(excluding.sorted())])
         }
     }
 

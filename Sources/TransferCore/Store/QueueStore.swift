@@ -100,10 +100,10 @@ public protocol QueueStore: AnyObject, Sendable {
     /// job if `JobTransition.requeue` applies (failed, cancelled, waiting); without, every
     /// `failed` job. Returns how many.
     func requeue(id: String?) throws -> Int
-    /// Forgets ended jobs: those in `states` (each `done`, `failed` or `cancelled`, `isFinal`;
+    /// Forgets ended jobs (none of `excluding`, the jobs a hook is still owed for): those in `states` (each `done`, `failed` or `cancelled`, `isFinal`;
     /// others are never purged) that finished before `finishedBefore` (nil: whenever). Their rows go; the
     /// job files' records stay, so the same file dropped again adds nothing. Returns how many.
-    func purge(states: Set<JobState>, finishedBefore: Date?) throws -> Int
+    func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int
     /// Cancels a job: one no one transfers ends `cancelled` now; a running one is flagged
     /// (`cancelRequested`) for its runner to stop; an ended one is left alone. Returns the
     /// state it had, or nil for an unknown id.

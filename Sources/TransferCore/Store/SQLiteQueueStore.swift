@@ -475,15 +475,17 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: User actions
 
-    public func purge(states: Set<JobState>, finishedBefore: Date?) throws -> Int {
+    public func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int {
         let ended = states.filter(\.isFinal)
         guard !ended.isEmpty else { return 0 }
         return try locked {
             let list = JSONObject.serialized(ended.map { .string($0.rawValue) })
+            let kept = JSONObject.serialized(excluding.sorted().map { .string($0) })
             try database.query("""
                 DELETE FROM jobs WHERE state IN (SELECT value FROM json_each(?)) AND (? IS NULL OR finished_at < ?)
+                    AND id NOT IN (SELECT value FROM json_each(?))
                 """, [.text(list), finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null,
-                      finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null])
+                      finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null, .text(kept)])
             return database.changes
         }
     }

@@ -114,14 +114,15 @@ enum SteerCommands {
         let specs = [queueSpec, QueueFlags.storeSpec,
                      OptionSpec("--jobs", value: "N", help: "jobs each run transfers at once, 1 to 1000 (default: each run's own --jobs)"),
                      OptionSpec("--per-host", value: "N", help: "connections one host gets at once in each run, 1 to 1000 (default: each run's own --per-host)"),
-                     OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate and --jobs again"), help]
+                     OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate, --jobs and --per-host again"),
+                     help]
         return command("limit", argv, specs: specs,
                        usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...'] [--jobs N] [--per-host N] | --clear "
                            + "[--queue QUEUE_DIR] [--store URL]",
                        summary: "Shows or sets the queue's bandwidth limit and how many jobs each run transfers at once, for "
                            + "every run and worker of it; a running one keeps a change within a second. RATE caps uploads and "
                            + "downloads together (512K, 10M); UP:DOWN caps each (either may be off); a timetable changes it "
-                           + "by the local time of day. --jobs and --per-host take default to give runs their own back.",
+                           + "by the local time of day. `default` (for the rate, --jobs or --per-host) gives runs their own back.",
                        select: false) { arguments, store in
             let given = arguments.positionals.joined(separator: " ")
             if arguments.has("--clear") {
@@ -137,9 +138,12 @@ enum SteerCommands {
                 return .success
             }
             // Both read before either is written: a mistake in one changes nothing.
-            var schedule: RateSchedule?
-            if !given.isEmpty {
-                do { schedule = try RateSchedule.parse(given) } catch { throw UsageError("\(error)") }
+            // `default`: the rate alone is dropped (each run's own --limit-rate again).
+            var schedule: RateSchedule??
+            if given == "default" {
+                schedule = .some(nil)
+            } else if !given.isEmpty {
+                do { schedule = .some(try RateSchedule.parse(given)) } catch { throw UsageError("\(error)") }
             }
             // A count, or nil for `default` (each run's own).
             func count(_ flag: String) throws -> String?? {
@@ -152,7 +156,7 @@ enum SteerCommands {
             }
             let jobs = try count("--jobs")
             let perHost = try count("--per-host")
-            if let schedule { try store.setSetting(.rateLimit, to: schedule.text) }
+            if let schedule { try store.setSetting(.rateLimit, to: schedule?.text) }
             if let jobs { try store.setSetting(.jobs, to: jobs) }
             if let perHost { try store.setSetting(.perHost, to: perHost) }
             Output.out(limitLines(try store.settings()) + "a running queue keeps it within a second; `transferd limit --clear` drops it\n")
@@ -174,7 +178,13 @@ enum SteerCommands {
             do {
                 selection = try PurgeSelection(states: arguments.value("--state"), olderThan: arguments.value("--older-than"))
             } catch { throw UsageError("\(error)") }
-            let count = try store.purge(states: Set(selection.states), finishedBefore: selection.finishedBefore())
+            let layout = try QueueFlags.layout(arguments, command: "purge")
+            // A hook owed for a job keeps it (this folder's outbox; another worker's is on its machine).
+            let owed = QueueFlags.queueFolderExists(layout) ? layout.jobsOwedHooks() : []
+            // A run may still write result files: with --store always, here when one holds the lock.
+            let runActive = try QueueFlags.storeURL(arguments) != nil || RunLock.activeRun(path: layout.lockFile) != nil
+            let count = try store.purge(states: Set(selection.states), finishedBefore: selection.finishedBefore(runActive: runActive),
+                                        excluding: owed)
             let which = selection.states.map(\.rawValue).joined(separator: " or ")
             Output.out("purged \(count) \(which) job\(count == 1 ? "" : "s")"
                        + (arguments.value("--older-than").map { " that ended more than \($0) ago" } ?? "") + "\n")

@@ -96,6 +96,7 @@ struct LiveView {
         if progress.failed > 0 { counts.append(style.red("\(progress.failed) failed")) }
         if progress.cancelled > 0 { counts.append("\(progress.cancelled) cancelled") }
         counts.append("\(progress.running.count) running")
+        if !progress.completing.isEmpty { counts.append("\(progress.completing.count) finishing") }
         if !progress.waiting.isEmpty { counts.append(style.yellow("\(progress.waiting.count) waiting")) }
         if progress.pending > 0 { counts.append("\(progress.pending) queued") }
         let summary = counts.joined(separator: ", ")

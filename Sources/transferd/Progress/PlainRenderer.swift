@@ -47,6 +47,9 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
             if !ids.isEmpty { lines.append("paused  \(ids.count) running job\(ids.count == 1 ? "" : "s"), progress saved") }
         case .held(let ids):
             for id in ids { lines.append("held    \(id)  paused by request, progress saved") }
+        case .completing(let id, let bytes):
+            // Its slot is free: the next start is no sign of more at once than --jobs.
+            lines.append("fetched \(id)  \(Format.bytes(bytes)); being made durable, then done")
         }
         for end in progress.takeFinished() { lines.append(Self.finishedLine(end)) }
         if !lines.isEmpty { context.out(lines.joined(separator: "\n") + "\n") }
@@ -75,6 +78,7 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
         var counts = ["\(progress.done)/\(known) done"]
         if progress.failed > 0 { counts.append("\(progress.failed) failed") }
         counts.append("\(progress.running.count) running")
+        if !progress.completing.isEmpty { counts.append("\(progress.completing.count) being made durable") }
         if !progress.waiting.isEmpty { counts.append("\(progress.waiting.count) waiting") }
         var bytes = Format.bytes(progress.bytesDone)
         if let total = progress.bytesTotal {

@@ -316,6 +316,8 @@ function showEnded(summary) {
   for (const control of document.querySelectorAll("main button, #queue-toggle, #limit, #add-text")) control.disabled = true;
   // Nothing runs now; the queue's other counts are as last read.
   $("t-running").textContent = "0";
+  state.waiting.clear();
+  renderWaiting();
   renderTotals(null, { speed: 0, eta: null });
   state.running.clear();
   renderRunning();
@@ -377,7 +379,8 @@ $("limit-form").addEventListener("submit", async (event) => {
   const submit = $("limit-form").querySelector("button");
   submit.disabled = true;
   try {
-    renderLimit(await api("POST", "/v1/limit?" + (text ? "rate=" + encodeURIComponent(text) : "clear=1")));
+    // An empty box drops the rate alone: jobs at once and per-host limits set elsewhere stay.
+    renderLimit(await api("POST", "/v1/limit?rate=" + encodeURIComponent(text || "default")));
     $("message").textContent = "";
   } catch (error) {
     $("message").textContent = error.message;
