@@ -289,47 +289,19 @@ public final class ControlAPI: Sendable {
     /// timetable, as `transferd limit` takes it); `?jobs=N` (or `default`) the jobs each run
     /// transfers at once; `?clear=1` drops both. A mistake in either changes nothing.
     private func setLimit(_ rate: String?, jobs: String?, perHost: String?, clear: Bool) throws -> HTTPResponse {
+        let change: LimitChange
+        do { change = try LimitChange(rate: rate, jobs: jobs, perHost: perHost) } catch { return .error(400, "\(error)") }
         if clear {
-            guard rate == nil, jobs == nil, perHost == nil else {
-                return .error(400, "give rate=LIMIT, jobs=N, per_host=N or clear=1, not both")
+            guard change.isEmpty else { return .error(400, "give rate=LIMIT, jobs=N, per_host=N or clear=1, not both") }
+            try LimitChange.clearAll.apply(to: store)
+        } else {
+            guard !change.isEmpty else {
+                return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off), jobs=N, per_host=N or clear=1")
             }
-            for key in [QueueSettings.Key.rateLimit, .jobs, .perHost] { try store.setSetting(key, to: nil) }
-            changed()
-            return .json(200, Self.limitObject(QueueSettings()))
+            try change.apply(to: store)
         }
-        guard rate != nil || jobs != nil || perHost != nil else {
-            return .error(400, "give rate=LIMIT (such as 10M, 1M:off, off or 08:00,512K 19:00,off), jobs=N, per_host=N or clear=1")
-        }
-        // `rate=default` drops the rate alone (each run's own --limit-rate again).
-        var schedule: RateSchedule??
-        if rate == "default" {
-            schedule = .some(nil)
-        } else if let rate {
-            do { schedule = .some(try RateSchedule.parse(rate)) } catch { return .error(400, "\(error)") }
-        }
-        // A count, or nil for `default`; a refusal when it is neither.
-        func count(_ name: String, _ text: String?) -> Result<String?, HTTPResponseError>? {
-            guard let text else { return nil }
-            if text == "default" { return .success(nil) }
-            guard let value = Int(text), (1...QueueSettings.maximumJobs).contains(value) else {
-                return .failure(HTTPResponseError(response: .error(400, "\(name) must be a whole number from 1 to "
-                                                                   + "\(QueueSettings.maximumJobs), or default, not \(text)")))
-            }
-            return .success(String(value))
-        }
-        let jobsValue = count("jobs", jobs)
-        let perHostValue = count("per_host", perHost)
-        for case .failure(let refusal) in [jobsValue, perHostValue].compactMap({ $0 }) { return refusal.response }
-        if let schedule { try store.setSetting(.rateLimit, to: schedule?.text) }
-        if case .success(let value) = jobsValue { try store.setSetting(.jobs, to: value) }
-        if case .success(let value) = perHostValue { try store.setSetting(.perHost, to: value) }
         changed()
         return .json(200, Self.limitObject(try store.settings()))
-    }
-
-    /// A refusal carried through a `Result`.
-    struct HTTPResponseError: Error {
-        let response: HTTPResponse
     }
 
     static func limitObject(_ settings: QueueSettings, now: Date = Date()) -> JSONObject {

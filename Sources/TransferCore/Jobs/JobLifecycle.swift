@@ -228,3 +228,55 @@ public struct PurgeSelectionError: Error, CustomStringConvertible, Equatable {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// A change to the queue's limits as a person writes it (`transferd limit`, POST /v1/limit):
+/// each part nil (unchanged), `default` (dropped: each run's own flag again) or a value — a
+/// rate or timetable (`RateSchedule`), jobs at once and connections per host (1 to
+/// `QueueSettings.maximumJobs`). Read whole before anything is written, so a mistake in one
+/// part changes none.
+public struct LimitChange: Sendable, Equatable {
+    /// Per setting: nil unchanged, `.some(nil)` dropped, `.some(value)` the stored text.
+    public private(set) var values: [QueueSettings.Key: String?] = [:]
+
+    /// Every limit dropped (`--clear`, `clear=1`).
+    public static let clearAll = LimitChange(values: [.rateLimit: nil, .jobs: nil, .perHost: nil])
+
+    private init(values: [QueueSettings.Key: String?]) {
+        self.values = values
+    }
+
+    public init(rate: String?, jobs: String?, perHost: String?) throws {
+        if let rate {
+            do { values[.rateLimit] = .some(rate == "default" ? nil : try RateSchedule.parse(rate).text) } catch {
+                throw LimitChangeError(description: "\(error)")
+            }
+        }
+        for (key, text, name) in [(QueueSettings.Key.jobs, jobs, "jobs at once"), (.perHost, perHost, "connections per host")] {
+            guard let text else { continue }
+            if text == "default" {
+                values[key] = .some(nil)
+                continue
+            }
+            guard let count = Int(text), (1...QueueSettings.maximumJobs).contains(count) else {
+                throw LimitChangeError(description: "\(name) must be a whole number from 1 to \(QueueSettings.maximumJobs), "
+                                           + "or default, not '\(text)'")
+            }
+            values[key] = .some(String(count))
+        }
+    }
+
+    /// Whether it changes anything.
+    public var isEmpty: Bool { values.isEmpty }
+
+    /// Writes the change.
+    public func apply(to store: QueueStore) throws {
+        for key in QueueSettings.Key.allCases {
+            if let value = values[key] { try store.setSetting(key, to: value) }
+        }
+    }
+}
+
+/// A limit change that cannot be read, with what to write instead.
+public struct LimitChangeError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+}

@@ -221,9 +221,7 @@ public final class QueueRunner: @unchecked Sendable {
         var summary = RunSummary()
         try store.enlist()
         settings = try store.settings()
-        try applyRateLimit(renewingShare: true)
-        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
-        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
+        try applySettings(renewingShare: true)
         try completeFinishing(reportingBusy: false)
         _ = try store.recoverInterrupted()
         // Hooks an earlier process owed and did not run (it was killed): at least once.
@@ -768,6 +766,14 @@ public final class QueueRunner: @unchecked Sendable {
         savedHostLimits = reduced
     }
 
+    /// Keeps what the queue's settings (`transferd limit`) or this run's flags ask for now: the
+    /// rate, the jobs at once and the connections per host.
+    private func applySettings(renewingShare: Bool = false) throws {
+        try applyRateLimit(renewingShare: renewingShare)
+        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
+        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
+    }
+
     /// Keeps the limit asked for now: the queue's `rate_limit` setting (a rate, `UP:DOWN` or a
     /// timetable, set by `transferd limit` for every run), else this run's `--limit-rate`. A
     /// shared store's worker keeps its share of each rate (`QueueStore.rateShare`), asked again
@@ -824,9 +830,7 @@ public final class QueueRunner: @unchecked Sendable {
         try saveHostLimitsIfChanged()
         let steering = try store.steering(among: Array(active.keys))
         settings = steering.settings
-        try applyRateLimit()
-        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
-        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
+        try applySettings()
         let wasPaused = queuePaused
         queuePaused = settings.paused
         // Resumed: claim at once, not after the scheduler's next look.

@@ -125,40 +125,22 @@ enum SteerCommands {
                            + "by the local time of day. `default` (for the rate, --jobs or --per-host) gives runs their own back.",
                        select: false) { arguments, store in
             let given = arguments.positionals.joined(separator: " ")
+            let change: LimitChange
+            do {
+                change = try LimitChange(rate: given.isEmpty ? nil : given, jobs: arguments.value("--jobs"),
+                                         perHost: arguments.value("--per-host"))
+            } catch { throw UsageError("\(error)") }
             if arguments.has("--clear") {
-                guard given.isEmpty, !arguments.has("--jobs"), !arguments.has("--per-host") else {
-                    throw UsageError("give a limit, --jobs or --per-host, or --clear, not both")
-                }
-                for key in [QueueSettings.Key.rateLimit, .jobs, .perHost] { try store.setSetting(key, to: nil) }
+                guard change.isEmpty else { throw UsageError("give a limit, --jobs or --per-host, or --clear, not both") }
+                try LimitChange.clearAll.apply(to: store)
                 Output.out(limitLines(QueueSettings()))
                 return .success
             }
-            guard !given.isEmpty || arguments.has("--jobs") || arguments.has("--per-host") else {
+            guard !change.isEmpty else {
                 Output.out(limitLines(try store.settings()))
                 return .success
             }
-            // Both read before either is written: a mistake in one changes nothing.
-            // `default`: the rate alone is dropped (each run's own --limit-rate again).
-            var schedule: RateSchedule??
-            if given == "default" {
-                schedule = .some(nil)
-            } else if !given.isEmpty {
-                do { schedule = .some(try RateSchedule.parse(given)) } catch { throw UsageError("\(error)") }
-            }
-            // A count, or nil for `default` (each run's own).
-            func count(_ flag: String) throws -> String?? {
-                guard let text = arguments.value(flag) else { return .none }
-                if text == "default" { return .some(nil) }
-                guard let count = Int(text), (1...QueueSettings.maximumJobs).contains(count) else {
-                    throw UsageError("\(flag) takes a whole number from 1 to \(QueueSettings.maximumJobs), or default, not '\(text)'")
-                }
-                return .some(String(count))
-            }
-            let jobs = try count("--jobs")
-            let perHost = try count("--per-host")
-            if let schedule { try store.setSetting(.rateLimit, to: schedule?.text) }
-            if let jobs { try store.setSetting(.jobs, to: jobs) }
-            if let perHost { try store.setSetting(.perHost, to: perHost) }
+            try change.apply(to: store)
             Output.out(limitLines(try store.settings()) + "a running queue keeps it within a second; `transferd limit --clear` drops it\n")
             return .success
         }
