@@ -100,9 +100,10 @@ public protocol QueueStore: AnyObject, Sendable {
     /// job if `JobTransition.requeue` applies (failed, cancelled, waiting); without, every
     /// `failed` job. Returns how many.
     func requeue(id: String?) throws -> Int
-    /// Forgets ended jobs (none of `excluding`, the jobs a hook is still owed for): those in `states` (each `done`, `failed` or `cancelled`, `isFinal`;
-    /// others are never purged) that finished before `finishedBefore` (nil: whenever). Their rows go; the
-    /// job files' records stay, so the same file dropped again adds nothing. Returns how many.
+    /// Forgets ended jobs: those in `states` that are `isFinal` (others are never purged), that
+    /// finished before `finishedBefore` (nil: whenever), and that are not in `excluding` (the
+    /// jobs a hook is still owed for). Their rows go; the job files' records stay, so the same
+    /// file dropped again adds nothing. Returns how many.
     func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int
     /// Cancels a job: one no one transfers ends `cancelled` now; a running one is flagged
     /// (`cancelRequested`) for its runner to stop; an ended one is left alone. Returns the
@@ -125,7 +126,8 @@ public protocol QueueStore: AnyObject, Sendable {
     /// still the same job. Returns the state it had, or nil for an unknown id.
     func setPriority(_ id: String, to priority: Int) throws -> JobState?
     /// The whole queue's settings: whether it is paused (while it is, no run claims a job; jobs
-    /// under way go on) and the rate limit a person set. A new store's are the defaults.
+    /// under way go on) and the limits a person set (`transferd limit`). A new store's are the
+    /// defaults.
     func settings() throws -> QueueSettings
     /// Sets one of the queue's settings (nil: back to its default), for every run and worker
     /// that shares the store.
