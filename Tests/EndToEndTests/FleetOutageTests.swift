@@ -3,38 +3,10 @@ import TestSupport
 import TransferCore
 import XCTest
 
-/// Workers on a PostgreSQL store whose connections are cut (Tests/Servers/cut_proxy.py): every
-/// connection closed at once and new ones refused, as a restart of the server or an outage of
-/// the network does to its clients, then accepted again.
+/// Workers on a PostgreSQL store whose connections are cut (`CutProxy`): every connection
+/// closed at once and new ones refused, as a restart of the server or an outage of the network
+/// does to its clients, then accepted again.
 final class FleetOutageTests: XCTestCase {
-    /// The proxy between the workers and the test's PostgreSQL, started and stopped by PID.
-    private final class CutProxy {
-        let process = Process()
-        let url: String
-
-        init(store: String) throws {
-            var components = try XCTUnwrap(URLComponents(string: store))
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("Servers/cut_proxy.py").path
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, components.host ?? "127.0.0.1", String(components.port ?? 5432)]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
-            components.port = try XCTUnwrap(Int(line.trimmingCharacters(in: .whitespacesAndNewlines)), "proxy port: \(line)")
-            url = try XCTUnwrap(components.string)
-        }
-
-        func cut() { kill(process.processIdentifier, SIGUSR1) }
-        func restore() { kill(process.processIdentifier, SIGUSR2) }
-
-        deinit {
-            process.terminate()
-            process.waitUntilExit()
-        }
-    }
-
     /// A fresh PostgreSQL store behind a cut proxy, and a queue of `count` downloads of 3 MiB at
     /// 1 MB/s (nginx sends the first second's MiB at once, the rest in about 2 s).
     private func outageQueue(folder: String, count: Int) throws

@@ -187,6 +187,46 @@ final class StoreErrorTests: XCTestCase {
         }
     }
 
+    /// The test server speaks TLS with the test CA's certificate (for localhost and 127.0.0.1):
+    /// `sslmode=verify-full` with that CA works, and each way it can fail is one sentence
+    /// naming the cause and the fix, from every command.
+    func testVerifyFullWorksWithTheRightCAAndRefusesEveryOtherCertificate() throws {
+        let store = try TestStores.freshPostgresDatabase()
+        let environment = ProcessInfo.processInfo.environment
+        let ca = try XCTUnwrap(environment["TRANSFERD_TEST_POSTGRES_CA"], "scripts/servers sets TRANSFERD_TEST_POSTGRES_CA")
+        let servers = try XCTUnwrap(environment["TRANSFERD_TEST_SERVERS"])
+        func with(_ items: [String: String], host: String? = nil) throws -> String {
+            var components = try XCTUnwrap(URLComponents(string: store))
+            components.queryItems = items.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+            if let host { components.host = host }
+            return try XCTUnwrap(components.string)
+        }
+        let folder = try queueFolder()
+        let verified = try with(["sslmode": "verify-full", "sslrootcert": ca])
+        let add = try transferd(["add", "http://127.0.0.1:9/a.bin", "--store", verified], in: folder)
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let status = try transferd(["status", "--json", "--store", verified], in: folder)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertTrue(status.stdout.contains("\"state\":\"queued\""), status.stdout)
+
+        let password = URLComponents(string: store)?.password ?? "no password"
+        let cases: [(url: String, says: [String])] = [
+            // The server's own certificate is no CA: nothing vouches for it.
+            (try with(["sslmode": "verify-full", "sslrootcert": servers + "/certs/server.pem"]),
+             ["TLS for the queue store", "not signed by a CA in sslrootcert", "sslrootcert=FILE"]),
+            (try with(["sslmode": "verify-full", "sslrootcert": ca, "hostaddr": "127.0.0.1"], host: "db.example.test"),
+             ["does not name the host db.example.test", "hostaddr=IP"]),
+            (try with(["sslmode": "verify-ca", "sslrootcert": "/nonexistent/transferd-ca.pem"]),
+             ["the CA file /nonexistent/transferd-ca.pem does not exist", "sslrootcert=FILE"]),
+        ]
+        for (url, says) in cases {
+            for arguments in commands(url) {
+                assertSentence(try transferd(arguments, in: folder), arguments.joined(separator: " "), contains: says,
+                               secrets: [password])
+            }
+        }
+    }
+
     // MARK: read-only commands change nothing
 
     func testStatusNeitherCreatesNorMigratesTheSchema() throws {

@@ -25,6 +25,18 @@ final class StoreFailureTests: XCTestCase {
             (nil, "connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  permission denied for database \"queue\"",
              .noPrivilege(kind: "database", name: "queue")),
             (nil, "server closed the connection unexpectedly", nil),
+            // TLS (libpq 15's words) and servers that are all standbys.
+            (nil, "connection to server at \"127.0.0.1\", port 5432 failed: SSL error: certificate verify failed",
+             .certificate(.untrusted)),
+            (nil, "connection to server at \"127.0.0.1\", port 5432 failed: server certificate for \"localhost\" (and 1 other name) does not match host name \"db.example.test\"",
+             .certificate(.wrongHost("db.example.test"))),
+            (nil, "connection to server at \"127.0.0.1\", port 5432 failed: root certificate file \"/etc/ca.pem\" does not exist\nEither provide the file or change sslmode to disable server certificate verification.",
+             .certificate(.noRootCertificate("/etc/ca.pem"))),
+            (nil, "connection to server at \"127.0.0.1\", port 5432 failed: server does not support SSL, but SSL was required",
+             .certificate(.serverWithoutTLS)),
+            (nil, "connection to server at \"127.0.0.1\", port 5433 failed: session is read-only", .noWritableServer),
+            (nil, "connection to server at \"127.0.0.1\", port 5432 failed: Connection refused\n\tIs the server running on that host and accepting TCP/IP connections?\nconnection to server at \"127.0.0.1\", port 5433 failed: session is read-only",
+             .noWritableServer),
             // Statements: by SQLSTATE.
             ("28P01", "FATAL:  password authentication failed for user \"transferd\"", .wrongPassword),
             ("3D000", "FATAL:  database \"queue\" does not exist", .noDatabase("queue")),
@@ -63,6 +75,12 @@ final class StoreFailureTests: XCTestCase {
             (.schemaOlder(found: 2, supported: 3), "schema version 2, older than the version 3", "upgrade it"),
             (.schemaNewer(found: 9, supported: 3), "schema version 9; this transferd understands up to 3", "use a newer transferd"),
             (.notAllowed("role \"ops\" does not exist"), "does not let user \"ops\" connect", "pg_hba.conf"),
+            (.certificate(.untrusted), "TLS for the queue store \(store) was not accepted (its certificate is not signed by a CA in sslrootcert)",
+             "name the CA"),
+            (.certificate(.wrongHost("db.example")), "does not name the host db.example", "hostaddr=IP"),
+            (.certificate(.noRootCertificate("/etc/ca.pem")), "the CA file /etc/ca.pem does not exist", "sslrootcert=FILE"),
+            (.certificate(.serverWithoutTLS), "does not offer TLS", "turn on ssl"),
+            (.noWritableServer, "no server of the queue store \(store) accepts writes", "target_session_attrs=read-write"),
         ]
         for (failure, what, fix) in table {
             let text = StoreProblem(store: store, user: "ops", failure: failure).description
@@ -74,6 +92,13 @@ final class StoreFailureTests: XCTestCase {
         XCTAssertEqual(StoreProblem(store: "", user: "", failure: .badURL).description,
                        "the queue store URL in --store (or TRANSFERD_STORE) is not a valid PostgreSQL connection URL"
                            + " — write it as postgres://USER@HOST:PORT/DATABASE (the password from PGPASSWORD or ~/.pgpass)")
+    }
+
+    func testAStoreWithSeveralHostsShowsEachWithItsPort() {
+        XCTAssertEqual(PostgresConnection.shownHosts(host: "a,b", port: "5432,5433"), "a:5432,b:5433")
+        XCTAssertEqual(PostgresConnection.shownHosts(host: "a,b", port: "6432"), "a:6432,b:6432")
+        XCTAssertEqual(PostgresConnection.shownHosts(host: nil, port: nil), "localhost")
+        XCTAssertEqual(PostgresConnection.shownHosts(host: "db", port: "5432"), "db:5432")
     }
 
     func testTheServersWordsLoseLibpqsFrameAndTheStatementLines() {

@@ -47,8 +47,8 @@ final class PostgresConnection {
         if let password = fields["password"], !password.isEmpty { Redaction.registerSecret(password) }
         shownURL = Redaction.url(string: url)
         user = fields["user"] ?? ""
-        shownTarget = "postgres://" + (fields["user"].map { $0 + "@" } ?? "") + (fields["host"] ?? "localhost")
-            + (fields["port"].map { ":" + $0 } ?? "") + "/" + (fields["dbname"] ?? "")
+        shownTarget = "postgres://" + (fields["user"].map { $0 + "@" } ?? "")
+            + Self.shownHosts(host: fields["host"], port: fields["port"]) + "/" + (fields["dbname"] ?? "")
         // Give up on an unreachable server after 10 s, and notice a dead peer (a cut network, a
         // host that vanished) by TCP keepalives within about 25 s instead of waiting forever.
         // The URL's own settings come last and win.
@@ -109,6 +109,17 @@ final class PostgresConnection {
     /// `StoreError.unusable` for `failure` at this store.
     func problem(_ failure: StoreFailure) -> StoreError {
         .unusable(StoreProblem(store: shownURL, user: user, failure: failure))
+    }
+
+    /// `host:port` for each server the URL lists, comma-separated as libpq takes them
+    /// (`h1:5432,h2:5433`); one port serves every host when only one is given.
+    static func shownHosts(host: String?, port: String?) -> String {
+        let hosts = (host ?? "localhost").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let ports = (port ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        return hosts.enumerated().map { index, name in
+            let port = ports.count == hosts.count ? ports[index] : ports.first ?? ""
+            return (name.isEmpty ? "localhost" : name) + (port.isEmpty ? "" : ":" + port)
+        }.joined(separator: ",")
     }
 
     /// A NULL-terminated array of C strings, alive while `body` runs.

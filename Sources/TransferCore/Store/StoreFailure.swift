@@ -21,6 +21,12 @@ public enum StoreFailure: Equatable, Sendable {
     /// 42P07 while creating, 42P01 / 42703 while using: tables with transferd's names that are
     /// not transferd's (or a schema missing a table it says it has). The server's words.
     case foreignTable(String)
+    /// TLS was asked for (`sslmode=require`, `verify-ca`, `verify-full`) and did not come about:
+    /// what libpq found wrong with the server's certificate, or with the server.
+    case certificate(CertificateProblem)
+    /// Every server the URL names is read-only (a standby), or refused the session attributes
+    /// asked for (`target_session_attrs=read-write`): no primary to write the queue on.
+    case noWritableServer
     /// A read-only command found no transferd schema: nothing was ever queued there.
     case noQueueYet
     /// A read-only command found an older schema, which it does not upgrade.
@@ -43,7 +49,12 @@ public enum StoreFailure: Equatable, Sendable {
         case nil:
             // A connection that failed: libpq's text, in English (the server's part in its
             // lc_messages; transferd's servers are set up in English).
-            if message.contains("password authentication failed") || message.contains("no password supplied") {
+            if let problem = CertificateProblem(message: message) {
+                self = .certificate(problem)
+            } else if message.contains("session is read-only") || message.contains("server is in hot standby mode")
+                        || message.contains("is not the primary") {
+                self = .noWritableServer
+            } else if message.contains("password authentication failed") || message.contains("no password supplied") {
                 self = .wrongPassword
             } else if message.contains("does not exist"), let name = Self.quoted(after: "database ", in: text),
                       text.hasPrefix("database ") {
@@ -142,6 +153,10 @@ public struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible 
         case .foreignTable(let words):
             return "the queue store \(store) holds tables named transferd_jobs or transferd_schema that transferd did not make"
                 + " (\(words))"
+        case .certificate(let problem):
+            return "PostgreSQL's TLS for the queue store \(store) was not accepted (\(problem.what))"
+        case .noWritableServer:
+            return "no server of the queue store \(store) accepts writes (each one reachable is a read-only standby)"
         case .noQueueYet:
             return "no queue at \(store) yet"
         case .schemaOlder(let found, let supported):
@@ -181,6 +196,11 @@ public struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible 
         case .foreignTable:
             return "point --store at another database (transferd changes nothing in these tables), or rename them there"
                 + " if nothing uses them"
+        case .certificate(let problem):
+            return problem.fix
+        case .noWritableServer:
+            return "name the primary in --store, or list every host (postgres://USER@HOST1:PORT1,HOST2:PORT2/DATABASE"
+                + "?target_session_attrs=read-write) so that after a failover the workers find the new primary"
         case .noQueueYet:
             return "run `transferd run` or `transferd add` with --store to create it"
         case .schemaOlder:
@@ -192,4 +212,62 @@ public struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     public var description: String { "\(what) — \(fix)" }
+}
+
+/// Why TLS to PostgreSQL failed, from libpq's words (it gives no code for these).
+public enum CertificateProblem: Equatable, Sendable {
+    /// The certificate is not signed by a CA in `sslrootcert` (verify-ca, verify-full).
+    case untrusted
+    /// The certificate does not name the host in the URL (verify-full).
+    case wrongHost(String)
+    /// The `sslrootcert` file (by default ~/.postgresql/root.crt) does not exist.
+    case noRootCertificate(String)
+    /// The server does not speak TLS, and the URL requires it.
+    case serverWithoutTLS
+
+    init?(message: String) {
+        if message.contains("certificate verify failed") {
+            self = .untrusted
+        } else if message.contains("does not match host name"), let name = Self.lastQuoted(message, before: "does not match") {
+            self = .wrongHost(name)
+        } else if let range = message.range(of: "root certificate file \""),
+                  let end = message[range.upperBound...].firstIndex(of: "\"") {
+            self = .noRootCertificate(String(message[range.upperBound..<end]))
+        } else if message.contains("server does not support SSL") {
+            self = .serverWithoutTLS
+        } else {
+            return nil
+        }
+    }
+
+    /// The host name quoted after `marker` (`… does not match host name "db.example"`).
+    private static func lastQuoted(_ message: String, before marker: String) -> String? {
+        guard let range = message.range(of: marker) else { return nil }
+        let rest = message[range.upperBound...]
+        guard let open = rest.firstIndex(of: "\""), let close = rest[rest.index(after: open)...].firstIndex(of: "\"") else { return nil }
+        return String(rest[rest.index(after: open)..<close])
+    }
+
+    var what: String {
+        switch self {
+        case .untrusted: return "its certificate is not signed by a CA in sslrootcert"
+        case .wrongHost(let name): return "its certificate does not name the host \(name)"
+        case .noRootCertificate(let path): return "the CA file \(path) does not exist"
+        case .serverWithoutTLS: return "the server does not offer TLS, and sslmode requires it"
+        }
+    }
+
+    var fix: String {
+        switch self {
+        case .untrusted:
+            return "name the CA that signed the server's certificate with sslrootcert=FILE in the URL"
+        case .wrongHost:
+            return "connect by a name the certificate holds, or give that name as the host and the address as"
+                + " hostaddr=IP in the URL"
+        case .noRootCertificate:
+            return "put the CA's certificate there, or name it with sslrootcert=FILE in the URL"
+        case .serverWithoutTLS:
+            return "turn on ssl in the server's postgresql.conf, or lower sslmode in the URL"
+        }
+    }
 }
