@@ -224,6 +224,84 @@ final class SharedStoreTests: XCTestCase {
         XCTAssertEqual(try store.renewLeases(), [], "the claim made before the cut is still held")
     }
 
+    // MARK: The change feed (LISTEN/NOTIFY)
+
+    /// Waits until `count` passes `before` (the feed was called), for at most 5 s.
+    private func heard(_ count: Locked<Int>, after before: Int) -> Bool {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if count.current > before { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    func testEveryChangeAWorkerMustSeeAtOnceReachesAnotherWorkersFeed() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        let listening = try worker(url, "listening")
+        let calls = Locked(0)
+        let feed = try XCTUnwrap(try listening.changeFeed { calls.withLock { $0 += 1 } }, "PostgreSQL has a feed")
+        defer { feed.stop() }
+        let other = try worker(url, "other")
+        let changes: [(String, () throws -> Void)] = [
+            ("jobs added", { _ = try other.ingest(fileName: "a.json", contentHash: "h", jobs: [self.job("1"), self.job("2")]) }),
+            ("queue paused", { try other.setQueuePaused(true) }),
+            ("queue resumed", { try other.setQueuePaused(false) }),
+            ("rate limit set", { try other.setSetting(.rateLimit, to: "1M") }),
+            ("job held", { XCTAssertEqual(try other.hold("1"), .queued) }),
+            ("job resumed", { XCTAssertEqual(try other.unhold("1"), .held) }),
+            ("priority changed", { XCTAssertEqual(try other.setPriority("2", to: 5), .queued) }),
+            ("job cancelled", { XCTAssertEqual(try other.cancel("2"), .queued) }),
+            ("failed jobs queued again", {
+                try TestStores.execute(url, "UPDATE transferd_jobs SET state = 'failed' WHERE id = '1'")
+                XCTAssertEqual(try other.requeue(id: nil), 1)
+            }),
+            ("a stopping worker's jobs given back", {
+                let claimed = try other.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
+                XCTAssertEqual(claimed.map(\.id), ["1"])
+                try other.pause(["1"])
+            }),
+        ]
+        for (what, change) in changes {
+            usleep(UInt32(0.05 * 2_000_000))
+            let before = calls.current
+            try change()
+            XCTAssertTrue(heard(calls, after: before), "\(what): the feed was not called")
+        }
+        // A worker's own progress is no news to the others.
+        usleep(300_000)
+        let quiet = calls.current
+        try other.saveProgress([:])
+        _ = try other.counts()
+        usleep(300_000)
+        XCTAssertEqual(calls.current, quiet, "reading and saving progress notify nobody")
+    }
+
+    func testTheFeedHearsAgainAfterItsConnectionWasCutAndSaysSo() throws {
+        let url = try TestStores.freshPostgresDatabase()
+        let proxy = try CutProxy(store: url)
+        let listening = try worker(proxy.url, "listening")
+        let calls = Locked(0)
+        let feed = try XCTUnwrap(try listening.changeFeed { calls.withLock { $0 += 1 } })
+        defer { feed.stop() }
+        proxy.cut()
+        usleep(500_000)
+        let duringOutage = calls.current
+        proxy.restore()
+        XCTAssertTrue(heard(calls, after: duringOutage), "back from an outage, the feed says something may have changed")
+        usleep(300_000)
+        let before = calls.current
+        try worker(url, "other").setQueuePaused(true)
+        XCTAssertTrue(heard(calls, after: before), "the feed listens again on its new connection")
+    }
+
+    func testThroughAPoolerInTransactionModeThereIsNoFeed() throws {
+        let pooler = try XCTUnwrap(ProcessInfo.processInfo.environment["TRANSFERD_TEST_PGBOUNCER"],
+                                   "scripts/servers sets TRANSFERD_TEST_PGBOUNCER")
+        let store = try PostgresQueueStore(url: pooler, worker: "pooled")
+        XCTAssertNil(try store.changeFeed { }, "a LISTEN holds only for one transaction's server session there")
+    }
+
     func testAWrongPasswordIsAClearErrorWithoutThePassword() throws {
         let url = try TestStores.postgresURL()
         guard var components = URLComponents(string: url) else { return XCTFail("bad URL") }

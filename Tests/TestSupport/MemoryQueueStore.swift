@@ -343,4 +343,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     }
 
     public func hostLimits() throws -> [HostLimitInfo] { locked { limits } }
+
+    /// None: one process holds this store, and its run reads it twice a second.
+    public func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed? { nil }
 }

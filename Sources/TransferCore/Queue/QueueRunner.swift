@@ -126,6 +126,9 @@ public final class QueueRunner: @unchecked Sendable {
     private var changedSources: Set<String> = []
     private var lastResultUpdate = Date()
     private var lastProgressSave = Date.distantPast
+    /// When steering (settings, stops) was last read, and how often it is (seconds).
+    private var lastSteeringRead = Date.distantPast
+    private var steeringInterval: TimeInterval = 0.5
     /// The decisions: claims, per-host limits, busy destinations, what outcomes become.
     private var scheduler: QueueScheduler
     /// Jobs paused by this run's shutdown, reported together at the end.
@@ -241,6 +244,11 @@ public final class QueueRunner: @unchecked Sendable {
         defer { ticker.cancel() }
         let watcher = options.watch ? DirectoryWatcher(path: layout.directory) { [post] in post.yield(.files) } : nil
         defer { watcher?.stop() }
+        // Another process's change (jobs added, a pause, a limit) is heard at once where the store
+        // can tell; its steering is then read only now and then besides.
+        let feed = try store.changeFeed { [post] in post.yield(.storeChanged) }
+        defer { feed?.stop() }
+        steeringInterval = feed == nil ? 0.5 : Self.steeringIntervalWithFeed
 
         var stopping = false
         post.yield(.tick)
@@ -264,6 +272,7 @@ public final class QueueRunner: @unchecked Sendable {
                         publishedHostUse.withLock { $0 = use }
                     case .storeChanged:
                         scheduler.somethingChanged()
+                        try readSteering()
                     case .files:
                         scheduler.somethingChanged()
                         if !stopping { try ingest() }
@@ -828,6 +837,16 @@ public final class QueueRunner: @unchecked Sendable {
         lastProgressSave = now
         try store.saveProgress(snapshots)
         try saveHostLimitsIfChanged()
+        if now.timeIntervalSince(lastSteeringRead) >= steeringInterval { try readSteering() }
+    }
+
+    /// How often steering is read when the store's feed tells of changes (seconds): a change
+    /// the feed missed (its connection was down) waits this long at most.
+    static let steeringIntervalWithFeed: TimeInterval = 5
+
+    /// Reads the queue's settings and the stops asked for this run's jobs, and follows them.
+    private func readSteering() throws {
+        lastSteeringRead = Date()
         let steering = try store.steering(among: Array(active.keys))
         settings = steering.settings
         try applySettings()

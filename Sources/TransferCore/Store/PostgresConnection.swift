@@ -432,3 +432,43 @@ struct PostgresRow {
     func bool(_ index: Int) -> Bool { values[index] == "t" }
     func date(_ index: Int) -> Date? { double(index).map(Date.init(timeIntervalSince1970:)) }
 }
+
+extension PostgresConnection {
+    /// Waits up to `timeout` seconds for notifications on the channels this connection
+    /// LISTENs to (`LISTEN` through `executeScript`); returns how many arrived, 0 when none
+    /// did. Throws when the connection broke: `renewAfterBreak` then brings it back.
+    func awaitNotifications(timeout: TimeInterval) throws -> Int {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { throw brokenListener("not connected") }
+        var arrived = Self.drainNotifications(handle)
+        guard arrived == 0 else { return arrived }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        guard descriptor.fd >= 0 else { throw brokenListener("no socket") }
+        let ready = poll(&descriptor, 1, Int32(max(0, timeout) * 1000))
+        if ready > 0 {
+            guard PQconsumeInput(handle) == 1 else { throw brokenListener(Self.message(of: handle)) }
+            arrived = Self.drainNotifications(handle)
+        }
+        guard PQstatus(handle) == CONNECTION_OK else { throw brokenListener(Self.message(of: handle)) }
+        return arrived
+    }
+
+    private static func drainNotifications(_ handle: OpaquePointer) -> Int {
+        var count = 0
+        while let notification = PQnotifies(handle) {
+            count += 1
+            PQfreemem(notification)
+        }
+        return count
+    }
+
+    private func brokenListener(_ message: String) -> StoreError {
+        StoreError.postgres(target: shownTarget, message: "listening for changes: " + message, fix: "")
+    }
+
+    /// Connects a broken connection again, once; whether it is back.
+    func renewAfterBreak() -> Bool {
+        guard let handle else { return false }
+        renew(handle)
+        return PQstatus(handle) == CONNECTION_OK
+    }
+}

@@ -29,6 +29,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// Each claim is several round trips and an advisory lock: free slots are gathered first.
     public var claimsInGroups: Bool { true }
     private let connection: PostgresConnection
+    /// The URL, for the change feed's own connection.
+    private let url: String
     private let lock = NSLock()
     /// The jobs this worker holds, with the epoch of its claim.
     private var held: [String: Int64] = [:]
@@ -63,6 +65,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 outageSeconds: Double = 300) throws {
         self.worker = worker ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
         self.lease = leaseSeconds
+        self.url = url
         connection = try PostgresConnection(url: url)
         connection.outageLimit = outageSeconds
         if readOnly {
@@ -238,7 +241,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     public func ingest(_ files: [JobFileContent]) throws -> [IngestResult] {
         try locked {
             try connection.transaction {
-                try files.map { file in
+                let results: [IngestResult] = try files.map { file in
                     try connection.execute("SAVEPOINT job_file")
                     do {
                         let outcome = try record(file)
@@ -254,8 +257,21 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                         return .invalid(rejection)
                     }
                 }
+                try notifyChange()
+                return results
             }
         }
+    }
+
+    // MARK: Hearing of changes
+
+    public func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed? {
+        try PostgresChangeFeed(url: url, onChange: onChange)
+    }
+
+    /// Tells every worker's feed of a change (delivered when the caller's transaction commits).
+    private func notifyChange() throws {
+        _ = try connection.query("SELECT pg_notify($1, '')", [PostgresChangeFeed.channel])
     }
 
     /// Records one file's jobs (inside the caller's transaction). Two workers
@@ -578,6 +594,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                         """, [id] + fenceParameters)
                     release(id, changed: changed)
                 }
+                if !ids.isEmpty { try notifyChange() }
             }
         }
     }
@@ -781,10 +798,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 UPDATE transferd_jobs SET state = 'queued', attempts = 0, last_error = NULL, next_attempt_at = NULL,
                     finished_at = NULL, cancel_requested = FALSE, worker = NULL, lease_expires = NULL
                 """
-            if let id {
-                return try connection.execute(reset + " WHERE id = $1 AND state IN (\(JobTransition.requeue.sqlStates))", [id])
-            }
-            return try connection.execute(reset + " WHERE state = 'failed'")
+            let queued = try id.map { try connection.execute(reset + " WHERE id = $1 AND state IN (\(JobTransition.requeue.sqlStates))", [$0]) }
+                ?? connection.execute(reset + " WHERE state = 'failed'")
+            if queued > 0 { try notifyChange() }
+            return queued
         }
     }
 
@@ -796,6 +813,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                 guard let state = try connection.query("SELECT state FROM transferd_jobs WHERE id = $1 FOR UPDATE", [id])
                     .first?[0].flatMap(JobState.init(rawValue:)) else { return nil }
                 try change(state)
+                try notifyChange()
                 return state
             }
         }
@@ -872,8 +890,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     public func setPriority(_ id: String, to priority: Int) throws -> JobState? {
         try locked {
-            try connection.query("UPDATE transferd_jobs SET priority = $2 WHERE id = $1 RETURNING state", [id, String(priority)])
-                .first?[0].flatMap(JobState.init(rawValue:))
+            let state = try connection.query("UPDATE transferd_jobs SET priority = $2 WHERE id = $1 RETURNING state",
+                                             [id, String(priority)]).first?[0].flatMap(JobState.init(rawValue:))
+            if state != nil { try notifyChange() }
+            return state
         }
     }
 
@@ -897,6 +917,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             } else {
                 try connection.execute("DELETE FROM transferd_settings WHERE name = $1", [key.rawValue])
             }
+            try notifyChange()
         }
     }
 

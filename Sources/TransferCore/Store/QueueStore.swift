@@ -173,6 +173,21 @@ public protocol QueueStore: AnyObject, Sendable {
     func saveHostLimits(_ limits: [String: Int], maximum: Int) throws
     /// The recorded per-host limits below their maximum.
     func hostLimits() throws -> [HostLimitInfo]
+
+    // MARK: Hearing of changes
+
+    /// Calls `onChange` (on a thread of the store's) when another process changes what a run
+    /// should see at once: jobs added, queued again, held, resumed, cancelled or given a new
+    /// priority, or the queue's settings (pause, limits), until the feed is stopped. Nil when
+    /// this store cannot tell: the run then looks twice a second. A store with a feed also
+    /// sends: every such change made through it reaches every feed.
+    func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed?
+}
+
+/// A store's feed of changes (`QueueStore.changeFeed`).
+public protocol StoreChangeFeed: AnyObject, Sendable {
+    /// No more calls after a moment (at most a quarter second).
+    func stop()
 }
 
 extension QueueStore {

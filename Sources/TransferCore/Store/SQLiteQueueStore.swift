@@ -624,6 +624,10 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    /// None: a queue folder's store has one run at a time, and the commands that change it from
+    /// other processes (`pause`, `limit`, …) are read by the run twice a second.
+    public func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed? { nil }
+
     public func hostLimits() throws -> [HostLimitInfo] {
         try locked {
             try database.query("SELECT host, connection_limit, maximum FROM host_limits ORDER BY host").map { row in
