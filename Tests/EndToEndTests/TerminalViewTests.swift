@@ -64,6 +64,31 @@ final class TerminalViewTests: XCTestCase {
         XCTAssertTrue(try terminal.cursorVisible(pane: 1), "status --watch restores the cursor on Ctrl-C")
     }
 
+    /// Narrowed from 200 to 40 columns and widened again while the view is live: the terminal
+    /// rewraps what was drawn, and the next frames must still leave one live area and no
+    /// pieces of old ones.
+    func testResizingTheTerminalLeavesNoStaleLines() throws {
+        let fixture = try slowQueue()
+        let binary = try shortCommand(in: fixture)
+        let terminal = try TmuxSession(width: 200, height: 30, directory: fixture.root)
+        try terminal.type("\(binary) run queue.d --jobs 3; echo exit=$?")
+        try terminal.waitFor("the live view at 200 columns") { $0.contains("gamma.bin") && $0.contains("Total ") }
+        for (width, height) in [(40, 30), (120, 30), (60, 20)] {
+            try terminal.resize(width: width, height: height)
+            Thread.sleep(forTimeInterval: 0.6)
+            let screen = try terminal.screen()
+            let lines = screen.split(separator: "\n", omittingEmptySubsequences: false)
+            XCTAssertEqual(lines.filter { $0.contains("Total ") }.count, 1, "one live area at \(width) columns:\n\(screen)")
+            for name in ["alpha", "beta", "gamma"] {
+                XCTAssertLessThanOrEqual(lines.filter { $0.contains(name) }.count, 1,
+                                         "no stale line of \(name) at \(width) columns:\n\(screen)")
+            }
+            // (What tmux rewraps above the cursor goes to its history: the command line too.)
+        }
+        try terminal.ctrlC()
+        try terminal.waitFor("the prompt again") { $0.range(of: #"exit=\d+"#, options: .regularExpression) != nil }
+    }
+
     func testCtrlCLeavesTheTerminalClean() throws {
         let fixture = try slowQueue()
         let binary = try shortCommand(in: fixture)

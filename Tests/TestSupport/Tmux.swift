@@ -27,6 +27,11 @@ public final class TmuxSession {
         try tmux(["send-keys", "-t", "t.\(pane)", "Enter"])
     }
 
+    /// Resizes the terminal, as a user dragging its window does (the programs in it get SIGWINCH).
+    public func resize(width: Int, height: Int) throws {
+        try tmux(["resize-window", "-t", "t", "-x", "\(width)", "-y", "\(height)"])
+    }
+
     public func ctrlC(pane: Int = 0) throws {
         try tmux(["send-keys", "-t", "t.\(pane)", "C-c"])
     }

@@ -15,11 +15,30 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
     private var lastFrame = Date.distantPast
     private let lock = NSLock()
 
+    /// SIGWINCH: the terminal was resized; the view is drawn again at once for its new width.
+    private var resized: DispatchSourceSignal?
+
     init(context: RenderContext) {
         self.context = context
-        self.screen = TerminalScreen(write: context.out)
+        self.screen = TerminalScreen(write: context.out, columns: { context.size().columns })
         self.progress = RunProgress(startedAt: context.now())
+        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: .global())
+        source.setEventHandler { [weak self] in self?.redraw() }
+        source.resume()
+        resized = source
     }
+
+    deinit { resized?.cancel() }
+
+    private func redraw() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !ended else { return }
+        drawLocked(at: context.now())
+    }
+
+    /// The view has ended (`finish` or `abandon`): nothing more is drawn.
+    private var ended = false
 
     /// The layout for the terminal's current size, read again at each frame
     /// (the terminal may be resized), not at each event.
@@ -48,7 +67,7 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
             break
         }
         for end in progress.takeFinished() { pendingLines += view.finishedLines(end) }
-        if now.timeIntervalSince(lastFrame) >= Self.minimumFrameInterval {
+        if !ended && now.timeIntervalSince(lastFrame) >= Self.minimumFrameInterval {
             drawLocked(at: now)
         }
     }
@@ -63,6 +82,8 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
     func abandon() {
         lock.lock()
         defer { lock.unlock() }
+        ended = true
+        resized?.cancel()
         screen.end(permanent: pendingLines)
         pendingLines = []
     }
@@ -77,6 +98,8 @@ final class TTYRenderer: RunRenderer, @unchecked Sendable {
     func finish(_ summary: RunSummary) {
         lock.lock()
         defer { lock.unlock() }
+        ended = true
+        resized?.cancel()
         let now = context.now()
         let report = RunReport(progress: progress, summary: summary, now: now, style: TerminalStyle(color: context.color),
                                failedFolder: context.failedFolder)
