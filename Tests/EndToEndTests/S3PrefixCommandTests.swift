@@ -193,10 +193,10 @@ final class S3PrefixCommandTests: XCTestCase {
         XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part", contents: Data("partial".utf8)))
         XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part.state", contents: Data("{}".utf8)))
         // A user's NAME.part with no checkpoint beside it is the user's file, and sent.
-        manager.createFile(atPath: fixture.root + "/out/video.part", contents: Data("mine".utf8))
+        _ = manager.createFile(atPath: fixture.root + "/out/video.part", contents: Data("mine".utf8))
         // A user's folder that is only called queue.d is sent.
         try manager.createDirectory(atPath: fixture.root + "/notes/queue.d", withIntermediateDirectories: true)
-        manager.createFile(atPath: fixture.root + "/notes/queue.d/plan.json", contents: Data("{}".utf8))
+        _ = manager.createFile(atPath: fixture.root + "/notes/queue.d/plan.json", contents: Data("{}".utf8))
         let own = ["out/next.iso.part", "out/next.iso.part.state", "out/new.iso.transferd-part",
                    "out/new.iso.transferd-part.state", "queue.d/.transferd/api.token",
                    "queue.d/.transferd/state.db", "queue.d/.transferd/state.db-wal", "queue.d/accepted/jobs.json"]

@@ -4,7 +4,7 @@ import XCTest
 
 /// The local servers that `scripts/test` started, read from its environment.
 /// Missing variables fail the test with the fix: run the tests through `scripts/test`.
-public struct TestServers {
+public struct TestServers: Sendable {
     public let http: URL
     public let https: URL
     public let fault: URL
