@@ -206,11 +206,13 @@ final class S3PrefixCommandTests: XCTestCase {
         try blocking { try await client.createBucket(bucket) }
         var environment = target.environment
         environment["HOME"] = fixture.root
-        final class Keys: @unchecked Sendable { var listed: [String] = [] }
         func keys(_ prefix: String) throws -> [String] {
-            let keys = Keys()
-            try blocking { keys.listed = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: nil).objects.map(\.key) }
-            return keys.listed.sorted()
+            let keys = LockedBox<[String]>([])
+            try blocking {
+                let listed = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: nil).objects.map(\.key)
+                keys.withLock { $0 = listed }
+            }
+            return keys.withLock { $0 }.sorted()
         }
 
         let put = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/all/"], directory: fixture.root,
