@@ -242,10 +242,9 @@ private final class StatusOnly: NSObject, URLSessionDataDelegate, Sendable {
 }
 
 /// The last lines of a command's output, in bounded memory.
-final class OutputTail: @unchecked Sendable {
+final class OutputTail: Sendable {
     private let limit: Int
-    private var kept = Data()
-    private let lock = NSLock()
+    private let kept = Locked(Data())
     /// Bytes kept at most: a command that writes gigabytes costs nothing.
     static let byteLimit = 16 << 10
 
@@ -254,14 +253,14 @@ final class OutputTail: @unchecked Sendable {
     }
 
     func append(_ data: Data) {
-        lock.withLock {
+        kept.withLock { kept in
             kept.append(data)
             if kept.count > Self.byteLimit * 2 { kept = kept.suffix(Self.byteLimit) }
         }
     }
 
     var lines: [String] {
-        lock.withLock {
+        kept.withLock { kept in
             let text = String(decoding: kept.suffix(Self.byteLimit), as: UTF8.self)
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             if lines.last == "" { lines.removeLast() }
