@@ -113,7 +113,7 @@ final class DownloadConformanceTests: XCTestCase {
     }
 
     /// Records, at each save, whether the partial file carried the tag the checkpoint names.
-    final class TagWatchingStore: CheckpointStore, @unchecked Sendable {
+    final class TagWatchingStore: CheckpointStore, Sendable {
         let partPath: String
         let initial: DownloadCheckpoint?
         let saves = Locked<[(tag: String?, fileTag: String?)]>([])

@@ -476,7 +476,7 @@ final class HostileServerTests: XCTestCase {
     // MARK: Uploads
 
     /// Appends to the file being uploaded just as the request goes out.
-    final class GrowingSource: Transport, @unchecked Sendable {
+    final class GrowingSource: Transport, Sendable {
         let wrapped: Transport
         let path: String
         var name: String { wrapped.name }

@@ -122,7 +122,9 @@ final class TransportConformanceTests: XCTestCase {
         let servers = try TestServers.current()
         for (name, transport) in Backends.all {
             let (url, _) = servers.fault("64m.bin", ["rate": "1000000"])
-            let task = Task { try await transport.execute(request(url), sink: CollectingSink()) }
+            // Made here, not in the task: the task must not capture the test case.
+            let slow = request(url)
+            let task = Task { try await transport.execute(slow, sink: CollectingSink()) }
             try await Task.sleep(nanoseconds: 300_000_000)
             let started = Date()
             task.cancel()

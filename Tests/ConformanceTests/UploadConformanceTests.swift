@@ -354,7 +354,7 @@ final class UploadConformanceTests: XCTestCase {
 
 /// An upload state kept in memory whose `remove` is refused, as a shared store refuses a
 /// worker that lost the job.
-final class FencedStateStore: UploadStateStore, @unchecked Sendable {
+final class FencedStateStore: UploadStateStore, Sendable {
     private let saved = Locked<String?>(nil)
     func load() throws -> String? { saved.current }
     func save(_ json: String) throws { saved.withLock { $0 = json } }

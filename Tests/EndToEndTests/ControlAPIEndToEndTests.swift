@@ -35,7 +35,7 @@ final class ControlAPIEndToEndTests: XCTestCase {
         defer { if run.process.isRunning { run.process.terminate() } }
         try waitForAPI(base)
         let tokenPath = fixture.queue + "/.transferd/api.token"
-        let token = try String(contentsOfFile: tokenPath).trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = try String(contentsOfFile: tokenPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(token.count, 64)
         XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: tokenPath)[.posixPermissions] as? Int, 0o600)
 
@@ -126,14 +126,15 @@ final class ControlAPIEndToEndTests: XCTestCase {
         let run = try fixture.start(["--jobs", "2", "--listen", "127.0.0.1:\(port)", "--quiet"])
         defer { if run.process.isRunning { run.process.terminate() } }
         try waitForAPI(base)
-        let token = try String(contentsOfFile: fixture.queue + "/.transferd/api.token").trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = try String(contentsOfFile: fixture.queue + "/.transferd/api.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let stream = base + "/v1/events"
         let header = "Authorization: Bearer \(token)"
 
         // The reference stays connected until the run ends; the other leaves after two seconds.
         let reference = LockedBox("")
         let whole = Thread {
-            let text = (try? self.run("/usr/bin/curl", ["-sN", "--max-time", "60", "-H", header, stream]).stdout) ?? ""
+            // Not through `self.run`: the thread's closure is @Sendable and a test case is not.
+            let text = (try? ControlAPIClient.runTool("/usr/bin/curl", ["-sN", "--max-time", "60", "-H", header, stream]).stdout) ?? ""
             reference.withLock { $0 = text }
         }
         whole.start()

@@ -33,7 +33,7 @@ final class DashboardBrowserTests: XCTestCase {
         let tokenFile = fixture.queue + "/.transferd/api.token"
         var api = ControlAPIClient(base: "http://127.0.0.1:\(port)")
         try api.waitUntilServing()
-        api.token = try String(contentsOfFile: tokenFile).trimmingCharacters(in: .whitespacesAndNewlines)
+        api.token = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         try api.waitForState("to-retry", ["failed"])
 
         let artifacts = ProcessInfo.processInfo.environment["TRANSFERD_TEST_ARTIFACTS"] ?? repository.path + "/.tmp/artifacts"

@@ -71,7 +71,7 @@ final class PutCommandTests: XCTestCase {
         let directory = try scratchDirectory()
         let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
         let second = directory + "/second.bin"
-        FileManager.default.createFile(atPath: second, contents: nil)
+        _ = FileManager.default.createFile(atPath: second, contents: nil)
         let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: second))
         for _ in 0..<236 { writer.write(random.readData(ofLength: 1 << 20)) }
         try writer.close()

@@ -47,7 +47,7 @@ final class RemoteWatchTests: XCTestCase {
         let afterDrop = lines.drop { !$0.contains("reconnecting") }
         XCTAssertTrue(afterDrop.contains { $0.contains(": live") }, "and rejoined: \(view.stdout)")
         XCTAssertEqual(lines.last, "run ended: 3 done, 0 failed, 0 cancelled", view.stdout)
-        XCTAssertFalse(view.stdout.contains(try String(contentsOfFile: tokenFile).trimmingCharacters(in: .whitespacesAndNewlines)))
+        XCTAssertFalse(view.stdout.contains(try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
     /// `status --watch --remote` pointed at the fault server, whose presets answer the control

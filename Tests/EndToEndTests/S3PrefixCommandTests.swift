@@ -193,10 +193,10 @@ final class S3PrefixCommandTests: XCTestCase {
         XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part", contents: Data("partial".utf8)))
         XCTAssertTrue(manager.createFile(atPath: fixture.root + "/out/new.iso.transferd-part.state", contents: Data("{}".utf8)))
         // A user's NAME.part with no checkpoint beside it is the user's file, and sent.
-        manager.createFile(atPath: fixture.root + "/out/video.part", contents: Data("mine".utf8))
+        _ = manager.createFile(atPath: fixture.root + "/out/video.part", contents: Data("mine".utf8))
         // A user's folder that is only called queue.d is sent.
         try manager.createDirectory(atPath: fixture.root + "/notes/queue.d", withIntermediateDirectories: true)
-        manager.createFile(atPath: fixture.root + "/notes/queue.d/plan.json", contents: Data("{}".utf8))
+        _ = manager.createFile(atPath: fixture.root + "/notes/queue.d/plan.json", contents: Data("{}".utf8))
         let own = ["out/next.iso.part", "out/next.iso.part.state", "out/new.iso.transferd-part",
                    "out/new.iso.transferd-part.state", "queue.d/.transferd/api.token",
                    "queue.d/.transferd/state.db", "queue.d/.transferd/state.db-wal", "queue.d/accepted/jobs.json"]
@@ -206,11 +206,13 @@ final class S3PrefixCommandTests: XCTestCase {
         try blocking { try await client.createBucket(bucket) }
         var environment = target.environment
         environment["HOME"] = fixture.root
-        final class Keys: @unchecked Sendable { var listed: [String] = [] }
         func keys(_ prefix: String) throws -> [String] {
-            let keys = Keys()
-            try blocking { keys.listed = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: nil).objects.map(\.key) }
-            return keys.listed.sorted()
+            let keys = LockedBox<[String]>([])
+            try blocking {
+                let listed = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: nil).objects.map(\.key)
+                keys.withLock { $0 = listed }
+            }
+            return keys.withLock { $0 }.sorted()
         }
 
         let put = try TransferdProcess.run(["put", fixture.root, "s3://\(bucket)/all/"], directory: fixture.root,

@@ -20,7 +20,7 @@ final class ViewsAgreeTests: XCTestCase {
         defer { if run.process.isRunning { run.process.terminate() } }
         var api = ControlAPIClient(base: "http://127.0.0.1:\(port)")
         try api.waitUntilServing()
-        api.token = try String(contentsOfFile: fixture.queue + "/.transferd/api.token").trimmingCharacters(in: .whitespacesAndNewlines)
+        api.token = try String(contentsOfFile: fixture.queue + "/.transferd/api.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         for id in ["ok-0", "ok-1", "ok-2"] { try api.waitForState(id, ["done"]) }
         try api.waitForState("missing", ["failed"])
         // Every job has ended: nothing the views read moves from here.

@@ -64,6 +64,7 @@ enum FuzzTarget: String, CaseIterable {
     }
 }
 
+// nonisolated(unsafe): set once by LLVMFuzzerInitialize, before libFuzzer runs any input on the same thread.
 nonisolated(unsafe) private var selectedTarget: FuzzTarget?
 
 @_cdecl("LLVMFuzzerInitialize")
@@ -126,7 +127,7 @@ func fuzzJobFile(name: String, _ data: Data) {
 }
 
 /// The file a list is written to for `LargeURLList`, which reads a descriptor.
-nonisolated(unsafe) private var largeListPath: String = {
+private let largeListPath: String = {
     let path = NSTemporaryDirectory() + "/transferd-fuzz-list-\(getpid()).urls"
     atexit { unlink(NSTemporaryDirectory() + "/transferd-fuzz-list-\(getpid()).urls") }
     return path

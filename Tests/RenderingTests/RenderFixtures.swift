@@ -4,21 +4,19 @@ import XCTest
 @testable import transferd
 
 /// A clock that only moves when the test says so.
-final class FixedClock: @unchecked Sendable {
+final class FixedClock: Sendable {
     private let time = Locked(Date(timeIntervalSince1970: 1_796_000_000))
     var now: Date { time.current }
     func advance(_ seconds: TimeInterval) { time.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
 /// Everything a renderer wrote, stdout and stderr apart.
-final class CapturedOutput: @unchecked Sendable {
-    private let lock = NSLock()
-    private var outText = ""
-    private var errText = ""
-    var out: String { lock.withLock { outText } }
-    var err: String { lock.withLock { errText } }
-    func writeOut(_ text: String) { lock.withLock { outText += text } }
-    func writeErr(_ text: String) { lock.withLock { errText += text } }
+final class CapturedOutput: Sendable {
+    private let text = Locked((out: "", err: ""))
+    var out: String { text.current.out }
+    var err: String { text.current.err }
+    func writeOut(_ written: String) { text.withLock { $0.out += written } }
+    func writeErr(_ written: String) { text.withLock { $0.err += written } }
 }
 
 enum Golden {

@@ -5,7 +5,7 @@ import TransferCore
 /// before letting them through: a dropped connection, or a synthetic error
 /// status with an S3-style XML body. Used where the real peer (moto) cannot
 /// fail on request; every other request reaches the real server.
-public final class FaultInjectingTransport: Transport, @unchecked Sendable {
+public final class FaultInjectingTransport: Transport, Sendable {
     public enum Fault: Sendable {
         case connectionDropped
         case status(Int, code: String)

@@ -5,8 +5,8 @@ import TransferCore
 /// API alone: that the contract suite passes on it shows the contract is enough to write a
 /// third store. A store of one run (no leases, no workers), like the SQLite one; what it
 /// holds is gone with the process.
+// @unchecked: every mutable field is read and written under `lock` only.
 public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
-    // @unchecked: every field below is read and written under `lock` only.
     private let lock = NSLock()
     private var records: [String: JobRecord] = [:]
     /// Ids by `seq`: the order jobs were added.

@@ -52,8 +52,7 @@ public enum S3Operation {
 
 /// Wraps a transport and records the S3 operation of every request it
 /// executes (the client's side of a server's request log).
-public final class RecordingTransport: Transport, @unchecked Sendable {
-    // @unchecked: `log` is a LockedBox; the wrapped transport is Sendable.
+public final class RecordingTransport: Transport, Sendable {
     public let name: String
     public var capabilities: TransportCapabilities { wrapped.capabilities }
     private let wrapped: Transport

@@ -4,7 +4,7 @@ import XCTest
 
 /// The local servers that `scripts/test` started, read from its environment.
 /// Missing variables fail the test with the fix: run the tests through `scripts/test`.
-public struct TestServers {
+public struct TestServers: Sendable {
     public let http: URL
     public let https: URL
     public let fault: URL
@@ -103,16 +103,9 @@ public struct TestServers {
     }
 }
 
-public final class LockedBox<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    public init(_ value: Value) { self.value = value }
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
+/// A value shared between a test and the threads or tasks it starts: TransferCore's `Locked`
+/// under the name the tests know.
+public typealias LockedBox<Value> = Locked<Value>
 
 /// Both backends, for running every conformance case against each.
 public enum Backends {
@@ -137,15 +130,19 @@ public func scratchDirectory(_ name: String = #function) throws -> String {
 }
 
 /// Collects a whole response in memory (small responses only).
-public final class CollectingSink: ResponseSink, @unchecked Sendable {
-    public var head: ResponseHead?
-    public var body = Data()
-    public var bodyBeforeHead = false
+public final class CollectingSink: ResponseSink, Sendable {
+    /// Written on the transport's thread, read by the test once the exchange is over.
+    private let received = Locked((head: ResponseHead?.none, body: Data(), bodyBeforeHead: false))
+    public var head: ResponseHead? { received.current.head }
+    public var body: Data { received.current.body }
+    public var bodyBeforeHead: Bool { received.current.bodyBeforeHead }
     public init() {}
-    public func receive(head: ResponseHead) throws { self.head = head }
+    public func receive(head: ResponseHead) throws { received.withLock { $0.head = head } }
     public func receive(body chunk: UnsafeRawBufferPointer) throws {
-        if head == nil { bodyBeforeHead = true }
-        body.append(contentsOf: chunk)
+        received.withLock { received in
+            if received.head == nil { received.bodyBeforeHead = true }
+            received.body.append(contentsOf: chunk)
+        }
     }
 }
 

@@ -97,7 +97,7 @@ final class ControlAPITests: XCTestCase {
         XCTAssertEqual(changes.current, 1, "the run is told at once")
         let file = try XCTUnwrap(added.json["file"] as? String)
         let copy = layout.accepted + "/" + file
-        XCTAssertEqual(try String(contentsOfFile: copy), jobFile(["a", "b"]), "a copy is kept like a dropped file's")
+        XCTAssertEqual(try String(contentsOfFile: copy, encoding: .utf8), jobFile(["a", "b"]), "a copy is kept like a dropped file's")
         XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: copy)[.posixPermissions] as? Int, 0o600)
 
         let invalid = call("POST", "/v1/jobs", body: "{\"version\": 1, \"jobs\": [{\"id\": \"c\", \"url\": \"http://h/c\"}, {\"id\": \"d\", \"url\": \"ftp://h/d\"}]}")

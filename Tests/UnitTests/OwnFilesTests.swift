@@ -56,8 +56,8 @@ final class OwnFilesTests: XCTestCase {
         for folder in ["jobs/.transferd", "locked/.transferd", "queue.d/accepted", "empty/.transferd", "linked"] {
             try manager.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
         }
-        manager.createFile(atPath: root + "/jobs/.transferd/state.db", contents: Data())
-        manager.createFile(atPath: root + "/locked/.transferd/run.lock", contents: Data())
+        _ = manager.createFile(atPath: root + "/jobs/.transferd/state.db", contents: Data())
+        _ = manager.createFile(atPath: root + "/locked/.transferd/run.lock", contents: Data())
         try manager.createSymbolicLink(atPath: root + "/linked/.transferd", withDestinationPath: root + "/jobs/.transferd")
         XCTAssertTrue(OwnFiles.isQueueFolder(root + "/jobs"), "a state database")
         XCTAssertTrue(OwnFiles.isQueueFolder(root + "/locked"), "a run lock (a queue on another store)")

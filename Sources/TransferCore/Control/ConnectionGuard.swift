@@ -8,8 +8,7 @@ import Foundation
 /// so nothing here goes by address. A connection is closed with `shutdown(2)`, which
 /// wakes its thread in libmicrohttpd; libmicrohttpd still closes the descriptor, after
 /// it has told `closed` (so a descriptor here is never one reused meanwhile).
-// @unchecked: every mutable field is guarded by `lock`.
-final class ConnectionGuard: @unchecked Sendable {
+final class ConnectionGuard: Sendable {
     let headerTimeout: TimeInterval
     let untrustedLimit: Int
 
@@ -23,10 +22,20 @@ final class ConnectionGuard: @unchecked Sendable {
         var shut = false
     }
 
-    private let lock = NSLock()
-    private var held: [UnsafeMutableRawPointer: Held] = [:]
-    private var openedCount: UInt64 = 0
-    private var timer: DispatchSourceTimer?
+    /// What libmicrohttpd's connection threads and the sweep share.
+    private struct State {
+        var held: [UnsafeMutableRawPointer: Held] = [:]
+        var openedCount: UInt64 = 0
+        var timer: DispatchSourceTimer?
+
+        mutating func shutDown(_ connection: UnsafeMutableRawPointer) {
+            guard let entry = held[connection], !entry.shut else { return }
+            held[connection]?.shut = true
+            if entry.socket >= 0 { _ = Foundation.shutdown(entry.socket, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    private let state = Locked(State())
 
     init(headerTimeout: TimeInterval, untrustedLimit: Int) {
         self.headerTimeout = headerTimeout
@@ -38,68 +47,61 @@ final class ConnectionGuard: @unchecked Sendable {
         let timer = DispatchSource.makeTimerSource(queue: .global())
         timer.schedule(deadline: .now() + 0.25, repeating: min(0.25, headerTimeout / 4))
         timer.setEventHandler { [weak self] in self?.sweep(now: Date()) }
-        lock.withLock { self.timer = timer }
+        state.withLock { $0.timer = timer }
         timer.resume()
     }
 
     func stop() {
-        lock.withLock {
-            timer?.cancel()
-            timer = nil
+        state.withLock { state in
+            state.timer?.cancel()
+            state.timer = nil
         }
     }
 
     /// A connection opened (`socket` is its descriptor): it owes its headers, and the oldest
     /// connection without the token goes if this one makes more than `untrustedLimit`.
     func opened(_ connection: UnsafeMutableRawPointer, socket: Int32) {
-        lock.withLock {
-            openedCount += 1
-            held[connection] = Held(socket: socket, opened: openedCount, headersDue: Date().addingTimeInterval(headerTimeout))
-            let untrusted = held.filter { !$0.value.trusted && !$0.value.shut }
+        state.withLock { state in
+            state.openedCount += 1
+            state.held[connection] = Held(socket: socket, opened: state.openedCount, headersDue: Date().addingTimeInterval(headerTimeout))
+            let untrusted = state.held.filter { !$0.value.trusted && !$0.value.shut }
             guard untrusted.count > untrustedLimit,
                   let oldest = untrusted.min(by: { $0.value.opened < $1.value.opened })?.key else { return }
-            shutDown(oldest)
+            state.shutDown(oldest)
         }
     }
 
     /// A request's headers are in; `trusted`: it bore the token.
     func headersIn(_ connection: UnsafeMutableRawPointer, trusted: Bool) {
-        lock.withLock {
-            held[connection]?.headersDue = nil
-            if trusted { held[connection]?.trusted = true }
+        state.withLock { state in
+            state.held[connection]?.headersDue = nil
+            if trusted { state.held[connection]?.trusted = true }
         }
     }
 
     /// A request was answered: a connection without the token owes the next one's headers
     /// in time (one with it is left to libmicrohttpd's idle timeout).
     func answered(_ connection: UnsafeMutableRawPointer) {
-        lock.withLock {
-            guard let entry = held[connection], !entry.trusted else { return }
-            held[connection]?.headersDue = Date().addingTimeInterval(headerTimeout)
+        state.withLock { state in
+            guard let entry = state.held[connection], !entry.trusted else { return }
+            state.held[connection]?.headersDue = Date().addingTimeInterval(headerTimeout)
         }
     }
 
     func closed(_ connection: UnsafeMutableRawPointer) {
-        lock.withLock { _ = held.removeValue(forKey: connection) }
+        state.withLock { _ = $0.held.removeValue(forKey: connection) }
     }
 
     /// Connections held now, and those without the token (for tests and metrics).
     var counts: (all: Int, untrusted: Int) {
-        lock.withLock { (held.count, held.values.filter { !$0.trusted }.count) }
+        state.withLock { state in (state.held.count, state.held.values.filter { !$0.trusted }.count) }
     }
 
     func sweep(now: Date) {
-        lock.withLock {
-            for (connection, entry) in held where !entry.shut {
-                if let due = entry.headersDue, due <= now { shutDown(connection) }
+        state.withLock { state in
+            for (connection, entry) in state.held where !entry.shut {
+                if let due = entry.headersDue, due <= now { state.shutDown(connection) }
             }
         }
-    }
-
-    /// Called with `lock` held.
-    private func shutDown(_ connection: UnsafeMutableRawPointer) {
-        guard let entry = held[connection], !entry.shut else { return }
-        held[connection]?.shut = true
-        if entry.socket >= 0 { _ = Foundation.shutdown(entry.socket, Int32(SHUT_RDWR)) }
     }
 }

@@ -57,10 +57,11 @@ public struct RemoteRun: Sendable {
         return true
     }
 
-    private static let timestamps: ISO8601DateFormatter = {
+    /// One formatter, used under a lock: Foundation does not mark it Sendable on Linux.
+    private static let timestamps: Locked<ISO8601DateFormatter> = {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
+        return Locked(formatter)
     }()
 
     private static func record(_ value: JSONValue) -> JobRecord? {
@@ -76,7 +77,7 @@ public struct RemoteRun: Sendable {
         }
         let kind = string("kind").flatMap(JobSpec.Kind.init(rawValue:)) ?? .download
         let spec = JobSpec(id: id, kind: kind, url: string("url") ?? "", destination: string("destination"), source: string("source"))
-        let date = { (key: String) in string(key).flatMap { timestamps.date(from: $0) } }
+        let date = { (key: String) in string(key).flatMap { text in timestamps.withLock { $0.date(from: text) } } }
         return JobRecord(seq: 0, spec: spec, state: state, attempts: Int(clamping: integer("attempts") ?? 0),
                          nextAttemptAt: date("next_attempt_at"), lastError: string("last_error"),
                          bytesDone: max(0, integer("bytes_done") ?? 0), bytesTotal: integer("bytes_total"),

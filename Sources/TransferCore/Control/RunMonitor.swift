@@ -61,45 +61,36 @@ public struct HostUse: Sendable, Equatable {
 /// The run as the control API sees it: every event goes into the journal (as the
 /// `--json` line it would print) and into the totals and counters the summary and
 /// `/metrics` show. The run loop calls `handle`; API threads read.
-// @unchecked: `encoder` and `tally` change only under `lock`.
-public final class RunMonitor: @unchecked Sendable {
+public final class RunMonitor: Sendable {
     public let journal: EventJournal
-    private var encoder: QueueEventEncoder
-    private var tally = TransferTally()
-    private let lock = NSLock()
+    private let state: Locked<(encoder: QueueEventEncoder, tally: TransferTally)>
 
     public init(journal: EventJournal = EventJournal(), startedAt: Date = Date(), progressInterval: TimeInterval = 1) {
         self.journal = journal
-        self.encoder = QueueEventEncoder(startedAt: startedAt, interval: progressInterval)
+        self.state = Locked((QueueEventEncoder(startedAt: startedAt, interval: progressInterval), TransferTally()))
     }
 
     public func handle(_ event: QueueEvent, at now: Date = Date()) {
-        lock.lock()
-        tally.apply(event)
-        let object = encoder.encode(event, at: now)
-        lock.unlock()
+        let object = state.withLock { state in
+            state.tally.apply(event)
+            return state.encoder.encode(event, at: now)
+        }
         if let object { journal.append(object.serialized()) }
     }
 
     /// The run's summary event; the streams end after it.
     public func finish(_ summary: RunSummary, at now: Date = Date()) {
-        lock.lock()
-        let object = encoder.summary(summary, at: now)
-        lock.unlock()
+        let object = state.withLock { $0.encoder.summary(summary, at: now) }
         journal.append(object.serialized())
         journal.close()
     }
 
     var totals: JSONObject {
-        lock.lock()
-        defer { lock.unlock() }
-        return encoder.totals()
+        state.withLock { $0.encoder.totals() }
     }
 
     var counters: TransferTally {
-        lock.lock()
-        defer { lock.unlock() }
-        return tally
+        state.current.tally
     }
 }
 

@@ -5,76 +5,70 @@ import Foundation
 /// their transfer) or `consume` (and sleep) before using bytes. A run's buckets change while
 /// transfers hold them: a bucket may be unlimited (no rate), or lend its takers to another
 /// bucket (`RunBandwidth`'s one bucket for both directions).
-// @unchecked: `tokens`, `last`, the rate, the burst and the link change only under `lock`.
-public final class BandwidthLimiter: @unchecked Sendable {
-    private var rate: Double?
-    private var burst: Double
-    private var tokens: Double
-    private var last: DispatchTime
-    /// When set, takers take from this bucket instead (set by `RunBandwidth` only).
-    private var lender: BandwidthLimiter?
-    /// Counts the changes of rate and lender: a taker paused under one rate looks again when
-    /// it changed (a limit lifted lets it go at once, not when the old rate's wait is over).
-    private var changes = 0
-    private let lock = NSLock()
+public final class BandwidthLimiter: Sendable {
+    private struct Bucket {
+        var rate: Double?
+        var burst: Double
+        var tokens: Double
+        var last: DispatchTime
+        /// When set, takers take from this bucket instead (set by `RunBandwidth` only).
+        var lender: BandwidthLimiter?
+        /// Counts the changes of rate and lender: a taker paused under one rate looks again when
+        /// it changed (a limit lifted lets it go at once, not when the old rate's wait is over).
+        var changes = 0
+    }
+
+    private let bucket: Locked<Bucket>
 
     public init(bytesPerSecond: Int64) {
-        rate = Double(max(1, bytesPerSecond))
-        burst = max(Double(bytesPerSecond) / 10, 64 * 1024)
-        tokens = burst
-        last = .now()
+        let burst = max(Double(bytesPerSecond) / 10, 64 * 1024)
+        bucket = Locked(Bucket(rate: Double(max(1, bytesPerSecond)), burst: burst, tokens: burst, last: .now()))
     }
 
     /// A bucket without a rate: nothing waits until `setRate` gives it one.
     public init() {
-        rate = nil
-        burst = 64 * 1024
-        tokens = burst
-        last = .now()
+        let burst: Double = 64 * 1024
+        bucket = Locked(Bucket(rate: nil, burst: burst, tokens: burst, last: .now()))
     }
 
     /// The rate in bytes per second; nil when unlimited.
     public var bytesPerSecond: Double? {
-        lock.lock()
-        defer { lock.unlock() }
-        return lender?.bytesPerSecond ?? rate
+        bucket.withLock { $0.lender?.bytesPerSecond ?? $0.rate }
     }
 
     /// Changes the rate from now on (nil: unlimited). A fleet's share of `--limit-rate` as
     /// workers come and go, or a person's `transferd limit` while the run goes on.
     public func setRate(_ bytesPerSecond: Int64?) {
-        lock.lock()
-        defer { lock.unlock() }
-        let new = bytesPerSecond.map { Double(max(1, $0)) }
-        guard new != rate else { return }
-        changes += 1
-        guard let new else {
-            rate = nil
-            return
+        bucket.withLock { bucket in
+            let new = bytesPerSecond.map { Double(max(1, $0)) }
+            guard new != bucket.rate else { return }
+            bucket.changes += 1
+            guard let new else {
+                bucket.rate = nil
+                return
+            }
+            let wasUnlimited = bucket.rate == nil
+            bucket.rate = new
+            bucket.burst = max(new / 10, 64 * 1024)
+            // A bucket that starts limiting now starts with a burst's worth, not what it saved up;
+            // one whose rate changes carries at most a burst's debt into the new rate (a timetable
+            // that raises the limit must not leave transfers paying the old rate's debt).
+            bucket.tokens = wasUnlimited ? bucket.burst : min(bucket.burst, max(bucket.tokens, -bucket.burst))
+            if wasUnlimited { bucket.last = .now() }
         }
-        let wasUnlimited = rate == nil
-        rate = new
-        burst = max(new / 10, 64 * 1024)
-        // A bucket that starts limiting now starts with a burst's worth, not what it saved up;
-        // one whose rate changes carries at most a burst's debt into the new rate (a timetable
-        // that raises the limit must not leave transfers paying the old rate's debt).
-        tokens = wasUnlimited ? burst : min(burst, max(tokens, -burst))
-        if wasUnlimited { last = .now() }
     }
 
     /// Lends this bucket's takers to `other` (nil: they take from this one again).
     func lend(to other: BandwidthLimiter?) {
-        lock.lock()
-        if lender !== other { changes += 1 }
-        lender = other
-        lock.unlock()
+        bucket.withLock { bucket in
+            if bucket.lender !== other { bucket.changes += 1 }
+            bucket.lender = other
+        }
     }
 
     /// Changes so far to the rate this bucket's takers keep (its own, or its lender's).
     public var generation: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return changes + (lender?.generation ?? 0)
+        bucket.withLock { $0.changes + ($0.lender?.generation ?? 0) }
     }
 
     /// Takes `count` bytes from the bucket at once and returns how long the taker should
@@ -82,21 +76,21 @@ public final class BandwidthLimiter: @unchecked Sendable {
     /// caller that must not sleep (a libcurl callback on the thread of every transfer) and
     /// pauses instead.
     public func take(_ count: Int) -> TimeInterval {
-        lock.lock()
-        if let lender {
-            lock.unlock()
-            return lender.take(count)
+        let taken = bucket.withLock { bucket -> (lender: BandwidthLimiter?, wait: TimeInterval) in
+            if let lender = bucket.lender { return (lender, 0) }
+            let now = DispatchTime.now()
+            guard let rate = bucket.rate else {
+                bucket.last = now
+                return (nil, 0)
+            }
+            let elapsed = Double(now.uptimeNanoseconds - bucket.last.uptimeNanoseconds) / 1e9
+            bucket.last = now
+            bucket.tokens = min(bucket.burst, bucket.tokens + elapsed * rate) - Double(count)
+            return (nil, bucket.tokens < 0 ? -bucket.tokens / rate : 0)
         }
-        defer { lock.unlock() }
-        let now = DispatchTime.now()
-        guard let rate else {
-            last = now
-            return 0
-        }
-        let elapsed = Double(now.uptimeNanoseconds - last.uptimeNanoseconds) / 1e9
-        last = now
-        tokens = min(burst, tokens + elapsed * rate) - Double(count)
-        return tokens < 0 ? -tokens / rate : 0
+        // A lent bucket's takers take from the lender, outside this bucket's lock.
+        if let lender = taken.lender { return lender.take(count) }
+        return taken.wait
     }
 
     /// Takes `count` bytes from the bucket, sleeping the caller until they are available.

@@ -179,7 +179,7 @@ enum HookProcess {
 
 /// Reads a pipe into an `OutputTail` on a thread of its own until the pipe ends or `finish` gives up
 /// on it (a process outside the hook's group may hold it open for good); closes it either way.
-private final class PipeReader: @unchecked Sendable {
+private final class PipeReader: Sendable {
     private let fd: Int32
     private let tail: OutputTail
     private let stopped = Locked(false)

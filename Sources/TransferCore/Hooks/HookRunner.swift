@@ -7,9 +7,7 @@ import FoundationNetworking
 /// command with its timeout, each notify POST retried with backoff. What a hook
 /// did is recorded on its job (`hook` in the store); the outbox entry goes
 /// only after that, so a hook cut off by a killed process runs on the next start.
-// @unchecked: `running` is the dispatch group's business, `queue` the operation queue's; the rest
-// is immutable after init.
-final class HookRunner: @unchecked Sendable {
+final class HookRunner: Sendable {
     private let store: QueueStore
     private let outbox: HookOutbox
     let hooks: RunHooks
@@ -205,8 +203,8 @@ final class HookRunner: @unchecked Sendable {
 }
 
 /// A data delegate that keeps a response's status and cancels the rest.
-// @unchecked: `answer` is a lock; `done` is signalled once, which `answer` decides.
-private final class StatusOnly: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+// `done` is signalled once, which `answer` (a lock) decides.
+private final class StatusOnly: NSObject, URLSessionDataDelegate, Sendable {
     let done = DispatchSemaphore(value: 0)
     /// The status with its Retry-After, the error without one, and whether `done` was signalled.
     let answer = Locked<(status: Int?, retryAfter: RetryAfter?, error: String?, signalled: Bool)>((nil, nil, nil, false))
@@ -244,10 +242,9 @@ private final class StatusOnly: NSObject, URLSessionDataDelegate, @unchecked Sen
 }
 
 /// The last lines of a command's output, in bounded memory.
-final class OutputTail: @unchecked Sendable {
+final class OutputTail: Sendable {
     private let limit: Int
-    private var kept = Data()
-    private let lock = NSLock()
+    private let kept = Locked(Data())
     /// Bytes kept at most: a command that writes gigabytes costs nothing.
     static let byteLimit = 16 << 10
 
@@ -256,14 +253,14 @@ final class OutputTail: @unchecked Sendable {
     }
 
     func append(_ data: Data) {
-        lock.withLock {
+        kept.withLock { kept in
             kept.append(data)
             if kept.count > Self.byteLimit * 2 { kept = kept.suffix(Self.byteLimit) }
         }
     }
 
     var lines: [String] {
-        lock.withLock {
+        kept.withLock { kept in
             let text = String(decoding: kept.suffix(Self.byteLimit), as: UTF8.self)
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             if lines.last == "" { lines.removeLast() }

@@ -1,11 +1,11 @@
-import Dispatch
+// Linux's Dispatch does not mark its sources Sendable; a source is safe to cancel from any thread.
+@preconcurrency import Dispatch
 import Foundation
 
 /// Calls back when a file is finished in a folder (written and closed, or
 /// renamed in): inotify on Linux, a 2-second poll elsewhere.
-// @unchecked: `source` is set in init and cancelled in stop(), both on the owner's thread; the callback only posts.
-final class DirectoryWatcher: @unchecked Sendable {
-    private var source: DispatchSourceProtocol?
+final class DirectoryWatcher: Sendable {
+    private let source: DispatchSourceProtocol
 
     init(path: String, onChange: @escaping @Sendable () -> Void) {
         #if os(Linux)
@@ -37,5 +37,5 @@ final class DirectoryWatcher: @unchecked Sendable {
         return timer
     }
 
-    func stop() { source?.cancel() }
+    func stop() { source.cancel() }
 }

@@ -4,8 +4,8 @@
 /// `AsyncStream`, which hands over one message per wait: jobs that finish
 /// together (or while the loop was busy) then cost one claim, one flush check
 /// and one pass over the loop's bookkeeping instead of one each.
-// @unchecked: `state` is a `Locked` value; the continuation is resumed outside the lock, once.
-final class Mailbox<Message: Sendable>: @unchecked Sendable {
+// The continuation is resumed outside `state`'s lock, once.
+final class Mailbox<Message: Sendable>: Sendable {
     private struct State {
         var waiting: [Message] = []
         var reader: CheckedContinuation<[Message], Never>?

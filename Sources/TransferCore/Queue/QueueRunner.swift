@@ -26,9 +26,9 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// A finished download waiting for the next durable batch.
-    // @unchecked: holds an ActiveJob (see there) and a DownloadResult value; it is handed from the loop to
-    // the flusher and back, never used by both at once.
-    struct PendingDone: @unchecked Sendable {
+    // Holds an ActiveJob (see there) and a DownloadResult value; it is handed from the loop to the
+    // flusher and back, never used by both at once.
+    struct PendingDone: Sendable {
         let job: ActiveJob
         let result: DownloadResult
         let elapsed: TimeInterval?

@@ -31,9 +31,9 @@ public final class Locked<Value>: @unchecked Sendable {
 
 /// A lock without a value (`lock`/`unlock`, as `NSLock`), one allocation cheaper
 /// than `NSLock` for the locks made per download.
-// @unchecked: the mutex is only used through pthread calls, which synchronise.
-final class PlainLock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+final class PlainLock: Sendable {
+    // nonisolated(unsafe): the pointer is set once in init; what it points to is only used through pthread calls, which synchronise.
+    nonisolated(unsafe) private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {
         mutex = PthreadMutex.make()

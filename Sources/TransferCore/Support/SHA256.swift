@@ -7,7 +7,8 @@ public struct SHA256Hasher: ~Copyable {
 
     /// SHA-256 fetched from the provider once: with OpenSSL 3 every `EVP_sha256()` init
     /// looks the algorithm up again (a locked property query), for every hasher made.
-    private static let algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+    // nonisolated(unsafe): set once and never changed; OpenSSL lets many threads use one fetched EVP_MD.
+    nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
 
     public init() {
         context = EVP_MD_CTX_new()

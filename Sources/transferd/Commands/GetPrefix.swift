@@ -76,53 +76,57 @@ enum GetPrefix {
 
 /// The progress of a prefix download on stderr: a live line on a terminal
 /// (files saved, bytes, speed), a line per refused or failed key, a summary.
-// @unchecked: every mutable field changes only under `lock`.
-final class PrefixLine: @unchecked Sendable {
+final class PrefixLine: Sendable {
     private let name: String
     private let quiet: Bool
-    private let lock = NSLock()
-    private var lastDraw = Date.distantPast
-    private var lastSample: (time: Date, bytes: Int64)?
-    private var speed: Double = 0
-    private var live = LiveLine()
+    /// The line is drawn while it is held, so two threads' lines never interleave.
+    private let state: Locked<State>
+
+    private struct State {
+        var lastDraw = Date.distantPast
+        var lastSample: (time: Date, bytes: Int64)?
+        var speed: Double = 0
+        var live = LiveLine()
+    }
 
     init(name: String, quiet: Bool) {
         self.name = name
         self.quiet = quiet
+        self.state = Locked(State())
     }
 
     func handle(_ event: S3PrefixEvent) {
-        lock.lock()
-        defer { lock.unlock() }
-        switch event {
-        case .progress(let bytes, let files):
-            let now = Date()
-            if let sample = lastSample {
-                speed = RunProgress.smooth(speed, delta: max(0, bytes - sample.bytes), interval: now.timeIntervalSince(sample.time))
+        state.withLock { state in
+            switch event {
+            case .progress(let bytes, let files):
+                let now = Date()
+                if let sample = state.lastSample {
+                    state.speed = RunProgress.smooth(state.speed, delta: max(0, bytes - sample.bytes),
+                                                     interval: now.timeIntervalSince(sample.time))
+                }
+                state.lastSample = (now, bytes)
+                guard state.live.interactive, !quiet, now.timeIntervalSince(state.lastDraw) >= 0.25 else { return }
+                state.lastDraw = now
+                let text = "\(name)  \(files) file\(files == 1 ? "" : "s")  \(Format.bytes(bytes))  \(Format.rate(state.speed))"
+                draw(String(text.prefix(max(20, Output.terminalSize(fd: 2).columns - 1))), permanent: false, on: &state.live)
+            case .refused(let key, let reason):
+                draw("\(key): not saved: \(reason)", permanent: true, always: true, on: &state.live)
+            case .failed(let key, let reason):
+                draw("\(key): failed: \(reason)", permanent: true, always: true, on: &state.live)
+            case .saved, .unchanged:
+                break
             }
-            lastSample = (now, bytes)
-            guard live.interactive, !quiet, now.timeIntervalSince(lastDraw) >= 0.25 else { return }
-            lastDraw = now
-            let text = "\(name)  \(files) file\(files == 1 ? "" : "s")  \(Format.bytes(bytes))  \(Format.rate(speed))"
-            draw(String(text.prefix(max(20, Output.terminalSize(fd: 2).columns - 1))), permanent: false)
-        case .refused(let key, let reason):
-            draw("\(key): not saved: \(reason)", permanent: true, always: true)
-        case .failed(let key, let reason):
-            draw("\(key): failed: \(reason)", permanent: true, always: true)
-        case .saved, .unchanged:
-            break
         }
     }
 
-    private func draw(_ text: String, permanent: Bool, always: Bool = false) {
+    /// Called with `state` held.
+    private func draw(_ text: String, permanent: Bool, always: Bool = false, on live: inout LiveLine) {
         guard !quiet || always else { return }
         live.show(text, permanent: permanent)
     }
 
     func clear() {
-        lock.lock()
-        defer { lock.unlock() }
-        live.erase()
+        state.withLock { $0.live.erase() }
     }
 
     func finish(_ result: S3PrefixResult) {

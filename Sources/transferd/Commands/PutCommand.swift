@@ -254,13 +254,11 @@ enum PutCommand {
 }
 
 /// Start, retry and finish lines for an upload (stderr).
-// @unchecked: `lastDraw` and the other mutable fields change only under `lock`.
-final class UploadLine: @unchecked Sendable {
+final class UploadLine: Sendable {
     private let name: String
     private let quiet: Bool
-    private let lock = NSLock()
-    private var lastDraw = Date.distantPast
-    private var live = LiveLine()
+    /// The line is drawn while it is held, so two threads' lines never interleave.
+    private let state = Locked((lastDraw: Date.distantPast, live: LiveLine()))
 
     init(name: String, quiet: Bool) {
         self.name = name
@@ -269,26 +267,24 @@ final class UploadLine: @unchecked Sendable {
 
     func handle(_ event: UploadEvent) {
         guard !quiet else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        switch event {
-        case .started(let total):
-            live.show("\(name): uploading \(Format.bytes(total))", permanent: true)
-        case .progress(let sent, let total):
-            guard live.interactive, Date().timeIntervalSince(lastDraw) >= 0.25, total > 0 else { return }
-            lastDraw = Date()
-            live.show("\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))",
-                      permanent: false)
-        case .retrying(let attempt, let delay, let reason):
-            live.show("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))",
-                      permanent: true)
+        state.withLock { state in
+            switch event {
+            case .started(let total):
+                state.live.show("\(name): uploading \(Format.bytes(total))", permanent: true)
+            case .progress(let sent, let total):
+                guard state.live.interactive, Date().timeIntervalSince(state.lastDraw) >= 0.25, total > 0 else { return }
+                state.lastDraw = Date()
+                state.live.show("\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))",
+                                permanent: false)
+            case .retrying(let attempt, let delay, let reason):
+                state.live.show("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))",
+                                permanent: true)
+            }
         }
     }
 
     func clear() {
-        lock.lock()
-        defer { lock.unlock() }
-        live.erase()
+        state.withLock { $0.live.erase() }
     }
 
     func finish(_ result: UploadResult) {

@@ -3,22 +3,21 @@ import TransferCore
 
 /// `--json`: one object per line and per event, keys in a fixed order, for
 /// `jq` and other programs. The schema is in docs/watching.md ("JSON events").
-// @unchecked: `encoder` changes only under `lock`.
-final class JSONRenderer: RunRenderer, @unchecked Sendable {
+final class JSONRenderer: RunRenderer, Sendable {
     private let context: RenderContext
-    private var encoder: QueueEventEncoder
-    private let lock = NSLock()
+    /// Lines are written while it is held, so they reach stdout in the order they were encoded.
+    private let encoder: Locked<QueueEventEncoder>
 
     init(context: RenderContext, interval: TimeInterval) {
         self.context = context
-        self.encoder = QueueEventEncoder(startedAt: context.now(), interval: interval)
+        self.encoder = Locked(QueueEventEncoder(startedAt: context.now(), interval: interval))
     }
 
     func handle(_ event: QueueEvent) {
-        lock.lock()
-        defer { lock.unlock() }
-        if let object = encoder.encode(event, at: context.now()) {
-            context.out(object.serialized() + "\n")
+        encoder.withLock { encoder in
+            if let object = encoder.encode(event, at: context.now()) {
+                context.out(object.serialized() + "\n")
+            }
         }
     }
 
@@ -26,8 +25,8 @@ final class JSONRenderer: RunRenderer, @unchecked Sendable {
     func log(_ line: String) { context.err(line + "\n") }
 
     func finish(_ summary: RunSummary) {
-        lock.lock()
-        defer { lock.unlock() }
-        context.out(encoder.summary(summary, at: context.now()).serialized() + "\n")
+        encoder.withLock { encoder in
+            context.out(encoder.summary(summary, at: context.now()).serialized() + "\n")
+        }
     }
 }

@@ -4,25 +4,25 @@ import TransferCore
 /// Output for logs (not a terminal, `--progress=plain`): one line per start,
 /// retry, finish and failure, a progress line every `interval` seconds, and
 /// never an escape code.
-// @unchecked: every mutable field changes only under `lock`.
-final class PlainRenderer: RunRenderer, @unchecked Sendable {
+final class PlainRenderer: RunRenderer, Sendable {
     private let context: RenderContext
     private let interval: TimeInterval
-    private var progress: RunProgress
-    private var lastSummary: Date
-    private let lock = NSLock()
+    /// Lines are written while it is held, in the order of the events.
+    private let state: Locked<(progress: RunProgress, lastSummary: Date)>
 
     init(context: RenderContext, interval: TimeInterval) {
         self.context = context
         self.interval = interval
         let now = context.now()
-        self.progress = RunProgress(startedAt: now)
-        self.lastSummary = now
+        self.state = Locked((RunProgress(startedAt: now), now))
     }
 
     func handle(_ event: QueueEvent) {
-        lock.lock()
-        defer { lock.unlock() }
+        state.withLock { state in handle(event, &state.progress, &state.lastSummary) }
+    }
+
+    /// Called with `state` held.
+    private func handle(_ event: QueueEvent, _ progress: inout RunProgress, _ lastSummary: inout Date) {
         let now = context.now()
         progress.apply(event, at: now)
         var lines: [String] = []
@@ -90,30 +90,27 @@ final class PlainRenderer: RunRenderer, @unchecked Sendable {
     }
 
     func log(_ line: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        context.err(line + "\n")
+        state.withLock { _ in context.err(line + "\n") }
     }
 
     func finish(_ summary: RunSummary) {
-        lock.lock()
-        defer { lock.unlock() }
-        let report = RunReport(progress: progress, summary: summary, now: context.now(), style: TerminalStyle(color: false),
-                               failedFolder: context.failedFolder)
-        context.out(report.lines().joined(separator: "\n") + "\n")
+        state.withLock { state in
+            let report = RunReport(progress: state.progress, summary: summary, now: context.now(), style: TerminalStyle(color: false),
+                                   failedFolder: context.failedFolder)
+            context.out(report.lines().joined(separator: "\n") + "\n")
+        }
     }
 }
 
 /// `--quiet`: failures and rejected files only, on stderr; the summary only when something failed.
-// @unchecked: every mutable field changes only under `lock`.
-final class QuietRenderer: RunRenderer, @unchecked Sendable {
+final class QuietRenderer: RunRenderer, Sendable {
     private let context: RenderContext
-    private var progress: RunProgress
-    private let lock = NSLock()
+    /// Lines are written while it is held, in the order of the events.
+    private let progress: Locked<RunProgress>
 
     init(context: RenderContext) {
         self.context = context
-        self.progress = RunProgress(startedAt: context.now())
+        self.progress = Locked(RunProgress(startedAt: context.now()))
     }
 
     func handle(_ event: QueueEvent) {
@@ -123,27 +120,27 @@ final class QuietRenderer: RunRenderer, @unchecked Sendable {
         default:
             break
         }
-        lock.lock()
-        defer { lock.unlock() }
-        progress.apply(event, at: context.now())
-        if case .ingested(_, _, let rejected) = event {
-            for problem in rejected.flatMap(\.problems) { context.err("REJECTED \(problem)\n") }
-        }
-        for end in progress.takeFinished() where end.state == .failed {
-            context.err(PlainRenderer.finishedLine(end) + "\n")
+        progress.withLock { progress in
+            progress.apply(event, at: context.now())
+            if case .ingested(_, _, let rejected) = event {
+                for problem in rejected.flatMap(\.problems) { context.err("REJECTED \(problem)\n") }
+            }
+            for end in progress.takeFinished() where end.state == .failed {
+                context.err(PlainRenderer.finishedLine(end) + "\n")
+            }
         }
     }
 
     func log(_ line: String) { context.err(line + "\n") }
 
     func finish(_ summary: RunSummary) {
-        lock.lock()
-        defer { lock.unlock() }
-        let report = RunReport(progress: progress, summary: summary, now: context.now(), style: TerminalStyle(color: false),
-                               failedFolder: context.failedFolder)
-        var lines = report.quietLines()
-        if summary.interrupted { lines.insert("interrupted: running jobs are paused; run the same command to resume", at: 0) }
-        if !lines.isEmpty { context.err(lines.joined(separator: "\n") + "\n") }
+        progress.withLock { progress in
+            let report = RunReport(progress: progress, summary: summary, now: context.now(), style: TerminalStyle(color: false),
+                                   failedFolder: context.failedFolder)
+            var lines = report.quietLines()
+            if summary.interrupted { lines.insert("interrupted: running jobs are paused; run the same command to resume", at: 0) }
+            if !lines.isEmpty { context.err(lines.joined(separator: "\n") + "\n") }
+        }
     }
 }
 

@@ -6,8 +6,8 @@ import TransferCore
 /// area, every line is overwritten in place and cleared to its end, and what
 /// is left below is erased, so nothing flickers. The cursor is hidden while
 /// the live area is shown and always shown again at the end.
-// @unchecked: used by one owner at a time: the TTY renderer (under its lock) or status --watch (its one loop).
-final class TerminalScreen: @unchecked Sendable {
+/// Not Sendable: one owner at a time uses it, the TTY renderer (under its lock) or status --watch (its one loop).
+final class TerminalScreen {
     private let write: (String) -> Void
     /// The terminal's width now, read at each frame.
     private let columns: () -> Int

@@ -2,8 +2,8 @@ import Foundation
 
 /// The `--log-file` of a command: lines appended to a file, whole lines at a
 /// time (transport threads write concurrently).
-// @unchecked: the file handle is written only under `lock`, a whole line at a time.
-final class DebugLogFile: @unchecked Sendable {
+// The file handle is written only under `lock`, a whole line at a time.
+final class DebugLogFile: Sendable {
     private let fd: Int32
     private let lock = NSLock()
 

@@ -5,16 +5,28 @@ import TransferCore
 ///
 /// On a terminal it redraws one line at most four times a second; otherwise
 /// it prints only start, retry and finish lines (no escape codes in logs).
-// @unchecked: every mutable field changes only under `lock`.
-final class ProgressLine: @unchecked Sendable {
+final class ProgressLine: Sendable {
     private let name: String
     private let quiet: Bool
-    private let lock = NSLock()
-    private var started = Date()
-    private var lastSample: (time: Date, written: Int64)?
-    private var speed: Double = 0
-    private var live = LiveLine()
-    private var announced = false
+    /// The line is drawn while it is held, so two threads' lines never interleave.
+    private let state = Locked(State())
+
+    private struct State {
+        var started = Date()
+        var lastSample: (time: Date, written: Int64)?
+        var speed: Double = 0
+        var live = LiveLine()
+        var announced = false
+
+        mutating func updateSpeed(_ written: Int64) {
+            let now = Date()
+            if let sample = lastSample {
+                speed = RunProgress.smooth(speed, delta: max(0, written - sample.written),
+                                           interval: now.timeIntervalSince(sample.time))
+            }
+            lastSample = (now, written)
+        }
+    }
 
     init(name: String, quiet: Bool) {
         self.name = name
@@ -23,52 +35,48 @@ final class ProgressLine: @unchecked Sendable {
 
     func handle(_ event: DownloadEvent) {
         guard !quiet else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        switch event {
-        case .started(let total, let resumedFrom, let segments):
-            started = Date()
-            lastSample = (Date(), resumedFrom)
-            guard let total else {
-                // A fresh single stream learns its size from the first response: announce it then.
-                announced = resumedFrom == 0 ? false : { line("\(name): resuming at \(Format.bytes(resumedFrom))", permanent: true); return true }()
-                return
+        state.withLock { state in
+            switch event {
+            case .started(let total, let resumedFrom, let segments):
+                state.started = Date()
+                state.lastSample = (Date(), resumedFrom)
+                guard let total else {
+                    // A fresh single stream learns its size from the first response: announce it then.
+                    if resumedFrom == 0 {
+                        state.announced = false
+                    } else {
+                        state.live.show("\(name): resuming at \(Format.bytes(resumedFrom))", permanent: true)
+                        state.announced = true
+                    }
+                    return
+                }
+                state.announced = true
+                let resume = resumedFrom > 0 ? ", resuming at \(Format.bytes(resumedFrom))" : ""
+                let connections = segments > 1 ? ", \(segments) connections" : ""
+                state.live.show("\(name): \(Format.bytes(total))\(resume)\(connections)", permanent: true)
+            case .progress(let written, let total, _):
+                state.updateSpeed(written)
+                if !state.announced, written > 0 {
+                    state.announced = true
+                    state.live.show("\(name): \(total.map(Format.bytes) ?? "size unknown")", permanent: true)
+                }
+                guard state.live.interactive else { return }
+                state.live.show(progressText(written: written, total: total, speed: state.speed), permanent: false)
+            case .retrying(let attempt, let delay, let reason, let resumeAt):
+                if let resumeAt, delay == 0 {
+                    state.live.show("\(name): \(reason); resuming at \(Format.bytes(resumeAt))", permanent: true)
+                } else {
+                    state.live.show("\(name): \(reason); retry \(attempt) in \(String(format: "%.1f", delay)) s", permanent: true)
+                }
+            case .restarted(let reason):
+                state.live.show("\(name): starting over: \(reason)", permanent: true)
+            case .verifying:
+                if state.live.interactive { state.live.show("\(name): verifying SHA-256", permanent: false) }
             }
-            announced = true
-            let resume = resumedFrom > 0 ? ", resuming at \(Format.bytes(resumedFrom))" : ""
-            let connections = segments > 1 ? ", \(segments) connections" : ""
-            line("\(name): \(Format.bytes(total))\(resume)\(connections)", permanent: true)
-        case .progress(let written, let total, _):
-            updateSpeed(written)
-            if !announced, written > 0 {
-                announced = true
-                line("\(name): \(total.map(Format.bytes) ?? "size unknown")", permanent: true)
-            }
-            guard live.interactive else { return }
-            line(progressText(written: written, total: total), permanent: false)
-        case .retrying(let attempt, let delay, let reason, let resumeAt):
-            if let resumeAt, delay == 0 {
-                line("\(name): \(reason); resuming at \(Format.bytes(resumeAt))", permanent: true)
-            } else {
-                line("\(name): \(reason); retry \(attempt) in \(String(format: "%.1f", delay)) s", permanent: true)
-            }
-        case .restarted(let reason):
-            line("\(name): starting over: \(reason)", permanent: true)
-        case .verifying:
-            if live.interactive { line("\(name): verifying SHA-256", permanent: false) }
         }
     }
 
-    private func updateSpeed(_ written: Int64) {
-        let now = Date()
-        if let sample = lastSample {
-            speed = RunProgress.smooth(speed, delta: max(0, written - sample.written),
-                                       interval: now.timeIntervalSince(sample.time))
-        }
-        lastSample = (now, written)
-    }
-
-    private func progressText(written: Int64, total: Int64?) -> String {
+    private func progressText(written: Int64, total: Int64?, speed: Double) -> String {
         let rate = Format.rate(speed)
         guard let total, total > 0 else { return "\(name)  \(Format.bytes(written))  \(rate)" }
         let fraction = min(1, Double(written) / Double(total))
@@ -81,15 +89,9 @@ final class ProgressLine: @unchecked Sendable {
         return String(text.prefix(max(20, Output.terminalSize(fd: 2).columns - 1)))
     }
 
-    private func line(_ text: String, permanent: Bool) {
-        live.show(text, permanent: permanent)
-    }
-
     /// Removes the live line before an error message.
     func clear() {
-        lock.lock()
-        defer { lock.unlock() }
-        live.erase()
+        state.withLock { $0.live.erase() }
     }
 
     func finish(_ result: DownloadResult) {

@@ -1,24 +1,26 @@
-import Dispatch
+// Linux's Dispatch does not mark its sources Sendable; a source is safe to cancel from any thread.
+@preconcurrency import Dispatch
 import Foundation
+import TransferCore
 
 /// SIGINT/SIGTERM: the first asks the work to stop cleanly (checkpoint, exit
 /// resumable); a second exits at once (state on disk is still consistent,
 /// because checkpoints are only written after their data).
-// @unchecked: `sources` is set in init and read in restore() on the owner's thread; `count` changes under `lock`.
-final class SignalHandler: @unchecked Sendable {
-    private var sources: [DispatchSourceSignal] = []
-    private var count = 0
-    private let lock = NSLock()
+final class SignalHandler: Sendable {
+    private let sources: [DispatchSourceSignal]
+    /// Signals seen so far, by both sources.
+    private let count = Locked(0)
 
     init(onFirst: @escaping @Sendable () -> Void) {
+        var sources: [DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [self] in
-                lock.lock()
-                count += 1
-                let first = count == 1
-                lock.unlock()
+            source.setEventHandler { [count] in
+                let first = count.withLock { count in
+                    count += 1
+                    return count == 1
+                }
                 if first {
                     onFirst()
                 } else {
@@ -29,6 +31,7 @@ final class SignalHandler: @unchecked Sendable {
             source.resume()
             sources.append(source)
         }
+        self.sources = sources
     }
 
     func restore() {

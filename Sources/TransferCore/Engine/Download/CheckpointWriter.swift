@@ -35,13 +35,12 @@ struct CheckpointRequests: Equatable {
 /// The queue is made by the first request: most downloads of a queue are small and
 /// never ask for one (a queue made and drained per job was a measurable part of
 /// a 1,000-job run's CPU).
-// @unchecked: `owed` is Locked; the save closure is immutable.
-final class CheckpointWriter: @unchecked Sendable {
+final class CheckpointWriter: Sendable {
     private let owed = Locked<(requests: CheckpointRequests, queue: DispatchQueue?)>((CheckpointRequests(), nil))
-    private let save: (Bool) -> Void
+    private let save: @Sendable (Bool) -> Void
 
     /// - Parameter save: saves a checkpoint (the argument: sync the file first).
-    init(save: @escaping (Bool) -> Void) {
+    init(save: @escaping @Sendable (Bool) -> Void) {
         self.save = save
     }
 

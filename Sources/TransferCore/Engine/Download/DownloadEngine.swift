@@ -3,9 +3,8 @@ import Foundation
 /// Downloads one URL to a file: probe, segmented or single stream into
 /// `NAME.transferd-part` (`PartialNames`), resume from checkpoints, retry by policy, verify, then an
 /// atomic rename. The destination appears only complete and verified.
-// @unchecked: the running state is in `currentState` (Locked) and checkpoints are written under
-// the state's `persistLock`; the other properties are immutable.
-public final class DownloadEngine: @unchecked Sendable {
+// The running state is in `currentState` (Locked); checkpoints are written under the state's `persistLock`.
+public final class DownloadEngine: Sendable {
     let transport: Transport
     let options: DownloadOptions
     let store: CheckpointStore

@@ -294,8 +294,8 @@ final class DownloadSink: ResponseSink {
 /// (peak RSS) and faults fresh pages in each time. Sizes are rounded up to a
 /// power of two (at least 64 KiB), so a few classes serve every response, and
 /// at most 16 MiB is kept idle.
-// @unchecked: the idle buffers are a `Locked` pool; a buffer taken out belongs to one sink until given back.
-final class WriteBuffers: @unchecked Sendable {
+// The idle buffers are a `Locked` pool; a buffer taken out belongs to one sink until given back.
+final class WriteBuffers: Sendable {
     static let shared = WriteBuffers()
     static let idleLimit = 16 << 20
     private let idle = Locked<(buffers: [Int: [UnsafeMutableRawBufferPointer]], bytes: Int)>(([:], 0))

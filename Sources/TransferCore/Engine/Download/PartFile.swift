@@ -13,9 +13,9 @@ import Foundation
 ///
 /// `flock`, not `fcntl` locks: those belong to the process and vanish when any
 /// descriptor of the file is closed (the checksum pass opens and closes one).
-// @unchecked: one owner at a time closes it (the engine, or the holder of the result it was
-// handed to); `fd` and `existed` never change, `state` is locked (a checkpoint writer's thread tags).
-final class PartFile: @unchecked Sendable {
+// One owner at a time closes it (the engine, or the holder of the result it was handed to);
+// `state` is locked because a checkpoint writer's thread tags the file.
+final class PartFile: Sendable {
     let fd: Int32
     /// Whether the file was there before this process opened it.
     let existed: Bool

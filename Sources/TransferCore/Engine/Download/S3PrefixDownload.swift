@@ -91,8 +91,7 @@ public struct S3PrefixError: Error, CustomStringConvertible {
 /// never sit in memory. Progress is checkpointed as the page's cursor, the
 /// keys of the page already done, and the objects that failed; after a kill,
 /// the run re-lists only the page it was in and retries only what failed.
-// @unchecked: the checkpoint is a `Locked` value; everything else is immutable.
-public final class S3PrefixDownload: @unchecked Sendable {
+public final class S3PrefixDownload: Sendable {
     struct Checkpoint: Codable, Equatable {
         /// Where the current page was listed from (nil: the first page).
         var cursor: S3ListCursor?

@@ -4,8 +4,7 @@ import Foundation
 /// key prefix (`prefix/relative/path`), several files at a time. Each file is
 /// its own `S3MultipartUpload`, resumable on its own; which files are done
 /// and each unfinished file's parts live in one state record.
-// @unchecked: the shared state record is a `Locked` value; everything else is immutable.
-public final class S3DirectoryUpload: @unchecked Sendable {
+public final class S3DirectoryUpload: Sendable {
     struct State: Codable {
         var done: Set<String> = []
         /// Unfinished files' upload checkpoints (JSON), by relative path.

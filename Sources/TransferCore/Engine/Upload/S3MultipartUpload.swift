@@ -125,8 +125,8 @@ public struct S3UploadResult: Sendable {
 /// later run (after `kill -9`) reconciles them with ListParts and sends only
 /// the missing parts. A permanent failure aborts the upload (no orphaned
 /// parts); an interruption keeps it for the next run.
-// @unchecked: parts in flight are a `Locked` map and checkpoints are saved under `lock`; the rest is immutable.
-public final class S3MultipartUpload: @unchecked Sendable {
+// Parts in flight are a `Locked` map; checkpoints are saved under `lock`.
+public final class S3MultipartUpload: Sendable {
     let client: S3Client
     let options: S3UploadOptions
     let state: UploadStateStore

@@ -5,7 +5,9 @@ import Foundation
 ///
 /// Created on the caller's thread, then owned by a `CurlLoop` thread until
 /// `complete(code:)` resumes the continuation.
-final class CurlExchange {
+// @unchecked: the caller sets `continuation` before `CurlLoop.add` hands the exchange over (under the
+// loop's lock); after that only the loop thread touches the mutable fields; `cancelled` and `foundRedirect` are Locked.
+final class CurlExchange: @unchecked Sendable {
     let request: TransferRequest
     let sink: ResponseSink
     let easy: UnsafeMutableRawPointer

@@ -4,8 +4,8 @@ import FoundationNetworking
 #endif
 
 /// The session delegate: routes each task's callbacks to its exchange.
-// @unchecked: the exchange table is a `Locked` map; URLSession calls the delegate on its serial queue.
-final class URLSessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+// URLSession calls the delegate on its serial queue; the exchange table is a `Locked` map.
+final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let exchanges = Locked<[Int: URLSessionExchange]>([:])
 
     func register(_ exchange: URLSessionExchange) {

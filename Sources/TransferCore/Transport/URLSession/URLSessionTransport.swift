@@ -15,9 +15,7 @@ import FoundationNetworking
 /// mode or pinning (no server-trust challenge reaches the delegate on Linux),
 /// and a file-region body is sent from a temporary copy because a streamed
 /// body is always sent chunked.
-// @unchecked: only immutable references (the session, its delegate and queue), which URLSession
-// itself serialises; FoundationNetworking does not mark URLSession Sendable on Linux.
-public final class URLSessionTransport: Transport, @unchecked Sendable {
+public final class URLSessionTransport: Transport, Sendable {
     public let name = "urlsession"
     public let capabilities: TransportCapabilities = []
 
