@@ -472,8 +472,11 @@ func fuzzRedaction(_ data: Data) {
         check(!shown.contains(fuzzPlanted), "a secret survives: \(url.debugDescription) -> \(shown.debugDescription)")
         check(Redaction.url(string: shown) == shown, "not idempotent: \(shown.debugDescription)")
         let said = Redaction.message("failed (\(url))")
-        check(!said.contains(fuzzPlanted) || url.contains(where: { $0.isWhitespace || "\"'<>".contains($0) }),
-              "a secret survives in a message: \(said.debugDescription)")
+        // Free text is split into words at white space and quotes, scalar by scalar (as here: a
+        // `<` with a combining mark is one Character but still splits): a URL cut that way is no
+        // longer one URL, and what a cut leaves is redacted only as far as it still reads as one.
+        let cut = url.unicodeScalars.contains(where: { $0.properties.isWhitespace || "\"'<>".unicodeScalars.contains($0) })
+        check(!said.contains(fuzzPlanted) || cut, "a secret survives in a message: \(said.debugDescription)")
     }
     let escaped = TerminalText.escaped(text)
     check(!escaped.unicodeScalars.contains(where: TerminalText.mustEscape), "a control survives escaping: \(escaped.debugDescription)")

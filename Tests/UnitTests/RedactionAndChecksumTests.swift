@@ -83,6 +83,22 @@ final class RedactionTests: XCTestCase {
         XCTAssertTrue(shown.contains("proxy.example:3128"), shown)
     }
 
+    /// A URL that a space, a line break or a quote cut in an error text: its parameters after the
+    /// cut are still hidden (found by the redaction fuzz target), and a second pass changes nothing.
+    func testAURLCutInAMessageStillHidesItsParameters() {
+        for text in ["curl: URL rejected: https://h.example/p?a b&token=SECRET1 (bad)",
+                     "failed (https://h.example/p?x%25<\u{316}.example@%252F&token=SECRET1)",
+                     "failed (https://h.example/p?n\re://0u&token=SECRET1)",
+                     "failed (https://h.example/p?hs:// &Client_Secret=SECRET1&hs:// )",
+                     "see token=SECRET1&page=2"] {
+            let shown = Redaction.message(text)
+            XCTAssertFalse(shown.contains("SECRET1"), "\(text.debugDescription) -> \(shown.debugDescription)")
+            XCTAssertEqual(Redaction.message(shown), shown, "idempotent: \(shown.debugDescription)")
+        }
+        XCTAssertEqual(Redaction.message("a=b&page=2 done"), "a=b&page=2 done", "no secret name, nothing hidden")
+        XCTAssertEqual(Redaction.message("see token=SECRET1&page=2"), "see token=REDACTED&page=2")
+    }
+
     func testProxyCredentialsFromTheEnvironmentAreSecrets() {
         let found = Redaction.proxyCredentials(["HTTPS_PROXY": "http://puser:p%40ssw0rd@proxy:8080", "ALL_PROXY": "socks5://only@p2",
                                                 "no_proxy": "x:y@z", "PATH": "/bin"])

@@ -50,7 +50,15 @@ public enum Redaction {
         var tokenStart = scalars.startIndex
         func flush(upTo end: String.UnicodeScalarView.Index) {
             let token = scalars[tokenStart..<end]
-            result += holds(token, "://") ? redactedURL(Substring(token), depth: nestingDepth) : String(Substring(token))
+            if holds(token, "://") {
+                result += redactedURL(Substring(token), depth: nestingDepth)
+            } else if token.contains("=") {
+                // A URL's rest after a space or a quote that cut it (`…?a b&token=…`, `…%25<…&token=…`):
+                // its parameters are still parameters.
+                result += redactedLooseParameters(token)
+            } else {
+                result += String(Substring(token))
+            }
         }
         var index = scalars.startIndex
         while index < scalars.endIndex {
@@ -81,7 +89,9 @@ public enum Redaction {
         var rest = text.unicodeScalars[...]
         var result = ""
         if let schemeEnd = firstRange(of: "://", in: rest) {
-            result += Substring(rest[..<schemeEnd.upperBound])
+            // No scheme holds `=` either: what comes before `://` there is text a cut left (read as
+            // parameters, as `hostPart` reads a host).
+            result += hostPart(rest[..<schemeEnd.lowerBound], depth: depth) + "://"
             rest = rest[schemeEnd.upperBound...]
             let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
             let authority = rest[..<authorityEnd]
@@ -92,9 +102,9 @@ public enum Redaction {
                     let user = userInfo[..<(colon ?? userInfo.endIndex)]
                     result += (user.isEmpty ? "" : marker) + (colon != nil ? ":" + marker : "")
                 }
-                result += Substring(authority[at...])
+                result += hostPart(authority[at...], depth: depth)
             } else {
-                result += Substring(authority)
+                result += hostPart(authority, depth: depth)
             }
             rest = rest[authorityEnd...]
         }
@@ -110,6 +120,26 @@ public enum Redaction {
             rest = rest[end...]
         }
         return result
+    }
+
+    /// Text outside a URL that holds `name=value` pairs: each piece between `?` and `#` is read as
+    /// parameters (`redactedParameters`), so a secret-named value is hidden there too.
+    private static func redactedLooseParameters(_ text: Substring.UnicodeScalarView) -> String {
+        var result = ""
+        var rest = text
+        while let separator = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+            result += redactedParameters(rest[..<separator], depth: nestingDepth)
+            result.unicodeScalars.append(rest[separator])
+            rest = rest[rest.index(after: separator)...]
+        }
+        return result + redactedParameters(rest, depth: nestingDepth)
+    }
+
+    /// A URL's scheme or host (and port) as shown. Neither holds `=`: one that does is the rest
+    /// of a URL that a space or a line break cut from its query (`…?a\re://x&token=…` in an error
+    /// text), and is read as parameters.
+    private static func hostPart(_ text: Substring.UnicodeScalarView, depth: Int) -> String {
+        text.contains("=") ? redactedParameters(text, depth: depth) : String(Substring(text))
     }
 
     /// `a=1&b=2` with secret values hidden and nested URLs redacted (see `redactedURL`).
