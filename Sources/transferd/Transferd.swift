@@ -7,7 +7,19 @@ struct Command: Sendable {
     /// The arguments as the usage line shows them.
     let arguments: String
     let summary: String
+    /// Its usage, summary and options, for `--help`, docs/cli.md and the completions.
+    let help: CommandHelp
     let run: @Sendable ([String]) async -> ExitCode
+
+    init(name: String, arguments: String, summary: String, help: CommandHelp? = nil,
+         run: @escaping @Sendable ([String]) async -> ExitCode) {
+        self.name = name
+        self.arguments = arguments
+        self.summary = summary
+        self.help = help ?? CommandHelp(name: name, usage: "transferd \(name)", summary: summary,
+                                        options: [OptionSpec("-h", "--help", help: "show this help")])
+        self.run = run
+    }
 }
 
 /// Entry point: dispatches to a command and exits with its code.
@@ -15,31 +27,35 @@ struct Command: Sendable {
 struct TransferdMain {
     /// Every command, in the order `transferd --help` lists them: the one place a command is named.
     static let commands: [Command] = [
-        Command(name: "get", arguments: "URL", summary: "download one URL, resumably") { await GetCommand.run($0) },
+        Command(name: "get", arguments: "URL", summary: "download one URL, resumably", help: GetCommand.help) { await GetCommand.run($0) },
         Command(name: "put", arguments: "PATH URL",
-                summary: "upload a file: streamed PUT, or a multipart/form-data POST with --form") { await PutCommand.run($0) },
+                summary: "upload a file: streamed PUT, or a multipart/form-data POST with --form", help: PutCommand.help) { await PutCommand.run($0) },
         Command(name: "run", arguments: "[--queue DIR]",
-                summary: "run the job queue (default ./queue.d) until nothing is runnable") { await RunCommand.run($0) },
-        Command(name: "status", arguments: "[--queue DIR]", summary: "every job's state, progress and last error") { QueueCommands.status($0) },
-        Command(name: "ingest", arguments: "[--queue DIR]", summary: "record waiting job files without running them") { QueueCommands.ingest($0) },
-        Command(name: "add", arguments: "URL...", summary: "write a job file into the queue") { QueueCommands.add($0) },
-        Command(name: "validate", arguments: "FILE", summary: "check job files without running them") { QueueCommands.validate($0) },
-        Command(name: "retry", arguments: "ID", summary: "queue a failed job again (--failed: all of them)") { QueueCommands.retry($0) },
-        Command(name: "cancel", arguments: "ID", summary: "cancel a job") { QueueCommands.cancel($0) },
+                summary: "run the job queue (default ./queue.d) until nothing is runnable", help: RunCommand.help) { await RunCommand.run($0) },
+        Command(name: "status", arguments: "[--queue DIR]", summary: "every job's state, progress and last error", help: QueueCommands.statusHelp) { QueueCommands.status($0) },
+        Command(name: "ingest", arguments: "[--queue DIR]", summary: "record waiting job files without running them", help: QueueCommands.ingestHelp) { QueueCommands.ingest($0) },
+        Command(name: "add", arguments: "URL...", summary: "write a job file into the queue", help: QueueCommands.addHelp) { QueueCommands.add($0) },
+        Command(name: "validate", arguments: "FILE", summary: "check job files without running them", help: QueueCommands.validateHelp) { QueueCommands.validate($0) },
+        Command(name: "retry", arguments: "ID", summary: "queue a failed job again (--failed: all of them)", help: QueueCommands.retryHelp) { QueueCommands.retry($0) },
+        Command(name: "cancel", arguments: "ID", summary: "cancel a job", help: QueueCommands.cancelHelp) { QueueCommands.cancel($0) },
         Command(name: "pause", arguments: "ID...",
-                summary: "hold jobs until resumed (--all: the whole queue); running ones stop, progress kept") { SteerCommands.pause($0) },
+                summary: "hold jobs until resumed (--all: the whole queue); running ones stop, progress kept", help: SteerCommands.pauseHelp) { SteerCommands.pause($0) },
         Command(name: "resume", arguments: "ID...",
-                summary: "queue held jobs again, from where they stopped (--all: the whole queue)") { SteerCommands.resume($0) },
-        Command(name: "prioritize", arguments: "ID...", summary: "run jobs next (--priority N: set their priority)") {
+                summary: "queue held jobs again, from where they stopped (--all: the whole queue)", help: SteerCommands.resumeHelp) { SteerCommands.resume($0) },
+        Command(name: "prioritize", arguments: "ID...", summary: "run jobs next (--priority N: set their priority)", help: SteerCommands.prioritizeHelp) {
             SteerCommands.prioritize($0)
         },
         Command(name: "limit", arguments: "[RATE]",
-                summary: "show or set the queue's bandwidth limit (UP:DOWN, off, a timetable), running runs too") {
+                summary: "show or set the queue's bandwidth limit (UP:DOWN, off, a timetable), running runs too",
+                help: SteerCommands.limitHelp) {
             SteerCommands.limit($0)
         },
-        Command(name: "purge", arguments: "", summary: "forget ended jobs (--state, --older-than) to keep a long-lived queue small") {
+        Command(name: "purge", arguments: "", summary: "forget ended jobs (--state, --older-than) to keep a long-lived queue small",
+                help: SteerCommands.purgeHelp) {
             SteerCommands.purge($0)
         },
+        Command(name: "completion", arguments: "bash|zsh|fish", summary: "print a shell completion script (see docs/cli.md)",
+                help: Completions.help) { Completions.run($0) },
         Command(name: "version", arguments: "", summary: "print versions of transferd and its libraries") { _ in
             Output.out("transferd \(TransferdVersion.string)\n\(CurlTransport.libraryVersion)\n")
             return .success

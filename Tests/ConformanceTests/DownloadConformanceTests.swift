@@ -396,6 +396,95 @@ final class DownloadConformanceTests: XCTestCase {
         }
     }
 
+    /// A checksum the server publishes (Repr-Digest, Content-Digest, the older Digest, S3's
+    /// full-object x-amz-checksum-*) is checked when the file is complete: a right one passes,
+    /// with one connection and four, and a wrong one fails the download and leaves no file.
+    func testAChecksumTheServerPublishesIsChecked() async throws {
+        let servers = try TestServers.current()
+        let expected = try servers.sha256(of: "1m.bin")
+        for (name, transport) in Backends.all {
+            for (kinds, connections) in [("repr", 4), ("repr512", 1), ("content", 1), ("legacy", 1), ("amz-sha256", 4),
+                                         ("amz-crc32c", 1), ("amz-composite", 1)] {
+                let (url, _) = servers.fault("1m.bin", ["digest": kinds])
+                let (path, result) = try await download(url, with: transport, connections: connections)
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), expected, "\(name) \(kinds)")
+                if kinds == "repr" || kinds == "amz-sha256" {
+                    XCTAssertEqual(result.sha256, expected, "\(name) \(kinds): a published SHA-256 that matched is the file's")
+                }
+                try FileManager.default.removeItem(atPath: path)
+            }
+            for (kinds, connections, header, algorithm) in [("repr", 4, "Repr-Digest", "sha-256"), ("repr512", 1, "Repr-Digest", "sha-512"),
+                                                            ("content", 1, "Content-Digest", "sha-256"), ("legacy", 1, "Digest", "sha-256"),
+                                                            ("amz-crc32c", 4, "x-amz-checksum-crc32c", "crc32c")] {
+                let (url, _) = servers.fault("1m.bin", ["digest": kinds, "digest_wrong": "1"])
+                do {
+                    _ = try await download(url, with: transport, connections: connections)
+                    XCTFail("\(name) \(kinds): a wrong published checksum must fail the download")
+                } catch DownloadError.publishedChecksumMismatch(let path, let named, let from, _, _) {
+                    XCTAssertEqual(named, algorithm, "\(name) \(kinds)")
+                    XCTAssertEqual(from, header, "\(name) \(kinds)")
+                    XCTAssertFalse(FileManager.default.fileExists(atPath: path), "\(name) \(kinds)")
+                    XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".transferd-part"), "\(name) \(kinds)")
+                }
+            }
+            // A job's own checksum decides alone: the server's wrong one is not asked.
+            let (url, _) = servers.fault("1m.bin", ["digest": "repr", "digest_wrong": "1"])
+            let (path, _) = try await download(url, with: transport, sha256: expected)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), expected, name)
+        }
+    }
+
+    /// A SHA256SUMS list the job names gives the file's expected SHA-256: a right line passes
+    /// (and is the result's SHA-256), a wrong one fails as a mismatch, a list without the file
+    /// or that cannot be read stops the download before anything is fetched.
+    func testAChecksumListGivesTheExpectedSHA256() async throws {
+        let servers = try TestServers.current()
+        let expected = try servers.sha256(of: "1m.bin")
+        let folder = "sums-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: servers.www + "/" + folder, withIntermediateDirectories: true)
+        let wrong = String(repeating: "0", count: 64)
+        try "\(wrong)  other.bin\n\(expected) *1m.bin\n".write(toFile: servers.www + "/\(folder)/SHA256SUMS", atomically: true, encoding: .utf8)
+        try "\(wrong)  1m.bin\n".write(toFile: servers.www + "/\(folder)/WRONG", atomically: true, encoding: .utf8)
+        try "\(expected)  2m.bin\n".write(toFile: servers.www + "/\(folder)/ELSEWHERE", atomically: true, encoding: .utf8)
+        let list = { (name: String) in servers.http.appendingPathComponent(folder).appendingPathComponent(name) }
+        for (name, transport) in Backends.all {
+            func download(list: URL, listedAs: String? = nil) async throws -> (String, DownloadResult) {
+                let destination = (try scratchDirectory(name + UUID().uuidString) as NSString).appendingPathComponent("out.bin")
+                var options = DownloadOptions(url: servers.http.appendingPathComponent("1m.bin"), destination: destination,
+                                              retry: quickRetry, idleTimeout: 10)
+                options.checksumsURL = list
+                options.checksumsName = listedAs
+                return (destination, try await DownloadEngine(transport: transport, options: options).run())
+            }
+            let (path, result) = try await download(list: list("SHA256SUMS"))
+            XCTAssertEqual(result.sha256, expected, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: path), expected, name)
+            _ = try await download(list: list("ELSEWHERE"), listedAs: "2m.bin")
+            do {
+                _ = try await download(list: list("WRONG"))
+                XCTFail("\(name): a wrong listed value must fail")
+            } catch DownloadError.checksumMismatch(let path, let listed, let actual) {
+                XCTAssertEqual(listed, wrong, name)
+                XCTAssertEqual(actual, expected, name)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path), name)
+            }
+            do {
+                _ = try await download(list: list("ELSEWHERE"))
+                XCTFail("\(name): a list without the file must stop the download")
+            } catch DownloadError.notInChecksumList(let listURL, let listed, let ambiguous) {
+                XCTAssertEqual(listed, "1m.bin", name)
+                XCTAssertFalse(ambiguous, name)
+                XCTAssertTrue(listURL.hasSuffix("/ELSEWHERE"), listURL)
+            }
+            do {
+                _ = try await download(list: list("MISSING"))
+                XCTFail("\(name): a list that is not there must stop the download")
+            } catch DownloadError.httpStatus(let status, _, _, _) {
+                XCTAssertEqual(status, 404, name)
+            }
+        }
+    }
+
     func testExistingDestinationIsRefusedOverwrittenOrSkipped() async throws {
         let servers = try TestServers.current()
         let url = servers.http.appendingPathComponent("1m.bin")

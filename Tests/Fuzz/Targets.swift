@@ -43,6 +43,8 @@ enum FuzzTarget: String, CaseIterable {
     /// `Redaction.message`, with a registered secret, a password in user info and the
     /// value of a secret-named parameter planted around the input.
     case redaction
+    /// A published SHA256SUMS list a job names (`checksums`): `ChecksumList`.
+    case checksumList = "checksum-list"
 
     func run(_ data: Data) {
         switch self {
@@ -60,6 +62,7 @@ enum FuzzTarget: String, CaseIterable {
         case .responseDecision: fuzzResponseDecision(data)
         case .conditional: fuzzConditional(data)
         case .redaction: fuzzRedaction(data)
+        case .checksumList: fuzzChecksumList(data)
         }
     }
 }
@@ -233,6 +236,14 @@ func fuzzHeaders(_ data: Data) {
         check(!name.isEmpty && !name.contains(" ") && !name.contains(":"), "the header name \(name.debugDescription)")
         check(headers[name] != nil, "\(name) does not look itself up")
     }
+    // The checksum the server publishes (Repr-Digest, Content-Digest, Digest, x-amz-checksum-*).
+    for status in [200, 206] {
+        if let published = PublishedChecksum.from(status: status, headers: headers) {
+            check(published.value.count == published.algorithm.length, "a published \(published.algorithm) of \(published.value.count) bytes")
+            _ = PublishedChecksum.shown(published.value, published.algorithm)
+        }
+    }
+    _ = PublishedChecksum.unchecked(headers: headers)
     // DownloadSink.receive(head:), without the file.
     let validators = ResponseValidators(headers: headers)
     _ = validators.ifRangeValue
@@ -480,4 +491,16 @@ func fuzzRedaction(_ data: Data) {
     }
     let escaped = TerminalText.escaped(text)
     check(!escaped.unicodeScalars.contains(where: TerminalText.mustEscape), "a control survives escaping: \(escaped.debugDescription)")
+}
+
+func fuzzChecksumList(_ data: Data) {
+    let list = ChecksumList(String(decoding: data, as: UTF8.self))
+    for (name, hex) in list.entries {
+        check(!name.isEmpty && !name.hasPrefix("./"), "a listed name \(name.debugDescription)")
+        check(hex.utf8.count == 64 && hex.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) },
+              "a listed value \(hex.debugDescription)")
+        check(list.sha256(for: name) == hex, "\(name.debugDescription) does not look itself up")
+        check(!list.ambiguous.contains(name), "\(name.debugDescription) is both listed and ambiguous")
+    }
+    for name in list.ambiguous { check(list.sha256(for: name) == nil, "an ambiguous \(name.debugDescription) gives a value") }
 }

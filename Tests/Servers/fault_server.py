@@ -34,8 +34,10 @@ Only the Python 3.11 standard library is used.
 from __future__ import annotations
 
 import argparse
+import base64
 import email.utils
 import gzip
+import hashlib
 import http
 import json
 import os
@@ -124,6 +126,12 @@ class FaultPlan:
     length_lie: Optional[int] = None  # 200 declaring this Content-Length, whole file, close
     max_active: Optional[int] = None  # 429 (Retry-After: 1) while this many file responses of the key are under way
     new_version_each: bool = False  # every answer is another version: its ETag and Last-Modified name the request
+    # Published checksums, a comma-separated list of: repr (Repr-Digest sha-256 of the whole file),
+    # repr512 (Repr-Digest sha-512 and sha-256), content (Content-Digest sha-256 of the body sent),
+    # legacy (RFC 3230 Digest: SHA-256=), amz-sha256, amz-crc32c (full-object x-amz-checksum-*),
+    # amz-composite (x-amz-checksum-crc32c "...-3", as a multipart object's).
+    digest: tuple[str, ...] = ()
+    digest_wrong: bool = False  # every published checksum is of other bytes (the file and one more)
 
     @classmethod
     def from_query(cls, path: str, query: dict[str, str]) -> "FaultPlan":
@@ -208,6 +216,8 @@ class FaultPlan:
             length_lie=integer("length_lie"),
             max_active=integer("max_active", minimum=1),
             new_version_each=flag("new_version_each"),
+            digest=tuple(part for part in query.get("digest", "").split(",") if part),
+            digest_wrong=flag("digest_wrong"),
         )
 
 
@@ -402,6 +412,22 @@ class ServedFile:
         except (TypeError, ValueError):
             return False
         return int(date.timestamp()) == self.last_modified
+
+
+_CRC32C_TABLE: list[int] = []
+for _byte in range(256):
+    _crc = _byte
+    for _ in range(8):
+        _crc = (_crc >> 1) ^ 0x82F63B78 if _crc & 1 else _crc >> 1
+    _CRC32C_TABLE.append(_crc)
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as S3's x-amz-checksum-crc32c; a byte at a time (test files are small)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = (crc >> 8) ^ _CRC32C_TABLE[(crc ^ byte) & 0xFF]
+    return crc ^ 0xFFFFFFFF
 
 
 def resolve_under(root: str, relative: str) -> Optional[str]:
@@ -864,6 +890,8 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
                 self.send_header("Accept-Ranges", "bytes")
         if content_range is not None:
             self.send_header("Content-Range", content_range)
+        if plan.digest:
+            self.send_digests(plan, served.path, first, length, compressed)
         self.end_headers()
 
         if not send_body:
@@ -875,6 +903,34 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
                 self.send_body(plan, self.file_writer(file.fileno()), first, length)
         if plan.length_lie is not None:
             raise ConnectionAborted()  # whatever was declared, the body is over
+
+    def send_digests(self, plan: FaultPlan, path: str, first: int, length: int, compressed: Optional[bytes]) -> None:
+        """The checksums `plan.digest` names: of the whole file, or of the body this answer sends."""
+        with open(path, "rb") as file:
+            whole = file.read()
+        body = compressed if compressed is not None else whole[first:first + length]
+        if plan.digest_wrong:
+            whole, body = whole + b"x", body + b"x"
+
+        def b64(raw: bytes) -> str:
+            return base64.b64encode(raw).decode("ascii")
+
+        for kind in plan.digest:
+            if kind == "repr":
+                self.send_header("Repr-Digest", f"sha-256=:{b64(hashlib.sha256(whole).digest())}:")
+            elif kind == "repr512":
+                self.send_header("Repr-Digest", f"sha-256=:{b64(hashlib.sha256(whole).digest())}:, "
+                                 f"sha-512=:{b64(hashlib.sha512(whole).digest())}:")
+            elif kind == "content":
+                self.send_header("Content-Digest", f"sha-256=:{b64(hashlib.sha256(body).digest())}:")
+            elif kind == "legacy":
+                self.send_header("Digest", f"SHA-256={b64(hashlib.sha256(body).digest())}")
+            elif kind == "amz-sha256":
+                self.send_header("x-amz-checksum-sha256", b64(hashlib.sha256(whole).digest()))
+            elif kind == "amz-crc32c":
+                self.send_header("x-amz-checksum-crc32c", b64(crc32c(whole).to_bytes(4, "big")))
+            elif kind == "amz-composite":
+                self.send_header("x-amz-checksum-crc32c", b64(crc32c(whole).to_bytes(4, "big")) + "-3")
 
     def send_endless(self, plan: FaultPlan, send_body: bool) -> None:
         """200 with a body that never ends: no Content-Length and

@@ -50,6 +50,28 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(errors(#"{"url": "https://example.com/a", "speed_limit": "fast"}"#).count, 1)
     }
 
+    func testAChecksumListGivesTheSHA256() throws {
+        let jobs = try parse(#"{"url": "https://example.com/r/tool.tar.gz", "checksums": "https://example.com/r/SHA256SUMS", "checksums_name": "dist/tool.tar.gz"}"#).get()
+        XCTAssertEqual(jobs[0].checksums, "https://example.com/r/SHA256SUMS")
+        XCTAssertEqual(jobs[0].checksumsName, "dist/tool.tar.gz")
+        let stored = try JobSpec(stored: jobs[0].storedJSON)
+        XCTAssertEqual(stored.checksums, jobs[0].checksums, "kept in the store")
+        XCTAssertEqual(stored.checksumsName, jobs[0].checksumsName)
+        let sha = String(repeating: "ab", count: 32)
+        for (text, field, says) in [
+            (#"{"url": "https://e.com/a", "checksums": "ftp://e.com/SUMS"}"#, "checksums", "http:// or https://"),
+            (#"{"url": "https://e.com/a", "checksums": "SHA256SUMS"}"#, "checksums", "http:// or https://"),
+            ("{\"url\": \"https://e.com/a\", \"sha256\": \"\(sha)\", \"checksums\": \"https://e.com/SUMS\"}", "checksums", "keep one"),
+            (#"{"url": "https://e.com/a", "checksums_name": "a"}"#, "checksums_name", "goes with"),
+            (#"{"url": "s3://bucket/prefix/", "dest": "out/", "checksums": "https://e.com/SUMS"}"#, "checksums", "is for one file"),
+        ] {
+            let found = errors(text)
+            XCTAssertEqual(found.count, 1, "\(text): \(found)")
+            XCTAssertEqual(found.first?.field, field, text)
+            XCTAssertTrue(found.first.map { "\($0)".contains(says) } ?? false, "\(text): \(found)")
+        }
+    }
+
     func testURLListWithDestinations() throws {
         let text = """
             # mirror

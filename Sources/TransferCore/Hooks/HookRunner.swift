@@ -51,6 +51,11 @@ final class HookRunner: Sendable {
         try outbox.record(due)
     }
 
+    /// `owe`, as a value the caller settles once the store has answered (`OwedHooks.settle`).
+    func owing(_ due: [DueHook]) throws -> OwedHooks {
+        OwedHooks(runner: self, hooks: try owe(due))
+    }
+
     /// The ends were not recorded (another worker took the job, a user cancelled it): nothing is owed.
     func forget(_ due: [DueHook]) {
         for hook in due { outbox.remove(hook) }
@@ -266,5 +271,21 @@ final class OutputTail: Sendable {
             if lines.last == "" { lines.removeLast() }
             return Array(lines.suffix(limit))
         }
+    }
+}
+
+/// What jobs' ends owe their hooks, from the moment before the store records the ends (owed on
+/// disk, so a process killed between the two runs them at least once) until the store has
+/// answered: `settle` then starts the hooks of the ends it recorded and forgets the others
+/// (another worker took the job, a user cancelled it). The one sequence every end of a job
+/// goes through, one job or a batch.
+struct OwedHooks {
+    fileprivate let runner: HookRunner
+    fileprivate let hooks: [DueHook]
+
+    /// Starts the hooks of the jobs whose end was recorded, forgets the rest.
+    func settle(recorded: (_ jobID: String) -> Bool) {
+        runner.forget(hooks.filter { !recorded($0.jobID) })
+        runner.start(hooks.filter { recorded($0.jobID) })
     }
 }

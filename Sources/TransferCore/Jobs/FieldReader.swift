@@ -109,7 +109,8 @@ struct FieldReader {
 /// "Did you mean…?" for misspelt keys: the closest name within two edits.
 public enum Spelling {
     public static func closest(to word: String, in candidates: Set<String>) -> String? {
-        candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
+        // The nearest, and of those at one distance the first in order: the same answer every time.
+        candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= 2 }.min { ($0.1, $0.0) < ($1.1, $1.0) }?.0
     }
 
     static func distance(_ a: String, _ b: String) -> Int {

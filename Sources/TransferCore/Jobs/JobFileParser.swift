@@ -237,7 +237,7 @@ struct Context {
     private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate",
                                                   "on_done", "on_failed", "notify"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
-        .download: ["dest", "connections", "sha256", "overwrite", "region", "endpoint", "profile", "include", "exclude",
+        .download: ["dest", "connections", "sha256", "checksums", "checksums_name", "overwrite", "region", "endpoint", "profile", "include", "exclude",
                     "speed_limit", "speed_time"],
         .put: ["source", "method", "content_type", "sha256"],
         .form: ["fields", "files"],
@@ -344,6 +344,20 @@ struct Context {
             if let sha = spec.sha256, !(sha.count == 64 && sha.allSatisfy(\.isHexDigit)) {
                 fail("sha256", "must be 64 hex digits")
             }
+            if let list = reader.string("checksums") {
+                if spec.sha256 != nil {
+                    fail("checksums", "goes with no \"sha256\": each gives the file's SHA-256", fix: "keep one of them")
+                } else if let parsed = URL(string: list), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""),
+                          parsed.host?.isEmpty == false, !list.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                    spec.checksums = list
+                } else {
+                    fail("checksums", "must be the http:// or https:// URL of a SHA256SUMS list")
+                }
+            }
+            spec.checksumsName = reader.string("checksums_name")
+            if spec.checksumsName != nil && spec.checksums == nil && !reader.has("checksums") {
+                fail("checksums_name", "goes with \"checksums\"", fix: "add the list's URL as \"checksums\", or remove it")
+            }
             if let policy = reader.string("overwrite") {
                 if let value = OverwritePolicy(rawValue: policy) { spec.overwrite = value } else {
                     fail("overwrite", "unknown policy \"\(policy)\"", fix: "use \"refuse\", \"overwrite\" or \"skip\"")
@@ -354,6 +368,9 @@ struct Context {
             if let url, S3Prefix(url) != nil {
                 // A whole prefix goes into a folder, named by "dest".
                 if spec.sha256 != nil { fail("sha256", "a prefix holds many objects: one SHA-256 cannot check them", fix: "remove it") }
+                if spec.checksums != nil {
+                    fail("checksums", "is for one file; a prefix's objects are checked by the checksums S3 keeps", fix: "remove it")
+                }
                 spec.include = include
                 spec.exclude = exclude
                 if let dest = reader.string("dest"), !dest.isEmpty {

@@ -43,6 +43,8 @@ extension JobSpec {
         if let region { object.add("region", region) }
         if let retries { object.add("retries", retries) }
         if let sha256 { object.add("sha256", sha256) }
+        if let checksums { object.add("checksums", checksums) }
+        if let checksumsName { object.add("checksumsName", checksumsName) }
         if let skipUnchanged { object.add("skipUnchanged", .bool(skipUnchanged)) }
         if let source { object.add("source", source) }
         if let transport { object.add("transport", transport) }
@@ -104,6 +106,8 @@ extension JobSpec {
         transport = try string("transport")
         connections = try integer("connections").map(Int.init)
         sha256 = try string("sha256")
+        checksums = try string("checksums")
+        checksumsName = try string("checksumsName")
         if let policy = try string("overwrite") {
             guard let value = OverwritePolicy(rawValue: policy) else { throw StoredSpecError("unknown overwrite \(policy)") }
             overwrite = value

@@ -34,6 +34,10 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var transport: String?
     public var connections: Int?
     public var sha256: String?
+    /// `checksums`: a SHA256SUMS list (http or https) whose line for the file gives its SHA-256,
+    /// and `checksums_name`, the name it is listed under (default: the URL's file name).
+    public var checksums: String?
+    public var checksumsName: String?
     public var overwrite: OverwritePolicy?
     public var retries: Int?
     public var limitRate: Int64?

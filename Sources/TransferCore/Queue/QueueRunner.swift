@@ -7,6 +7,14 @@ import Foundation
 /// One loop owns the decisions; jobs run as tasks and report back through a
 /// mailbox (`Wake`). Its cost per step follows the active jobs: claiming asks
 /// the store's index for as many jobs as there are free slots.
+///
+/// By concern: this file holds the loop, claiming and what each job's outcome
+/// records; `QueueRunner+DurableBatch` makes finished downloads durable and
+/// puts them in place; `QueueRunner+Recovery` completes what a dead run left
+/// finishing; `QueueRunner+Steering` keeps leases, saves progress and follows
+/// the queue's settings and a person's stops. What a job's end owes its hooks
+/// is settled in one way everywhere (`OwedHooks`); how it runs is its
+/// executor's (`Executors/`).
 // @unchecked: its mutable state (active jobs, pending batches, counters) is touched only by the run loop
 // (`run()`, one task reading the mailbox); job tasks and the flusher reach it only through `post`.
 public final class QueueRunner: @unchecked Sendable {
@@ -110,59 +118,52 @@ public final class QueueRunner: @unchecked Sendable {
     let results: ResultFiles
     /// The loop's mailbox: job tasks, the flusher, the ticker and the watcher post here.
     let post = Mailbox<Wake>()
-    private var active: [String: ActiveJob] = [:]
+    var active: [String: ActiveJob] = [:]
     /// What the executors of the job kinds take from this run.
-    private let context: ExecutionContext
+    let context: ExecutionContext
     /// Finished downloads whose "done" is committed in the next batch, after one filesystem sync.
-    private var pendingDone: [PendingDone] = []
+    var pendingDone: [PendingDone] = []
     /// A batch being made durable off the loop (at most one at a time).
-    private var flushing = false
+    var flushing = false
     /// The batch the flusher holds.
-    private var flushingBatch: [PendingDone] = []
-    private let flusher = DispatchQueue(label: "transferd.queue.flush")
-    private var lastFlush = Date()
-    private var rejectedFiles = 0
+    var flushingBatch: [PendingDone] = []
+    let flusher = DispatchQueue(label: "transferd.queue.flush")
+    var lastFlush = Date()
+    var rejectedFiles = 0
     /// Job files whose result files are out of date.
-    private var changedSources: Set<String> = []
-    private var lastResultUpdate = Date()
-    private var lastProgressSave = Date.distantPast
+    var changedSources: Set<String> = []
+    var lastResultUpdate = Date()
+    var lastProgressSave = Date.distantPast
     /// When steering (settings, stops) was last read, and how often it is (seconds).
-    private var lastSteeringRead = Date.distantPast
-    private var steeringInterval: TimeInterval = 0.5
+    var lastSteeringRead = Date.distantPast
+    var steeringInterval: TimeInterval = 0.5
     /// The decisions: claims, per-host limits, busy destinations, what outcomes become.
-    private var scheduler: QueueScheduler
+    var scheduler: QueueScheduler
     /// Jobs paused by this run's shutdown, reported together at the end.
-    private var pausedIDs: [String] = []
+    var pausedIDs: [String] = []
     /// Whether the whole queue is paused (`transferd pause --all`): nothing is claimed. Read at
     /// the start and with each progress save (twice a second).
-    private var queuePaused = false
+    var queuePaused = false
     /// The queue's settings as last read (with the stops, twice a second).
-    private var settings = QueueSettings()
+    var settings = QueueSettings()
     /// The limit the settings or `--limit-rate` ask for now, before a fleet's share.
-    private var wantedLimit: RateLimit?
+    var wantedLimit: RateLimit?
     /// When this worker's leases were last renewed (a shared store's).
-    private var lastLeaseRenewal = Date()
+    var lastLeaseRenewal = Date()
     /// When finishing jobs of workers that died were last looked for (a shared store's).
-    private var lastFinishingSweep = Date()
+    var lastFinishingSweep = Date()
     /// Finishing jobs of a dead run whose partial file another process holds, by id: tried
     /// again every `busyFinishingRetry` seconds; the run does not end before they are.
-    private var busyFinishing: [String: JobRecord] = [:]
-    private var lastBusyFinishingTry = Date()
+    var busyFinishing: [String: JobRecord] = [:]
+    var lastBusyFinishingTry = Date()
     static let busyFinishingRetry: TimeInterval = 5
 
-    /// What a finishing job whose partial file another process writes reports (once).
-    private static func busyFinishingReport(_ job: JobRecord) -> JobRetry {
-        JobRetry(id: job.id, attempt: job.attempts, delay: busyFinishingRetry,
-                 reason: "\(job.spec.destination.map(PartialNames.part(of:)) ?? job.id) is being written by another process; "
-                     + "the job stays finishing until it is free, then puts its file in place")
-    }
-
     /// The limits last written to the store (for `status`).
-    private var savedHostLimits: [String: Int] = [:]
+    var savedHostLimits: [String: Int] = [:]
     /// The maximum they were saved against (`--per-host`, or the queue's setting).
-    private var savedHostMaximum = 0
+    var savedHostMaximum = 0
     /// Runs the hooks of jobs that ended (`on_done`, `on_failed`, `notify`).
-    private let hooks: HookRunner
+    let hooks: HookRunner
 
     public init(layout: QueueLayout, store: QueueStore, options: RunOptions,
                 onEvent: @escaping @Sendable (QueueEvent) -> Void = { _ in }) {
@@ -202,7 +203,7 @@ public final class QueueRunner: @unchecked Sendable {
 
     /// Each host's connections in use and its limit now (refreshed four times a second).
     public var hostUse: [HostUse] { publishedHostUse.current }
-    private let publishedHostUse = Locked<[HostUse]>([])
+    let publishedHostUse = Locked<[HostUse]>([])
 
     /// Runs the queue. The loop, and with it every store call (SQLite, libpq, a reconnect's
     /// backoff), runs on a thread of its own, never on a cooperative thread: the jobs' tasks,
@@ -220,7 +221,7 @@ public final class QueueRunner: @unchecked Sendable {
         #endif
     }
 
-    private func runLoop() async throws -> RunSummary {
+    func runLoop() async throws -> RunSummary {
         var summary = RunSummary()
         try store.enlist()
         settings = try store.settings()
@@ -339,7 +340,7 @@ public final class QueueRunner: @unchecked Sendable {
 
     // MARK: Steps
 
-    private func ingest() throws {
+    func ingest() throws {
         let report = try QueueIngestor(layout: layout, store: store, allowsCommands: options.hooks.allowJobCommands).ingestAll()
         rejectedFiles += report.rejected.count
         if report.files > 0 {
@@ -348,7 +349,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    private func fillSlots() throws {
+    func fillSlots() throws {
         // A worker that was frozen learns what it lost before it claims anything.
         try renewLeasesIfDue()
         guard !queuePaused else { return }
@@ -385,7 +386,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    private func start(_ record: JobRecord, claimSentAt: Double) {
+    func start(_ record: JobRecord, claimSentAt: Double) {
         let job = ActiveJob(record: record, connections: scheduler.connections(jobSetting: record.spec.connections),
                             claimSentAt: claimSentAt)
         active[record.id] = job
@@ -403,7 +404,7 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    private func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {
+    func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {
         let record = job.record
         if job.heldByUser.current {
             // A person paused it: the store holds it (`held`) with its checkpoint, and its partial
@@ -437,16 +438,15 @@ public final class QueueRunner: @unchecked Sendable {
             pendingDone.append(PendingDone(job: job, result: result, elapsed: elapsed))
             onEvent(.completing(id: record.id, bytes: result.size))
         case .done(let size):
-            let due = try hooks.owe(hooks.due(record, .done, bytes: size).map { [$0] } ?? [])
+            let owed = try hooks.owing(hooks.due(record, .done, bytes: size).map { [$0] } ?? [])
             let missed = try store.finishDone([(record.id, size, nil)], at: Date())
             changedSources.insert(record.sourceFile)
+            owed.settle { !missed.contains($0) }
             if missed.isEmpty {
-                hooks.start(due)
                 summary.done += 1
                 onEvent(finished(.done, bytes: size))
                 return
             }
-            hooks.forget(due)
             if try !cancelledMeanwhile(missed).isEmpty {
                 summary.cancelled += 1
                 onEvent(finished(.cancelled, error: "cancelled by the user"))
@@ -462,13 +462,13 @@ public final class QueueRunner: @unchecked Sendable {
             }
         case .fail(let message):
             let message = Redaction.message(message)
-            let due = try hooks.owe(hooks.due(record, .failed, error: message).map { [$0] } ?? [])
+            let owed = try hooks.owing(hooks.due(record, .failed, error: message).map { [$0] } ?? [])
             let recorded = try store.finish(record.id, state: .failed, error: message, bytes: nil, sha256: nil, at: Date())
             changedSources.insert(record.sourceFile)
+            // Not this worker's end to record (cancelled meanwhile, or another worker holds the
+            // job now): no failed hook runs for it.
+            owed.settle { _ in recorded }
             guard recorded else {
-                // Not this worker's end to record (cancelled meanwhile, or another worker holds the
-                // job now): no failed hook runs for it.
-                hooks.forget(due)
                 if try !cancelledMeanwhile([record.id]).isEmpty {
                     summary.cancelled += 1
                     onEvent(finished(.cancelled, error: "cancelled by the user"))
@@ -477,7 +477,6 @@ public final class QueueRunner: @unchecked Sendable {
                 }
                 return
             }
-            hooks.start(due)
             summary.failed += 1
             onEvent(finished(.failed, error: message))
         case .cancelled:
@@ -491,378 +490,13 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    /// Hands the finished downloads to the flusher, which makes them durable
-    /// while the loop goes on filling the slots they freed.
-    private func startFlush() {
-        let batch = pendingDone
-        pendingDone = []
-        lastFlush = Date()
-        flushing = true
-        flushingBatch = batch
-        flusher.async { [self, post] in
-            do {
-                post.yield(.flushed(batch, try makeDurable(batch), nil))
-            } catch {
-                post.yield(.flushed(batch, Flushed(), error))
-            }
-        }
-    }
-
-    /// Makes the finished files durable with one `syncfs` of each filesystem
-    /// they are on, then commits their "done" in one transaction.
-    /// A job whose rename fails (the destination became a folder, a read-only
-    /// folder) fails alone, with the reason: it never stops the run.
-    /// - Returns: the reasons of the jobs whose rename failed, by job id, and the jobs lost to another worker.
-    private func makeDurable(_ batch: [PendingDone]) throws -> Flushed {
-        let unsyncedAll = Self.sync(batch, root: layout.root)
-        let finished = batch.map { ($0.job.record.id, $0.result.size, $0.result.sha256) }
-        // Owed before anything is recorded: a run that dies from here on runs them next time.
-        let owed = try hooks.owe(batch.compactMap { hooks.due($0.job.record, .done, bytes: $0.result.size, sha256: $0.result.sha256) })
-        // Recorded as finishing before the renames, so a run that dies among them completes them next time.
-        // A job a shared store gave to another worker is that worker's to finish: not renamed here.
-        let lost = try store.markFinishing(finished)
-        // A file whose data did not reach the disk is removed, not renamed (Linux may have dropped
-        // the pages it could not write, so its content is unknown and a retry fetches it whole) —
-        // unless another worker holds the job now: the partial file is then that worker's.
-        let unsynced = unsyncedAll.filter { !lost.contains($0.key) }
-        for item in batch where unsynced[item.job.record.id] != nil {
-            if let part = item.result.completedPartPath, Self.namesItsFile(item.result) { unlink(part) }
-        }
-        var failures = unsynced
-        for item in batch where !lost.contains(item.job.record.id) && unsynced[item.job.record.id] == nil {
-            guard let part = item.result.completedPartPath else { continue }
-            // Renamed by its name: one that names another file now (a worker that took the job
-            // over made a new one there, `PartFile.replaced`) is not this run's to put in place.
-            guard Self.namesItsFile(item.result) else {
-                failures[item.job.record.id] = "\(part) is no longer the file this run wrote (another worker took the job "
-                    + "over and made a new one); left to it — `transferd retry \(item.job.record.id)` fetches it again if it fails"
-                continue
-            }
-            if let reason = Self.moveIntoPlace(part: part, destination: item.result.path) {
-                failures[item.job.record.id] = reason
-            } else {
-                // Recorded finishing: the job's checkpoint, and with it the file's tag, have served.
-                item.result.partFile?.untag()
-            }
-        }
-        let owedFailed = try hooks.owe(batch.compactMap { item in
-            failures[item.job.record.id].flatMap { hooks.due(item.job.record, .failed, error: $0) }
-        })
-        var failedUnrecorded: Set<String> = []
-        for (id, reason) in failures where try !store.finish(id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date()) {
-            failedUnrecorded.insert(id)
-        }
-        let missed = try store.finishDone(finished.filter { failures[$0.0] == nil && !lost.contains($0.0) }, at: Date())
-        // A done hook is started only for a job recorded done; a failed rename owes its failed hook instead.
-        let recordedDone = { (hook: DueHook) in failures[hook.jobID] == nil && !lost.contains(hook.jobID) && !missed.contains(hook.jobID) }
-        hooks.forget(owed.filter { !recordedDone($0) } + owedFailed.filter { failedUnrecorded.contains($0.jobID) })
-        hooks.start(owed.filter(recordedDone) + owedFailed.filter { !failedUnrecorded.contains($0.jobID) })
-        // Not recorded done: a user cancelled it while it was renamed, or another worker took it.
-        let cancelled = try cancelledMeanwhile(missed)
-        return Flushed(renameFailures: failures, lost: lost.union(missed.subtracting(cancelled)), cancelled: cancelled)
-    }
-
-    /// Makes a batch's files durable (see `syncFiles`). Nothing is removed here: the caller
-    /// removes the failed ones it still holds.
-    /// - Returns: the reasons, by job id.
-    static func sync(_ batch: [PendingDone], root: String) -> [String: String] {
-        syncFiles(batch.compactMap { item in
-            item.result.completedPartPath.map { (item.job.record.id, $0, item.result.partFile?.fd) }
-        }, root: root)
-    }
-
-    /// One `syncfs` for each filesystem the files and the root are on (a destination inside the
-    /// root may sit on another mount, which the root's `syncfs` does not reach); on a filesystem
-    /// whose `syncfs` reports an error (or that cannot be reached), each of its files alone, so
-    /// only the files whose data did not reach the disk fail.
-    ///
-    /// A file still open (the queue holds each finished download's partial file until its rename)
-    /// is looked at and synced through its descriptor: nothing is opened for it, so a process
-    /// with as many files open as it may still syncs them.
-    /// - Parameters:
-    ///   - files: job id, file path, and the file's descriptor when it is open.
-    ///   - syncfs: `syncfs(2)`; a test watches which filesystems it is given.
-    /// - Returns: the reasons, by job id.
-    static func syncFiles(_ files: [(id: String, path: String, fd: Int32?)], root: String,
-                          syncfs: (Int32) -> Int32 = { linuxSyncfs($0) }) -> [String: String] {
-        func device(_ path: String, _ fd: Int32?) -> dev_t? {
-            var info = stat()
-            let found = fd.map { fstat($0, &info) } ?? stat(path, &info)
-            return found == 0 ? info.st_dev : nil
-        }
-        // Each file's filesystem, looked at once. Files that cannot be looked at are synced alone.
-        let devices = files.map { device($0.path, $0.fd) }
-        var seen: Set<dev_t> = []
-        var synced: Set<dev_t> = []
-        // The root's filesystem first, then the others in the order of their files.
-        for (found, path) in zip([device(root, nil)] + devices, [root] + files.map(\.path)) {
-            guard let found, seen.insert(found).inserted else { continue }
-            // An open file of that filesystem serves; otherwise the path is opened.
-            let held = zip(files, devices).first { $0.1 == found && $0.0.fd != nil }?.0.fd
-            let fd = held ?? open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            if syncfs(fd) == 0 { synced.insert(found) }
-            if held == nil { close(fd) }
-        }
-        var failures: [String: String] = [:]
-        for (file, found) in zip(files, devices) where !(found.map(synced.contains) ?? false) {
-            let fd = file.fd ?? open(file.path, O_RDONLY | O_CLOEXEC)
-            let ok = fd >= 0 && fsync(fd) == 0
-            let reason = String(cString: strerror(errno))
-            if fd >= 0 && file.fd == nil { close(fd) }
-            guard !ok else { continue }
-            failures[file.id] = "sync \(file.path): \(reason); the disk did not take the file's data, so the download was removed "
-                + "(check the disk, then `transferd retry \(file.id)` fetches it again)"
-        }
-        return failures
-    }
-
-    /// Which of the jobs a store did not record done were cancelled by a user meanwhile (the rest
-    /// moved to another worker).
-    private func cancelledMeanwhile(_ ids: Set<String>) throws -> Set<String> {
-        try Set(ids.filter { try store.job($0)?.state == .cancelled })
-    }
-
-    /// Whether `destination` is a regular file of `size` bytes.
-    static func isInPlace(_ destination: String, size: Int64) -> Bool {
-        var info = stat()
-        return lstat(destination, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && Int64(info.st_size) == size
-    }
-
-    /// Renames a finished partial file into place; the reason when that fails.
-    /// Whether a finished download's partial path still names the file it wrote (true when the
-    /// result holds no open file to compare: renamed by name, as before there were locks).
-    static func namesItsFile(_ result: DownloadResult) -> Bool {
-        guard let part = result.completedPartPath, let file = result.partFile else { return true }
-        return PartFile.names(file.fd, part)
-    }
-
-    static func moveIntoPlace(part: String, destination: String) -> String? {
-        guard rename(part, destination) != 0 else { return nil }
-        let failure = POSIXFailure(operation: "rename \(part) to", path: destination)
-        var info = stat()
-        if lstat(destination, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
-            return "the destination \(destination) is a folder; the download is kept in \(part). "
-                + "Remove the folder or give the job another \"dest\", then `transferd retry`"
-        }
-        return "\(failure); the download is kept in \(part)"
-    }
-
-    private func recordDone(_ batch: [PendingDone], _ flushed: Flushed, into summary: inout RunSummary) {
-        let lost = batch.map(\.job.record.id).filter(flushed.lost.contains)
-        if !lost.isEmpty { onEvent(.paused(ids: lost)) }
-        for item in batch where !flushed.lost.contains(item.job.record.id) {
-            let record = item.job.record
-            changedSources.insert(record.sourceFile)
-            if let reason = flushed.renameFailures[record.id] {
-                summary.failed += 1
-                onEvent(Self.finishedEvent(record, state: .failed, bytes: nil, elapsed: item.elapsed, error: reason))
-                continue
-            }
-            if flushed.cancelled.contains(record.id) {
-                summary.cancelled += 1
-                onEvent(Self.finishedEvent(record, state: .cancelled, bytes: nil, elapsed: item.elapsed,
-                                           error: "cancelled by the user while its file was renamed into place (\(item.result.path))"))
-                continue
-            }
-            summary.done += 1
-            onEvent(Self.finishedEvent(record, state: .done, bytes: item.result.size, elapsed: item.elapsed,
-                                       sha256: item.result.sha256, skipped: item.result.skipped))
-        }
-    }
-
-    /// Jobs an earlier run (or a worker that died) left `finishing`: rename what is still at the
-    /// partial path, then done.
-    /// - Parameter reportingBusy: false before the run has reported its start: the caller reports them.
-    private func completeFinishing(reportingBusy: Bool = true) throws {
-        // A shared store hands this worker the jobs of dead ones, not those it holds already:
-        // the busy ones it took earlier are tried again with them.
-        try complete(try store.abandonedFinishing() + busyFinishing.values.map { $0 }, reportingBusy: reportingBusy)
-    }
-
-    /// Renames what is still at the partial path of each of `jobs` (finishing jobs no run of this
-    /// store is finishing), then records them done. A job whose partial file another process
-    /// writes stays finishing, reported once (`reportingBusy`).
-    private func complete(_ given: [JobRecord], reportingBusy: Bool = true) throws {
-        var seenIDs: Set<String> = []
-        let jobs = given.filter { seenIDs.insert($0.id).inserted }
-        let reported = Set(busyFinishing.keys)
-        busyFinishing = [:]
-        lastBusyFinishingTry = Date()
-        guard !jobs.isEmpty else { return }
-        var finished: [(id: String, bytes: Int64, sha256: String?)] = []
-        var finishedJobs: [JobRecord] = []
-        // Each end owes its hook here too (a done hook the dead run owed already is not owed twice).
-        func fail(_ job: JobRecord, _ reason: String) throws {
-            let due = try hooks.owe(hooks.due(job, .failed, error: reason).map { [$0] } ?? [])
-            if try store.finish(job.id, state: .failed, error: reason, bytes: nil, sha256: nil, at: Date()) {
-                hooks.start(due)
-            } else {
-                hooks.forget(due)
-            }
-        }
-        for job in jobs {
-            guard let destination = job.spec.destination else { continue }
-            let part = PartialNames.finishingPart(of: destination)
-            changedSources.insert(job.sourceFile)
-            do {
-                // Between runs a folder may have been swapped for a link: checked again before the rename.
-                try ConfinedPath.check(destination, root: layout.root, create: false)
-            } catch {
-                try fail(job, String(describing: error))
-                continue
-            }
-            let size = job.bytesTotal ?? job.bytesDone
-            // Renamed under its lock: a `get` to the same destination may be writing a new
-            // partial file since, and that file is not this job's to put in place. Left finishing
-            // while another process holds it, and tried again (`busyFinishing`).
-            let held: PartFile?
-            do {
-                held = try PartFile.lockExisting(part, takingOver: false)
-            } catch DownloadError.partInUse {
-                if reportingBusy && !reported.contains(job.id) { onEvent(.retrying(Self.busyFinishingReport(job))) }
-                busyFinishing[job.id] = job
-                continue
-            } catch {
-                try fail(job, String(describing: error))
-                continue
-            }
-            defer { held?.close() }
-            // A partial file that is there but could not be opened to lock (no permission, no
-            // descriptor free) is renamed without its lock, as before there were locks: a rename
-            // needs only the folder.
-            if held != nil || DownloadEngine.exists(part), let reason = Self.moveIntoPlace(part: part, destination: destination),
-               !Self.isInPlace(destination, size: size) {
-                // Fails alone, with the reason: it must not stop this run or the next. (Another worker
-                // may have renamed it a moment ago: then it is in place, and done.)
-                try fail(job, reason)
-                continue
-            }
-            guard Self.isInPlace(destination, size: size) else {
-                try fail(job, "neither \(part) nor \(destination) is there (\(size) bytes) "
-                         + "to complete the download; with a shared store, every worker must reach the destination "
-                         + "at the same path. `transferd retry \(job.id)` fetches it again")
-                continue
-            }
-            // This process never saw the tag (a dead run set it): taken off whether it is there or not.
-            held?.untag(always: true)
-            finished.append((job.id, size, job.sha256))
-            finishedJobs.append(job)
-        }
-        let alreadyOwed = hooks.owedJobs(in: .done)
-        let due = try hooks.owe(finishedJobs.filter { !alreadyOwed.contains($0.id) }.compactMap { job in
-            hooks.due(job, .done, bytes: job.bytesTotal ?? job.bytesDone, sha256: job.sha256)
-        })
-        let missed = try store.finishDone(finished, at: Date())
-        hooks.forget(due.filter { missed.contains($0.jobID) })
-        hooks.start(due.filter { !missed.contains($0.jobID) })
-    }
-
-    private func updateResultFiles() throws {
+    func updateResultFiles() throws {
         lastResultUpdate = Date()
         guard !changedSources.isEmpty else { return }
         try results.update(sourceFiles: changedSources)
         changedSources = []
     }
 
-    /// Writes the adapted host limits where `status` reads them, when they changed.
-    private func saveHostLimitsIfChanged() throws {
-        let reduced = scheduler.hostLimits.reduced
-        let maximum = scheduler.hostLimits.maximum
-        guard reduced != savedHostLimits || (maximum != savedHostMaximum && !reduced.isEmpty) else { return }
-        savedHostMaximum = maximum
-        try store.saveHostLimits(reduced, maximum: scheduler.hostLimits.maximum)
-        savedHostLimits = reduced
-    }
-
-    /// Keeps what the queue's settings (`transferd limit`) or this run's flags ask for now: the
-    /// rate, the jobs at once and the connections per host.
-    private func applySettings(renewingShare: Bool = false) throws {
-        try applyRateLimit(renewingShare: renewingShare)
-        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
-        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
-    }
-
-    /// Keeps the limit asked for now: the queue's `rate_limit` setting (a rate, `UP:DOWN` or a
-    /// timetable, set by `transferd limit` for every run), else this run's `--limit-rate`. A
-    /// shared store's worker keeps its share of each rate (`QueueStore.rateShare`), asked again
-    /// when the limit changes and when `renewingShare` (the workers may have changed).
-    private func applyRateLimit(renewingShare: Bool = false) throws {
-        let schedule = settings.rateLimit.flatMap { try? RateSchedule.parse($0) }
-            ?? RateSchedule(options.limitRate.map { RateLimit(total: $0) } ?? .off)
-        let wanted = schedule.limit(at: Date())
-        guard wanted != wantedLimit || renewingShare else { return }
-        wantedLimit = wanted
-        bandwidth.apply(try wanted.map { try store.rateShare(of: $0) })
-    }
-
-    /// Renews this worker's leases at a third of their length; jobs it lost stop without a trace.
-    private func renewLeasesIfDue() throws {
-        guard let lease = store.leaseSeconds, Date().timeIntervalSince(lastLeaseRenewal) >= lease / 3 else { return }
-        lastLeaseRenewal = Date()
-        try applyRateLimit(renewingShare: true)
-        if Date().timeIntervalSince(lastFinishingSweep) >= lease {
-            // Downloads a dead worker left complete but not renamed: completed here.
-            lastFinishingSweep = Date()
-            try completeFinishing()
-        }
-        for id in try store.renewLeases() {
-            busyFinishing[id] = nil
-            guard let job = active[id] else { continue }
-            job.leaseLost.withLock { $0 = true }
-            job.task?.cancel()
-        }
-    }
-
-    private func saveProgressAndHonourStops() throws {
-        var snapshots: [String: ProgressSnapshot] = [:]
-        let now = Date()
-        var reports: [JobProgress] = []
-        for (id, job) in active {
-            // A checkpoint the shared store refused: another worker has the job; this one stops now.
-            if job.leaseLost.current { job.task?.cancel() }
-            guard let (written, total) = job.engine.current?.progress() ?? job.uploadProgress.current else { continue }
-            reports.append(JobProgress(id: id, bytesDone: written, bytesTotal: total))
-            job.progress.speed = RunProgress.smooth(job.progress.speed, delta: max(0, written - job.progress.bytesDone),
-                                                    interval: now.timeIntervalSince(job.progressTime))
-            job.progress.bytesDone = written
-            job.progress.bytesTotal = total
-            job.progressTime = now
-            snapshots[id] = job.progress
-        }
-        // Sent even when empty: it is the renderers' clock (retry countdowns).
-        onEvent(.progress(reports))
-        // The store's snapshots (for `status`) twice a second.
-        guard now.timeIntervalSince(lastProgressSave) >= 0.5 else { return }
-        lastProgressSave = now
-        try store.saveProgress(snapshots)
-        try saveHostLimitsIfChanged()
-        if now.timeIntervalSince(lastSteeringRead) >= steeringInterval { try readSteering() }
-    }
-
-    /// How often steering is read when the store's feed tells of changes (seconds): a change
-    /// the feed missed (its connection was down) waits this long at most.
-    static let steeringIntervalWithFeed: TimeInterval = 5
-
-    /// Reads the queue's settings and the stops asked for this run's jobs, and follows them.
-    private func readSteering() throws {
-        lastSteeringRead = Date()
-        let steering = try store.steering(among: Array(active.keys))
-        settings = steering.settings
-        try applySettings()
-        let wasPaused = queuePaused
-        queuePaused = settings.paused
-        // Resumed: claim at once, not after the scheduler's next look.
-        if wasPaused && !queuePaused { scheduler.somethingChanged() }
-        for (id, stop) in steering.stops {
-            guard let job = active[id] else { continue }
-            switch stop {
-            case .cancel: job.cancelledByUser.withLock { $0 = true }
-            case .hold: job.heldByUser.withLock { $0 = true }
-            }
-            job.task?.cancel()
-        }
-    }
 }
 
 extension QueueRunner {
@@ -894,26 +528,3 @@ extension QueueRunner {
     }
 }
 
-/// One instance of each backend for the whole run, made on first use.
-final class TransportPool: Sendable {
-    private let transports = Locked<[String: Transport]>([:])
-    private let log: (@Sendable (String) -> Void)?
-
-    init(log: (@Sendable (String) -> Void)? = nil) {
-        self.log = log
-    }
-
-    func transport(named name: String) -> Transport {
-        transports.withLock { pool in
-            if let existing = pool[name] { return existing }
-            var made: Transport = name == "urlsession" ? URLSessionTransport() : CurlTransport()
-            if let log { made = LoggingTransport(made, write: log) }
-            pool[name] = made
-            return made
-        }
-    }
-}
-
-/// syncfs(2): flushes one filesystem (declared only under _GNU_SOURCE, which Swift's Glibc module lacks).
-@_silgen_name("syncfs")
-func linuxSyncfs(_ fd: Int32) -> Int32

@@ -2,12 +2,17 @@ import CCrypto
 
 /// An incremental MD5 or SHA-256 (OpenSSL EVP), for upload checksums.
 struct Digest: ~Copyable {
-    enum Algorithm { case md5, sha256 }
+    enum Algorithm { case md5, sha256, sha512 }
     private let context: OpaquePointer
 
     init(_ algorithm: Algorithm) {
         context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, algorithm == .md5 ? EVP_md5() : EVP_sha256(), nil)
+        let method: OpaquePointer? = switch algorithm {
+        case .md5: EVP_md5()
+        case .sha256: EVP_sha256()
+        case .sha512: EVP_sha512()
+        }
+        EVP_DigestInit_ex(context, method, nil)
     }
 
     deinit { EVP_MD_CTX_free(context) }

@@ -2,7 +2,7 @@ import Foundation
 import TransferCore
 
 /// A command-line option: its spellings, whether it takes a value, and its help text.
-struct OptionSpec {
+struct OptionSpec: Sendable {
     let names: [String]
     let valueName: String?
     let help: String
@@ -50,7 +50,8 @@ struct ParsedArguments {
                 inlineValue = String(argument[argument.index(after: equals)...])
             }
             guard let spec = specs.first(where: { $0.names.contains(name) }) else {
-                throw UsageError("unknown option \(name) for '\(command)'; see transferd \(command) --help")
+                let guess = Spelling.closest(to: name, in: Set(specs.flatMap(\.names))).map { " (did you mean \($0)?)" } ?? ""
+                throw UsageError("unknown option \(name) for '\(command)'\(guess); see transferd \(command) --help")
             }
             if let valueName = spec.valueName {
                 if let inlineValue {
@@ -98,6 +99,18 @@ struct ParsedArguments {
 struct UsageError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// What a command says of itself: the one place its usage, summary and options are written,
+/// from which `--help`, the CLI reference (docs/cli.md) and the shell completions are made.
+struct CommandHelp: Sendable {
+    let name: String
+    let usage: String
+    let summary: String
+    let options: [OptionSpec]
+
+    /// The `--help` text.
+    var text: String { helpText(usage: usage, summary: summary, specs: options) }
 }
 
 /// Renders `--help` text for a command.

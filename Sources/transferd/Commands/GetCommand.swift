@@ -7,6 +7,8 @@ enum GetCommand {
         OptionSpec("-o", "--output", value: "PATH", help: "where to save (a file, or an existing directory)"),
         OptionSpec("-c", "--connections", value: "N", help: "parallel range connections for this file (default: 1)"),
         OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
+        OptionSpec("--checksums", value: "URL", help: "a SHA256SUMS list whose line for the file gives its expected SHA-256"),
+        OptionSpec("--checksums-name", value: "NAME", help: "the name the file has in --checksums (default: the URL's file name)"),
         OptionSpec("--overwrite", help: "replace an existing destination once the new file is verified"),
         OptionSpec("--skip-existing", help: "keep an existing destination that matches the remote"),
         OptionSpec("--skip-unchanged", help: "the same as --skip-existing; for a prefix: keep files whose size and ETag match the listing"),
@@ -23,6 +25,10 @@ enum GetCommand {
     static let usage = "transferd get URL [-o PATH] [--transport curl|urlsession] [--connections N] [--sha256 HEX] [options]\n"
         + "       transferd get s3://BUCKET/PREFIX/ -o DIR [--include GLOB] [--exclude GLOB] [-j N] [--skip-unchanged] [options]"
 
+    static let help = CommandHelp(name: "get", usage: usage,
+                                  summary: "Download URL to a file, resumably: run the same command again after any failure.",
+                                  options: specs)
+
     static func run(_ argv: [String]) async -> ExitCode {
         let arguments: ParsedArguments
         let options: DownloadOptions
@@ -30,7 +36,7 @@ enum GetCommand {
         do {
             arguments = try ParsedArguments.parse(argv, specs: specs, command: "get")
             if arguments.has("--help") {
-                Output.out(helpText(usage: usage, summary: "Download URL to a file, resumably: run the same command again after any failure.", specs: specs))
+                Output.out(help.text)
                 return .success
             }
             if arguments.positionals.count == 1, let prefix = S3Prefix(arguments.positionals[0]) {
@@ -89,6 +95,14 @@ enum GetCommand {
                 throw UsageError("--sha256 needs 64 hex digits")
             }
         }
+        let checksums = try arguments.value("--checksums").map { text -> URL in
+            guard arguments.value("--sha256") == nil else { throw UsageError("give --sha256 or --checksums, not both") }
+            guard let list = URL(string: text), ["http", "https"].contains(list.scheme?.lowercased() ?? ""), list.host != nil else {
+                throw UsageError("--checksums needs an http:// or https:// URL of a SHA256SUMS list, not '\(Redaction.url(string: text))'")
+            }
+            return list
+        }
+        if arguments.has("--checksums-name") && checksums == nil { throw UsageError("--checksums-name goes with --checksums") }
         for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
             throw UsageError("\(option) is for an s3:// prefix (a URL ending with /)")
         }
@@ -111,6 +125,8 @@ enum GetCommand {
             maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
             maxRate: try arguments.byteSize("--limit-rate"))
         options.lowSpeed = try TransferFlags.lowSpeed(arguments)
+        options.checksumsURL = checksums
+        options.checksumsName = arguments.value("--checksums-name")
         source?.configure(&options)
         return options
     }

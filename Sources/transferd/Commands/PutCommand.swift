@@ -25,6 +25,11 @@ enum PutCommand {
 
     static let usage = "transferd put PATH URL [--form NAME=VALUE ...] [--checksum md5|sha256] [options]"
 
+    static let help = CommandHelp(name: "put", usage: usage, summary: """
+        Uploads PATH to URL: a streamed PUT with an exact Content-Length by default, or a
+        multipart/form-data POST when --form is given (PATH is then the form's file).
+        """, options: specs)
+
     static func run(_ argv: [String]) async -> ExitCode {
         let arguments: ParsedArguments
         let options: UploadOptions
@@ -35,10 +40,7 @@ enum PutCommand {
                 return await runS3(arguments, location: location)
             }
             if arguments.has("--help") {
-                Output.out(helpText(usage: usage, summary: """
-                    Uploads PATH to URL: a streamed PUT with an exact Content-Length by default, or a
-                    multipart/form-data POST when --form is given (PATH is then the form's file).
-                    """, specs: specs))
+                Output.out(help.text)
                 return .success
             }
             options = try uploadOptions(arguments)

@@ -7,16 +7,18 @@ enum QueueCommands {
 
     // MARK: status
 
+    static let statusHelp = CommandHelp(name: "status", usage: "transferd status [--queue QUEUE_DIR] [--json | --watch] | --watch --remote URL",
+                               summary: "Shows every job's state, progress and last error; works while `transferd run` is active.",
+                               options: [QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job, streamed"),
+                                         OptionSpec("--all", help: "list every job, however many (a queue of over \(StatusTable.listedWhole) is summed up)"),
+                                         OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
+                                         OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
+                                         OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"),
+                                         OptionSpec("--remote", value: "URL", help: "watch the run serving its control API at URL (transferd run --listen) instead"),
+                                         OptionSpec("--api-token-file", value: "FILE", help: "the remote run's API token (also: TRANSFERD_API_TOKEN)"), help])
+
     static func status(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, OptionSpec("--json", help: "one JSON object per job, streamed"),
-                     OptionSpec("--all", help: "list every job, however many (a queue of over \(StatusTable.listedWhole) is summed up)"),
-                     OptionSpec("-w", "--watch", help: "a live view of the run working this queue, until Ctrl-C"),
-                     OptionSpec("--interval", value: "SECONDS", help: "seconds between refreshes of --watch (default: 0.5)"),
-                     OptionSpec("--no-color", help: "no colour in the --watch view (also: NO_COLOR=1)"),
-                     OptionSpec("--remote", value: "URL", help: "watch the run serving its control API at URL (transferd run --listen) instead"),
-                     OptionSpec("--api-token-file", value: "FILE", help: "the remote run's API token (also: TRANSFERD_API_TOKEN)"), help]
-        return command("status", argv, specs: specs, usage: "transferd status [--queue QUEUE_DIR] [--json | --watch] | --watch --remote URL",
-                       summary: "Shows every job's state, progress and last error; works while `transferd run` is active.") { arguments in
+        return command(statusHelp, argv) { arguments in
             if let remote = arguments.value("--remote") {
                 return try remoteWatch(remote, arguments)
             }
@@ -118,10 +120,12 @@ enum QueueCommands {
 
     static let allowJobHooks = OptionSpec("--allow-job-hooks", help: "take on_done / on_failed commands from job files (they run as you)")
 
+    static let ingestHelp = CommandHelp(name: "ingest", usage: "transferd ingest [--queue QUEUE_DIR] [--root DIR] [--store URL]",
+                               summary: "Records the job files waiting in the queue without running them (run does this first).",
+                               options: [QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, allowJobHooks, help])
+
     static func ingest(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, allowJobHooks, help]
-        return command("ingest", argv, specs: specs, usage: "transferd ingest [--queue QUEUE_DIR] [--root DIR] [--store URL]",
-                       summary: "Records the job files waiting in the queue without running them (run does this first).") { arguments in
+        return command(ingestHelp, argv) { arguments in
             let layout = try QueueFlags.layout(arguments, command: "ingest", allowsPositional: true)
             if try QueueFlags.storeURL(arguments) != nil {
                 try QueueFlags.requireQueueFolder(layout, command: "ingest", uses: "reads the job files waiting there")
@@ -141,14 +145,15 @@ enum QueueCommands {
 
     // MARK: add
 
+    static let addHelp = CommandHelp(name: "add", usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR] | transferd add --upload PATH URL",
+                               summary: "Writes a job file into the queue: one download job per URL, or one upload job. "
+                                   + "With --store, records the jobs in the shared store at once.",
+                               options: [OptionSpec("-o", "--output", value: "DIR", help: "folder (relative to the root) to download into"),
+                                         OptionSpec("--upload", value: "PATH", help: "an upload job instead: PATH to the URL (http(s): PUT; s3://: S3 upload)"),
+                                         QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, help])
+
     static func add(_ argv: [String]) -> ExitCode {
-        let specs = [OptionSpec("-o", "--output", value: "DIR", help: "folder (relative to the root) to download into"),
-                     OptionSpec("--upload", value: "PATH", help: "an upload job instead: PATH to the URL (http(s): PUT; s3://: S3 upload)"),
-                     QueueFlags.queueSpec, QueueFlags.rootSpec, QueueFlags.storeSpec, help]
-        return command("add", argv, specs: specs,
-                       usage: "transferd add URL... [-o DIR] [--queue QUEUE_DIR] | transferd add --upload PATH URL",
-                       summary: "Writes a job file into the queue: one download job per URL, or one upload job. "
-                           + "With --store, records the jobs in the shared store at once.") { arguments in
+        return command(addHelp, argv) { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one URL") }
             let layout = try QueueFlags.layout(arguments, command: "add")
             // With --store the jobs go straight into the shared store: no queue folder needed.
@@ -196,10 +201,12 @@ enum QueueCommands {
 
     // MARK: validate
 
+    static let validateHelp = CommandHelp(name: "validate", usage: "transferd validate FILE... [--root DIR] [--allow-job-hooks]",
+                               summary: "Checks job files without running anything. Exit 0 when all are valid, 2 otherwise.",
+                               options: [QueueFlags.rootSpec, allowJobHooks, help])
+
     static func validate(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.rootSpec, allowJobHooks, help]
-        return command("validate", argv, specs: specs, usage: "transferd validate FILE... [--root DIR] [--allow-job-hooks]",
-                       summary: "Checks job files without running anything. Exit 0 when all are valid, 2 otherwise.") { arguments in
+        return command(validateHelp, argv) { arguments in
             guard !arguments.positionals.isEmpty else { throw UsageError("give at least one job file") }
             var allValid = true
             for path in arguments.positionals {
@@ -245,11 +252,13 @@ enum QueueCommands {
 
     // MARK: retry, cancel
 
+    static let retryHelp = CommandHelp(name: "retry", usage: "transferd retry ID|--failed [--queue QUEUE_DIR] [--store URL]",
+                               summary: "Puts failed or cancelled jobs back in the queue; the next `transferd run` runs them.",
+                               options: [OptionSpec("--failed", help: "every failed job"),
+                                         QueueFlags.queueSpec, QueueFlags.storeSpec, help])
+
     static func retry(_ argv: [String]) -> ExitCode {
-        let specs = [OptionSpec("--failed", help: "every failed job"),
-                     QueueFlags.queueSpec, QueueFlags.storeSpec, help]
-        return command("retry", argv, specs: specs, usage: "transferd retry ID|--failed [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Puts failed or cancelled jobs back in the queue; the next `transferd run` runs them.") { arguments in
+        return command(retryHelp, argv) { arguments in
             let layout = try QueueFlags.layout(arguments, command: "retry")
             if arguments.has("--failed"), let given = arguments.positionals.first {
                 // It was ignored before: a folder meant as the queue retried ./queue.d's jobs.
@@ -279,10 +288,12 @@ enum QueueCommands {
         }
     }
 
+    static let cancelHelp = CommandHelp(name: "cancel", usage: "transferd cancel ID [--queue QUEUE_DIR] [--store URL]",
+                               summary: "Cancels a job; a running one is stopped by the `transferd run` working it.",
+                               options: [QueueFlags.queueSpec, QueueFlags.storeSpec, help])
+
     static func cancel(_ argv: [String]) -> ExitCode {
-        let specs = [QueueFlags.queueSpec, QueueFlags.storeSpec, help]
-        return command("cancel", argv, specs: specs, usage: "transferd cancel ID [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Cancels a job; a running one is stopped by the `transferd run` working it.") { arguments in
+        return command(cancelHelp, argv) { arguments in
             guard arguments.positionals.count == 1 else { throw UsageError("give one job ID") }
             let id = arguments.positionals[0]
             let store = try QueueFlags.openStore(try QueueFlags.layout(arguments, command: "cancel"), arguments)
@@ -297,12 +308,13 @@ enum QueueCommands {
     }
 
     /// Parses, handles --help, runs `body`, and maps errors to exit codes.
-    private static func command(_ name: String, _ argv: [String], specs: [OptionSpec], usage: String, summary: String,
+    private static func command(_ help: CommandHelp, _ argv: [String],
                                 _ body: (ParsedArguments) throws -> ExitCode) -> ExitCode {
+        let name = help.name
         do {
-            let arguments = try ParsedArguments.parse(argv, specs: specs, command: name)
+            let arguments = try ParsedArguments.parse(argv, specs: help.options, command: name)
             if arguments.has("--help") {
-                Output.out(helpText(usage: usage, summary: summary, specs: specs))
+                Output.out(help.text)
                 return .success
             }
             return try body(arguments)

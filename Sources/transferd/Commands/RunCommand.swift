@@ -27,6 +27,12 @@ enum RunCommand {
 
     static let usage = "transferd run [--queue QUEUE_DIR] [--watch] [--jobs N] [--limit-rate RATE] [options]"
 
+    static let help = CommandHelp(name: "run", usage: usage, summary: """
+        Ingests the job files in QUEUE_DIR (default ./queue.d), runs every runnable job and exits:
+        0 when every job is done, 1 when any failed, 2 for usage errors or rejected job files,
+        130 when interrupted.
+        """, options: specs)
+
     static func run(_ argv: [String]) async -> ExitCode {
         let arguments: ParsedArguments
         var options = RunOptions()
@@ -34,11 +40,7 @@ enum RunCommand {
         do {
             arguments = try ParsedArguments.parse(argv, specs: specs, command: "run")
             if arguments.has("--help") {
-                Output.out(helpText(usage: usage, summary: """
-                    Ingests the job files in QUEUE_DIR (default ./queue.d), runs every runnable job and exits:
-                    0 when every job is done, 1 when any failed, 2 for usage errors or rejected job files,
-                    130 when interrupted.
-                    """, specs: specs))
+                Output.out(help.text)
                 return .success
             }
             guard arguments.positionals.count <= 1 else { throw UsageError("one queue folder at a time") }

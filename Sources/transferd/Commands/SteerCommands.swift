@@ -9,16 +9,17 @@ enum SteerCommands {
     private static let queueSpec = QueueFlags.queueSpec
     private static let help = OptionSpec("-h", "--help", help: "show this help")
 
+    static let pauseHelp = CommandHelp(name: "pause", usage: "transferd pause ID... | --state STATE | --host HOST | --all [--finish-running] [--queue QUEUE_DIR] [--store URL]",
+                               summary: "Holds jobs until `transferd resume`: a held job keeps its partial file and goes on from it; "
+                                   + "a running one stops within a second.",
+                               options: [queueSpec, QueueFlags.storeSpec,
+                                         OptionSpec("--state", value: "STATE", help: "every job in STATE: queued, waiting, paused or running"),
+                                         OptionSpec("--host", value: "HOST", help: "every job of HOST that is not held or ended"),
+                                         OptionSpec("--all", help: "the whole queue: nothing new starts, and the jobs under way stop, until `transferd resume --all`"),
+                                         OptionSpec("--finish-running", help: "with --all: the jobs under way finish; only new starts wait"), help])
+
     static func pause(_ argv: [String]) -> ExitCode {
-        let specs = [queueSpec, QueueFlags.storeSpec,
-                     OptionSpec("--state", value: "STATE", help: "every job in STATE: queued, waiting, paused or running"),
-                     OptionSpec("--host", value: "HOST", help: "every job of HOST that is not held or ended"),
-                     OptionSpec("--all", help: "the whole queue: nothing new starts, and the jobs under way stop, until `transferd resume --all`"),
-                     OptionSpec("--finish-running", help: "with --all: the jobs under way finish; only new starts wait"), help]
-        return command("pause", argv, specs: specs,
-                       usage: "transferd pause ID... | --state STATE | --host HOST | --all [--finish-running] [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Holds jobs until `transferd resume`: a held job keeps its partial file and goes on from it; "
-                           + "a running one stops within a second.") { arguments, store in
+        return command(pauseHelp, argv) { arguments, store in
             let selection = try JobSelection(arguments, verb: "pause")
             if arguments.has("--finish-running") && !selection.all {
                 throw UsageError("--finish-running goes with --all (it lets the jobs under way finish while the queue is paused)")
@@ -47,12 +48,14 @@ enum SteerCommands {
         }
     }
 
+    static let resumeHelp = CommandHelp(name: "resume", usage: "transferd resume ID... | --host HOST | --all [--queue QUEUE_DIR] [--store URL]",
+                               summary: "Queues held jobs again; each goes on from where it stopped. --all also lets a paused queue run.",
+                               options: [queueSpec, QueueFlags.storeSpec,
+                                         OptionSpec("--host", value: "HOST", help: "every held job of HOST"),
+                                         OptionSpec("--all", help: "the whole queue: it runs again, and every held job is queued again"), help])
+
     static func resume(_ argv: [String]) -> ExitCode {
-        let specs = [queueSpec, QueueFlags.storeSpec,
-                     OptionSpec("--host", value: "HOST", help: "every held job of HOST"),
-                     OptionSpec("--all", help: "the whole queue: it runs again, and every held job is queued again"), help]
-        return command("resume", argv, specs: specs, usage: "transferd resume ID... | --host HOST | --all [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Queues held jobs again; each goes on from where it stopped. --all also lets a paused queue run.") { arguments, store in
+        return command(resumeHelp, argv) { arguments, store in
             let selection = try JobSelection(arguments, verb: "resume")
             if let ids = selection.ids {
                 try change(ids, in: store, by: store.unhold, saying: unholdLine)
@@ -76,13 +79,14 @@ enum SteerCommands {
         }
     }
 
+    static let prioritizeHelp = CommandHelp(name: "prioritize", usage: "transferd prioritize ID... [--priority N | --top] [--queue QUEUE_DIR] [--store URL]",
+                               summary: "Changes the order jobs start in: --top (the default) runs them next, --priority N sets it.",
+                               options: [queueSpec, QueueFlags.storeSpec,
+                                         OptionSpec("--priority", value: "N", help: "the priority to set (higher runs first; job files default to 0)"),
+                                         OptionSpec("--top", help: "ahead of every job waiting now (the default)"), help])
+
     static func prioritize(_ argv: [String]) -> ExitCode {
-        let specs = [queueSpec, QueueFlags.storeSpec,
-                     OptionSpec("--priority", value: "N", help: "the priority to set (higher runs first; job files default to 0)"),
-                     OptionSpec("--top", help: "ahead of every job waiting now (the default)"), help]
-        return command("prioritize", argv, specs: specs, usage: "transferd prioritize ID... [--priority N | --top] [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Changes the order jobs start in: --top (the default) runs them next, --priority N sets it.",
-                       select: false) { arguments, store in
+        return command(prioritizeHelp, argv, select: false) { arguments, store in
             guard !arguments.positionals.isEmpty else { throw UsageError("give the job IDs to move") }
             guard !(arguments.has("--priority") && arguments.has("--top")) else { throw UsageError("give --priority N or --top, not both") }
             let priority: Int
@@ -110,20 +114,20 @@ enum SteerCommands {
         }
     }
 
+    static let limitHelp = CommandHelp(name: "limit", usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...'] [--jobs N] [--per-host N] | --clear "
+                                   + "[--queue QUEUE_DIR] [--store URL]",
+                               summary: "Shows or sets the queue's bandwidth limit and how many jobs each run transfers at once, for "
+                                   + "every run and worker of it; a running one keeps a change within a second. RATE caps uploads and "
+                                   + "downloads together (512K, 10M); UP:DOWN caps each (either may be off); a timetable changes it "
+                                   + "by the local time of day. `default` (for the rate, --jobs or --per-host) gives runs their own back.",
+                               options: [queueSpec, QueueFlags.storeSpec,
+                                         OptionSpec("--jobs", value: "N", help: "jobs each run transfers at once, 1 to 1000 (default: each run's own --jobs)"),
+                                         OptionSpec("--per-host", value: "N", help: "connections one host gets at once in each run, 1 to 1000 (default: each run's own --per-host)"),
+                                         OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate, --jobs and --per-host again"),
+                                         help])
+
     static func limit(_ argv: [String]) -> ExitCode {
-        let specs = [queueSpec, QueueFlags.storeSpec,
-                     OptionSpec("--jobs", value: "N", help: "jobs each run transfers at once, 1 to 1000 (default: each run's own --jobs)"),
-                     OptionSpec("--per-host", value: "N", help: "connections one host gets at once in each run, 1 to 1000 (default: each run's own --per-host)"),
-                     OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate, --jobs and --per-host again"),
-                     help]
-        return command("limit", argv, specs: specs,
-                       usage: "transferd limit [RATE | UP:DOWN | off | 'HH:MM,RATE HH:MM,RATE ...'] [--jobs N] [--per-host N] | --clear "
-                           + "[--queue QUEUE_DIR] [--store URL]",
-                       summary: "Shows or sets the queue's bandwidth limit and how many jobs each run transfers at once, for "
-                           + "every run and worker of it; a running one keeps a change within a second. RATE caps uploads and "
-                           + "downloads together (512K, 10M); UP:DOWN caps each (either may be off); a timetable changes it "
-                           + "by the local time of day. `default` (for the rate, --jobs or --per-host) gives runs their own back.",
-                       select: false) { arguments, store in
+        return command(limitHelp, argv, select: false) { arguments, store in
             let given = arguments.positionals.joined(separator: " ")
             let change: LimitChange
             do {
@@ -146,15 +150,15 @@ enum SteerCommands {
         }
     }
 
+    static let purgeHelp = CommandHelp(name: "purge", usage: "transferd purge [--state done,failed,cancelled] [--older-than AGE] [--queue QUEUE_DIR] [--store URL]",
+                               summary: "Forgets ended jobs, so a long-lived queue's store stays small. Result files already written "
+                                   + "in done/ and failed/ stay; the job files stay known, so dropping one again adds nothing.",
+                               options: [queueSpec, QueueFlags.storeSpec,
+                                         OptionSpec("--state", value: "STATES", help: "which ended jobs: done, failed, cancelled, comma-separated (default: done)"),
+                                         OptionSpec("--older-than", value: "AGE", help: "only jobs that ended longer ago than AGE: 90s, 30m, 12h, 7d"), help])
+
     static func purge(_ argv: [String]) -> ExitCode {
-        let specs = [queueSpec, QueueFlags.storeSpec,
-                     OptionSpec("--state", value: "STATES", help: "which ended jobs: done, failed, cancelled, comma-separated (default: done)"),
-                     OptionSpec("--older-than", value: "AGE", help: "only jobs that ended longer ago than AGE: 90s, 30m, 12h, 7d"), help]
-        return command("purge", argv, specs: specs,
-                       usage: "transferd purge [--state done,failed,cancelled] [--older-than AGE] [--queue QUEUE_DIR] [--store URL]",
-                       summary: "Forgets ended jobs, so a long-lived queue's store stays small. Result files already written "
-                           + "in done/ and failed/ stay; the job files stay known, so dropping one again adds nothing.",
-                       select: false) { arguments, store in
+        return command(purgeHelp, argv, select: false) { arguments, store in
             guard arguments.positionals.isEmpty else { throw UsageError("purge takes no job IDs; choose jobs with --state and --older-than") }
             let selection: PurgeSelection
             do {
@@ -227,12 +231,13 @@ enum SteerCommands {
     }
 
     /// Parses, handles --help, opens the store, runs `body`, and maps errors to exit codes.
-    private static func command(_ name: String, _ argv: [String], specs: [OptionSpec], usage: String, summary: String,
-                                select: Bool = true, _ body: (ParsedArguments, QueueStore) throws -> ExitCode) -> ExitCode {
+    private static func command(_ help: CommandHelp, _ argv: [String], select: Bool = true,
+                                _ body: (ParsedArguments, QueueStore) throws -> ExitCode) -> ExitCode {
+        let name = help.name
         do {
-            let arguments = try ParsedArguments.parse(argv, specs: specs, command: name)
+            let arguments = try ParsedArguments.parse(argv, specs: help.options, command: name)
             if arguments.has("--help") {
-                Output.out(helpText(usage: usage, summary: summary, specs: specs))
+                Output.out(help.text)
                 return .success
             }
             if select { _ = try JobSelection(arguments, verb: name) }

@@ -32,11 +32,20 @@ public final class DownloadEngine: Sendable {
         rateLimiter = options.maxRate.map { BandwidthLimiter(bytesPerSecond: $0) }
     }
 
+    /// The SHA-256 the file must have: the options' own, else the one the checksum list gives
+    /// (read at the start of `run`), else none.
+    private var expectedSHA256: String? { options.sha256 ?? listedSHA256.withLock { $0 } }
+    private let listedSHA256 = Locked<String?>(nil)
+
     public func run() async throws -> DownloadResult {
         let started = Date()
         // Unsigned: the check is of the job's own headers and the capabilities asked for (each
         // transport checks every signed request it sends as well); a signature here was wasted.
         try transport.checkSupports(makeRequest(headers: options.headers, signed: false))
+        if options.sha256 == nil, let list = options.checksumsURL {
+            let listed = try await sha256(from: list)
+            listedSHA256.withLock { $0 = listed }
+        }
         // A partial file already there is locked before its checkpoint is read: another process
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
@@ -66,7 +75,7 @@ public final class DownloadEngine: Sendable {
                 throw DownloadError.destinationExists(path: options.destination)
             case .skipIfIdentical:
                 if let size = try await existingMatches() {
-                    return DownloadResult(path: options.destination, size: size, sha256: options.sha256,
+                    return DownloadResult(path: options.destination, size: size, sha256: expectedSHA256,
                                           bytesFetched: 0, resumedFrom: size, skipped: true, completedPartPath: nil,
                                           restarts: 0, segments: 0,
                                           elapsed: Date().timeIntervalSince(started))
@@ -243,7 +252,7 @@ public final class DownloadEngine: Sendable {
             return nil
         }
         // A checksum asked for now is checked now: that run may have had none, or another.
-        if let expected = options.sha256, (try? SHA256Hasher.hex(ofFileAt: options.destination)) != expected {
+        if let expected = expectedSHA256, (try? SHA256Hasher.hex(ofFileAt: options.destination)) != expected {
             return nil
         }
         try? store.remove()
@@ -254,7 +263,7 @@ public final class DownloadEngine: Sendable {
     private func existingMatches() async throws -> Int64? {
         let attributes = try? FileManager.default.attributesOfItem(atPath: options.destination)
         guard let size = (attributes?[.size] as? NSNumber)?.int64Value else { return nil }
-        if let expected = options.sha256 {
+        if let expected = expectedSHA256 {
             return try SHA256Hasher.hex(ofFileAt: options.destination) == expected ? size : nil
         }
         if let recorded = RecordedValidators.read(options.destination, url: options.url) {
@@ -275,6 +284,45 @@ public final class DownloadEngine: Sendable {
             return abs(local.timeIntervalSince(modified)) < 1 ? size : nil
         }
         return size
+    }
+
+    /// This file's line in the SHA256SUMS list at `list` (`ChecksumList`), read whole (at most
+    /// `ChecksumList.maxBytes`) with the download's TLS settings, retried as the download is.
+    private func sha256(from list: URL) async throws -> String {
+        let name = options.checksumsName ?? (options.url.path as NSString).lastPathComponent
+        var attempt = 0
+        while true {
+            attempt += 1
+            let sink = CapturingSink(limit: ChecksumList.maxBytes, url: list,
+                                     advice: "a SHA256SUMS list is a line per file; check the job's checksums URL")
+            let request = TransferRequest(method: "GET", url: list, headers: [:], connectTimeout: options.connectTimeout,
+                                          idleTimeout: options.idleTimeout, maxRedirects: options.maxRedirects, tls: options.tls)
+            let failure: RetryPolicy.Failure
+            let thrown: Error
+            do {
+                let head = try await transport.execute(request, sink: sink).head
+                if (200..<300).contains(head.status) {
+                    let parsed = ChecksumList(String(decoding: sink.body, as: UTF8.self))
+                    guard let value = parsed.sha256(for: name) else {
+                        throw DownloadError.notInChecksumList(list: Redaction.url(list), name: name,
+                                                              ambiguous: parsed.ambiguous.contains(name))
+                    }
+                    return value
+                }
+                failure = .http(status: head.status, retryAfter: head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
+                thrown = DownloadError.httpStatus(status: head.status, url: Redaction.url(list),
+                                                  message: "the checksum list the job names", reason: nil)
+            } catch let error as TransportError {
+                failure = .transport(error.kind)
+                thrown = DownloadError.transport(error, reason: "could not read the checksum list \(Redaction.url(list))")
+            }
+            switch options.retry.decide(failure, attempt: attempt) {
+            case .retry(let delay):
+                try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+            case .giveUp:
+                throw thrown
+            }
+        }
     }
 
     func request(method: String, headers: HTTPHeaders) async throws -> ResponseHead {
@@ -621,7 +669,7 @@ public final class DownloadEngine: Sendable {
             Writeback.startDetached(state.fd)
         }
         var digest: String?
-        if let expected = options.sha256 {
+        if let expected = expectedSHA256 {
             onEvent(.verifying)
             let actual = try SHA256Hasher.hex(ofFileAt: state.partPath)
             guard actual == expected else {
@@ -630,6 +678,19 @@ public final class DownloadEngine: Sendable {
                 throw DownloadError.checksumMismatch(path: options.destination, expected: expected, actual: actual)
             }
             digest = actual
+        } else if let published = state.published {
+            // No checksum from the job: the one the server published, if it did.
+            onEvent(.verifying)
+            let actual = try published.digest(ofFileAt: state.partPath)
+            guard actual == published.value else {
+                unlink(state.partPath)
+                try? store.remove()
+                throw DownloadError.publishedChecksumMismatch(
+                    path: options.destination, algorithm: published.algorithm.rawValue, header: published.header,
+                    expected: PublishedChecksum.shown(published.value, published.algorithm),
+                    actual: PublishedChecksum.shown(actual, published.algorithm))
+            }
+            if published.algorithm == .sha256 { digest = PublishedChecksum.shown(actual, .sha256) }
         }
         if let modified = state.validators.lastModified.flatMap(HTTPDate.parse) {
             var times = [timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0),

@@ -10,6 +10,12 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     case transport(TransportError, reason: String)
     /// The finished file does not have the expected SHA-256.
     case checksumMismatch(path: String, expected: String, actual: String)
+    /// The finished file does not have the checksum the server published with it
+    /// (`PublishedChecksum`): which algorithm, from which header, expected and got.
+    case publishedChecksumMismatch(path: String, algorithm: String, header: String, expected: String, actual: String)
+    /// The job names a SHA256SUMS list that cannot give this file's checksum: no line for the
+    /// name, or two lines with different values.
+    case notInChecksumList(list: String, name: String, ambiguous: Bool)
     /// The finished file is not as long as the server said.
     case sizeMismatch(path: String, expected: Int64, actual: Int64)
     /// A local file problem (disk full, permissions).
@@ -36,6 +42,14 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
             return "\(error) — \(reason)"
         case .checksumMismatch(let path, let expected, let actual):
             return "SHA-256 mismatch for \(path): expected \(expected), got \(actual); the file was removed — check the checksum or the source"
+        case .notInChecksumList(let list, let name, let ambiguous):
+            return ambiguous
+                ? "the checksum list \(list) gives two different SHA-256 values for \(name); nothing was downloaded — fix the list, or give the job's sha256 yourself"
+                : "the checksum list \(list) has no line for \(name); nothing was downloaded — name the list that covers this file, or the name it is listed under (checksums_name)"
+        case .publishedChecksumMismatch(let path, let algorithm, let header, let expected, let actual):
+            return "\(path) does not match the \(algorithm) checksum the server published in \(header): expected \(expected), got"
+                + " \(actual); the file was removed — fetch it again (the copy may have been damaged on the way), or tell the"
+                + " server's operator if it fails again"
         case .sizeMismatch(let path, let expected, let actual):
             return "\(path) has \(actual) bytes but the server announced \(expected)"
         case .local(let failure):

@@ -22,6 +22,11 @@ public struct DownloadOptions: Sendable {
     public var minSegmentSize: Int64
     /// Expected SHA-256 in hex; checked before the file appears.
     public var sha256: String?
+    /// A published SHA256SUMS list (`ChecksumList`) whose line for `checksumsName` gives the
+    /// expected SHA-256, when `sha256` does not. Fetched at the start of each run.
+    public var checksumsURL: URL?
+    /// The name to look up in the list (default: the URL's last path component).
+    public var checksumsName: String?
     public var overwrite: OverwritePolicy
     public var retry: RetryPolicy
     public var tls: TLSOptions

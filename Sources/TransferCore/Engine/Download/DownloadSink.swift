@@ -102,6 +102,7 @@ final class DownloadSink: ResponseSink {
             mode = .errorBody(status: status, retryAfter: retryAfter, text: Data())
         }
         if case .errorBody = mode { return }
+        state.notePublished(PublishedChecksum.from(status: head.status, headers: head.headers))
         onAccepted?()
         onAccepted = nil
     }

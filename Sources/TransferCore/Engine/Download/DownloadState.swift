@@ -41,6 +41,8 @@ final class DownloadState: @unchecked Sendable {
         /// ends, where it started and when (`DispatchTime` nanoseconds). A split cuts into it
         /// only when the connection is slow (see `SegmentPlan.splitLargestRemainder`).
         var requests: [Int: (end: Int64, from: Int64, sent: UInt64)] = [:]
+        /// The checksum the server published for the version being written (`PublishedChecksum`).
+        var published: PublishedChecksum?
     }
 
     /// Set by the engine from `DownloadOptions.writeBufferSize`.
@@ -297,6 +299,8 @@ final class DownloadState: @unchecked Sendable {
             $0.durable = plan
             $0.validators = validators
             $0.rangesSupported = rangesSupported
+            // The old version's checksum is not the new one's.
+            $0.published = nil
             // The truncation freed the blocks reserved for the old plan.
             $0.reserved = 0
         }
@@ -363,6 +367,15 @@ final class DownloadState: @unchecked Sendable {
     /// Replaces the plan (after a probe, or after splitting for an idle connection).
     func update(_ body: (inout SegmentPlan) -> Void) {
         fields.withLock { body(&$0.plan) }
+    }
+
+    /// The checksum the server published for this version, checked when the file is complete.
+    var published: PublishedChecksum? { fields.withLock { $0.published } }
+
+    /// An accepted answer's published checksum: the first one of this incarnation of the file is kept.
+    func notePublished(_ checksum: PublishedChecksum?) {
+        guard let checksum else { return }
+        fields.withLock { if $0.published == nil { $0.published = checksum } }
     }
 
     func setValidators(_ validators: ResponseValidators, rangesSupported: Bool) {

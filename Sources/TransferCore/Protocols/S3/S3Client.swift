@@ -178,7 +178,11 @@ public final class S3Client: Sendable {
     public func downloadSource(bucket: String, key: String) -> S3DownloadSource {
         let signer = self.signer
         return S3DownloadSource(url: configuration.url(bucket: bucket, key: key), signer: { method, url, headers in
-            signer.sign(method: method, url: url, headers: headers, payloadHash: SigV4Signer.emptyPayloadHash).headers
+            // Asks for the object's stored checksum (`x-amz-checksum-*`), which the download then
+            // checks when it is a full-object one (`PublishedChecksum`).
+            var headers = headers
+            if !headers.contains("x-amz-checksum-mode") { headers.set("x-amz-checksum-mode", "ENABLED") }
+            return signer.sign(method: method, url: url, headers: headers, payloadHash: SigV4Signer.emptyPayloadHash).headers
         })
     }
 

@@ -1,0 +1,104 @@
+import Foundation
+
+/// Lease keeping and steering: leases renewed at a third of their length, progress saved twice
+/// a second, and the queue's settings and a person's stops (pause, cancel, limits) followed.
+extension QueueRunner {
+    /// Writes the adapted host limits where `status` reads them, when they changed.
+    func saveHostLimitsIfChanged() throws {
+        let reduced = scheduler.hostLimits.reduced
+        let maximum = scheduler.hostLimits.maximum
+        guard reduced != savedHostLimits || (maximum != savedHostMaximum && !reduced.isEmpty) else { return }
+        savedHostMaximum = maximum
+        try store.saveHostLimits(reduced, maximum: scheduler.hostLimits.maximum)
+        savedHostLimits = reduced
+    }
+
+    /// Keeps what the queue's settings (`transferd limit`) or this run's flags ask for now: the
+    /// rate, the jobs at once and the connections per host.
+    func applySettings(renewingShare: Bool = false) throws {
+        try applyRateLimit(renewingShare: renewingShare)
+        scheduler.setMaxJobs(settings.jobs ?? options.maxJobs)
+        scheduler.setMaxConnectionsPerHost(settings.perHost ?? options.maxConnectionsPerHost)
+    }
+
+    /// Keeps the limit asked for now: the queue's `rate_limit` setting (a rate, `UP:DOWN` or a
+    /// timetable, set by `transferd limit` for every run), else this run's `--limit-rate`. A
+    /// shared store's worker keeps its share of each rate (`QueueStore.rateShare`), asked again
+    /// when the limit changes and when `renewingShare` (the workers may have changed).
+    func applyRateLimit(renewingShare: Bool = false) throws {
+        let schedule = settings.rateLimit.flatMap { try? RateSchedule.parse($0) }
+            ?? RateSchedule(options.limitRate.map { RateLimit(total: $0) } ?? .off)
+        let wanted = schedule.limit(at: Date())
+        guard wanted != wantedLimit || renewingShare else { return }
+        wantedLimit = wanted
+        bandwidth.apply(try wanted.map { try store.rateShare(of: $0) })
+    }
+
+    /// Renews this worker's leases at a third of their length; jobs it lost stop without a trace.
+    func renewLeasesIfDue() throws {
+        guard let lease = store.leaseSeconds, Date().timeIntervalSince(lastLeaseRenewal) >= lease / 3 else { return }
+        lastLeaseRenewal = Date()
+        try applyRateLimit(renewingShare: true)
+        if Date().timeIntervalSince(lastFinishingSweep) >= lease {
+            // Downloads a dead worker left complete but not renamed: completed here.
+            lastFinishingSweep = Date()
+            try completeFinishing()
+        }
+        for id in try store.renewLeases() {
+            busyFinishing[id] = nil
+            guard let job = active[id] else { continue }
+            job.leaseLost.withLock { $0 = true }
+            job.task?.cancel()
+        }
+    }
+
+    func saveProgressAndHonourStops() throws {
+        var snapshots: [String: ProgressSnapshot] = [:]
+        let now = Date()
+        var reports: [JobProgress] = []
+        for (id, job) in active {
+            // A checkpoint the shared store refused: another worker has the job; this one stops now.
+            if job.leaseLost.current { job.task?.cancel() }
+            guard let (written, total) = job.engine.current?.progress() ?? job.uploadProgress.current else { continue }
+            reports.append(JobProgress(id: id, bytesDone: written, bytesTotal: total))
+            job.progress.speed = RunProgress.smooth(job.progress.speed, delta: max(0, written - job.progress.bytesDone),
+                                                    interval: now.timeIntervalSince(job.progressTime))
+            job.progress.bytesDone = written
+            job.progress.bytesTotal = total
+            job.progressTime = now
+            snapshots[id] = job.progress
+        }
+        // Sent even when empty: it is the renderers' clock (retry countdowns).
+        onEvent(.progress(reports))
+        // The store's snapshots (for `status`) twice a second.
+        guard now.timeIntervalSince(lastProgressSave) >= 0.5 else { return }
+        lastProgressSave = now
+        try store.saveProgress(snapshots)
+        try saveHostLimitsIfChanged()
+        if now.timeIntervalSince(lastSteeringRead) >= steeringInterval { try readSteering() }
+    }
+
+    /// How often steering is read when the store's feed tells of changes (seconds): a change
+    /// the feed missed (its connection was down) waits this long at most.
+    static let steeringIntervalWithFeed: TimeInterval = 5
+
+    /// Reads the queue's settings and the stops asked for this run's jobs, and follows them.
+    func readSteering() throws {
+        lastSteeringRead = Date()
+        let steering = try store.steering(among: Array(active.keys))
+        settings = steering.settings
+        try applySettings()
+        let wasPaused = queuePaused
+        queuePaused = settings.paused
+        // Resumed: claim at once, not after the scheduler's next look.
+        if wasPaused && !queuePaused { scheduler.somethingChanged() }
+        for (id, stop) in steering.stops {
+            guard let job = active[id] else { continue }
+            switch stop {
+            case .cancel: job.cancelledByUser.withLock { $0 = true }
+            case .hold: job.heldByUser.withLock { $0 = true }
+            }
+            job.task?.cancel()
+        }
+    }
+}
