@@ -258,6 +258,25 @@ final class QueueStoreContractTests: XCTestCase {
         }
     }
 
+    func testAJobsOwnRateIsASettingEveryRunReadsAndLeavesTheJobTheSame() throws {
+        try forEachStore { store in
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: [job("1"), job("2")])
+            XCTAssertNil(try store.setJobRate("nope", to: "1024"), "an unknown job")
+            XCTAssertEqual(try store.settings().jobRates, [:], "nothing set for it")
+            XCTAssertEqual(try store.setJobRate("1", to: "65536"), .queued)
+            XCTAssertEqual(try store.setJobRate("2", to: "0"), .queued)
+            XCTAssertEqual(try store.settings().jobRates, ["1": 65536, "2": 0])
+            XCTAssertEqual(try store.steering(among: ["1"]).settings.jobRates, ["1": 65536, "2": 0], "a run reads it with its stops")
+            XCTAssertEqual(try store.settings().rate(of: "1", file: 10), 65536)
+            XCTAssertNil(try store.settings().rate(of: "2", file: 10), "0: no limit, not even the file's")
+            XCTAssertEqual(try store.settings().rate(of: "3", file: 10), 10, "none set: the file's")
+            XCTAssertEqual(try store.setJobRate("1", to: nil), .queued)
+            XCTAssertEqual(try store.settings().jobRates, ["2": 0], "back to the file's")
+            let again = try store.ingest(fileName: "a.json", contentHash: "h2", jobs: [job("1"), job("2")])
+            XCTAssertEqual(again.alreadyKnown, 2, "the job file read again is the same jobs")
+        }
+    }
+
     func testTheWholeQueuePausesAndResumes() throws {
         try forEachStore { store in
             XCTAssertFalse(try store.isQueuePaused())

@@ -209,6 +209,50 @@ final class SteeringTests: XCTestCase {
     }
 
 
+    /// One job's own rate changed while it runs: lowered from none, it slows within a second;
+    /// raised (the CLI) and set back to its file's (the API), it follows too.
+    func testAJobsOwnRateChangesWhileItRuns() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        let file = try Fixtures.makeFiles(in: servers, folder: "steer-job-rate", sizes: [24 << 20])[0]
+        try fixture.drop("jobs.json", jobs: [["id": "throttled", "url": servers.http.appendingPathComponent(file).absoluteString,
+                                              "dest": "out/t.bin", "limit_rate": "8M"]])
+        let port = try ControlAPIClient.freePort()
+        let run = try fixture.start(["--listen", "127.0.0.1:\(port)", "--quiet"])
+        defer { if run.process.isRunning { run.process.terminate() } }
+        let part = "\(fixture.root)/out/t.bin.transferd-part"
+        XCTAssertTrue(eventually(30) { size(part) > 0 }, "the download started")
+        // 8 MiB/s from its file; 64 KiB/s set for it alone: a second later it has nearly stopped.
+        let lowered = try TransferdProcess.run(["limit", "--job", "thr", "64K", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(lowered.status, 0, lowered.stderr)
+        XCTAssertEqual(lowered.stdout, "throttled: 64 KiB/s; the running transfer follows within a second (an upload from its next attempt)\n")
+        Thread.sleep(forTimeInterval: 1.5)
+        let slowFrom = size(part)
+        Thread.sleep(forTimeInterval: 2)
+        let slowBytes = size(part) - slowFrom
+        XCTAssertLessThan(slowBytes, 1 << 20, "about 128 KiB in 2 s at 64 KiB/s, not 16 MiB at 8 MiB/s")
+        XCTAssertTrue(try TransferdProcess.run(["limit", "--queue", fixture.queue], directory: fixture.root).stdout
+                        .contains("job throttled: 64 KiB/s (over its job file's limit_rate)"))
+        // Back to its file's 8 MiB/s through the control API: the rest comes in a few seconds.
+        let token = try String(contentsOfFile: fixture.queue + "/.transferd/api.token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let api = ControlAPIClient(base: "http://127.0.0.1:\(port)", token: token)
+        try api.waitUntilServing()
+        let answer = try api.request("POST", "/v1/jobs/throttled/limit?rate=default")
+        XCTAssertEqual(answer.status, 200, answer.body)
+        XCTAssertTrue(answer.body.contains("\"rate\":\"default\""), answer.body)
+        let changedAt = Date()
+        XCTAssertTrue(eventually(30) { size("\(fixture.root)/out/t.bin") == 24 << 20 }, "the download finished at its file's rate")
+        print("steering: a job's rate back to 8 MiB/s: \(String(format: "%.2f", Date().timeIntervalSince(changedAt))) s for the rest")
+        XCTAssertEqual(run.wait().status, 0)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/t.bin"), try servers.sha256(of: file))
+        let unknown = try TransferdProcess.run(["limit", "--job", "nosuch", "1M", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertNotEqual(unknown.status, 0)
+        let wrong = try TransferdProcess.run(["limit", "--job", "throttled", "fast", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertTrue(wrong.stderr.contains("like 512K or 10M, off, or default, not 'fast'"), wrong.stderr)
+    }
+
     /// `transferd purge` forgets ended jobs only, by state and age, and says how many.
     func testPurgeForgetsEndedJobsByStateAndAge() throws {
         let servers = try TestServers.current()

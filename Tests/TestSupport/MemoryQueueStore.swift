@@ -311,6 +311,14 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    public func setJobRate(_ id: String, to bytesPerSecond: String?) throws -> JobState? {
+        locked {
+            guard let state = records[id]?.state else { return nil }
+            settingValues[QueueSettings.jobRatePrefix + id] = bytesPerSecond
+            return state
+        }
+    }
+
     public func settings() throws -> QueueSettings { locked { QueueSettings(values: settingValues) } }
 
     public func setSetting(_ key: QueueSettings.Key, to value: String?) throws { locked { settingValues[key.rawValue] = value } }

@@ -15,6 +15,8 @@ enum APIRoute: Sendable, Equatable {
     case resume(String)
     /// A job's priority set, or the job moved ahead of every waiting one.
     case prioritize(String)
+    /// A job's own rate limit set (`transferd limit --job`).
+    case limitJob(String)
     /// The whole queue paused or resumed.
     case pauseQueue
     case resumeQueue
@@ -70,6 +72,7 @@ enum APIRoute: Sendable, Equatable {
             case "pause": candidates = [("POST", .pause(parts[2]))]
             case "resume": candidates = [("POST", .resume(parts[2]))]
             case "priority": candidates = [("POST", .prioritize(parts[2]))]
+            case "limit": candidates = [("POST", .limitJob(parts[2]))]
             default: candidates = []
             }
         default: candidates = []

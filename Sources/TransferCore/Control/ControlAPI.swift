@@ -70,6 +70,7 @@ public final class ControlAPI: Sendable {
             case .pause(let id): return try pause(id)
             case .resume(let id): return try resume(id)
             case .prioritize(let id): return try prioritize(id, value: request.query["value"])
+            case .limitJob(let id): return try limitJob(id, rate: request.query["rate"])
             case .pauseQueue: return try pauseQueue(finishRunning: request.query["finish_running"] == "1")
             case .resumeQueue: return try resumeQueue()
             case .limit: return try limit()
@@ -257,6 +258,20 @@ public final class ControlAPI: Sendable {
         object.add("id", id)
         object.add("state", previous.rawValue)
         object.add("priority", priority)
+        return .json(200, object)
+    }
+
+    /// `?rate=512K|off|default`: the job's own rate limit (`transferd limit --job`).
+    private func limitJob(_ id: String, rate: String?) throws -> HTTPResponse {
+        guard let rate else { return .error(400, "give rate=RATE (512K, 10M), off or default") }
+        let value: String?
+        do { value = try JobRateChange.stored(rate) } catch { return .error(400, "\(error)") }
+        guard let previous = try store.setJobRate(id, to: value) else { return Self.unknown(id) }
+        changed()
+        var object = JSONObject()
+        object.add("id", id)
+        object.add("state", previous.rawValue)
+        if let bytes = value.flatMap(Int64.init) { object.add("rate", bytes) } else { object.add("rate", "default") }
         return .json(200, object)
     }
 

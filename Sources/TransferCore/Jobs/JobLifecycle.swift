@@ -150,8 +150,15 @@ public struct QueueSettings: Sendable, Equatable {
     /// run's own `--per-host`; nil when none is set.
     public var perHost: Int?
 
+    /// Jobs' own rate limits a person set (`transferd limit --job ID RATE`), by job id, in bytes
+    /// per second, over the job file's `limit_rate`; 0: no limit at all.
+    public var jobRates: [String: Int64] = [:]
+
     /// The most `jobs` and `perHost` may be.
     public static let maximumJobs = 1000
+
+    /// Where a job's own rate limit is stored among the settings: this prefix and its id.
+    public static let jobRatePrefix = "rate:"
 
     /// The names settings are stored under.
     public enum Key: String, Sendable, CaseIterable {
@@ -176,6 +183,16 @@ public struct QueueSettings: Sendable, Equatable {
         }
         self.init(paused: values[Key.paused.rawValue] == "1", rateLimit: values[Key.rateLimit.rawValue],
                   jobs: count(.jobs), perHost: count(.perHost))
+        for (name, value) in values where name.hasPrefix(Self.jobRatePrefix) {
+            guard let rate = Int64(value), rate >= 0 else { continue }
+            jobRates[String(name.dropFirst(Self.jobRatePrefix.count))] = rate
+        }
+    }
+
+    /// The rate limit job `id` runs under now: a person's (`limit --job`), else its file's; nil: none.
+    public func rate(of id: String, file: Int64?) -> Int64? {
+        guard let set = jobRates[id] else { return file }
+        return set == 0 ? nil : set
     }
 }
 
@@ -277,6 +294,29 @@ public struct LimitChange: Sendable, Equatable {
 }
 
 /// A limit change that cannot be read, with what to write instead.
+/// A job's own rate as a person writes it (`transferd limit --job ID RATE`, POST
+/// /v1/jobs/ID/limit): a rate such as 512K, `off` (no limit at all, its file's neither), or
+/// `default` (its file's `limit_rate` again). The text `QueueStore.setJobRate` stores.
+public enum JobRateChange {
+    public static func stored(_ text: String) throws -> String? {
+        switch text {
+        case "default": return nil
+        case "off": return "0"
+        default:
+            guard let bytes = ByteSize.parse(text), bytes > 0 else {
+                throw LimitChangeError(description: "a job's rate is a size per second like 512K or 10M, off, or default, not '\(text)'")
+            }
+            return String(bytes)
+        }
+    }
+
+    /// As a person reads a stored rate (0: unlimited).
+    public static func described(_ bytesPerSecond: Int64?) -> String {
+        guard let bytesPerSecond, bytesPerSecond > 0 else { return "unlimited" }
+        return RateLimit.rate(bytesPerSecond)
+    }
+}
+
 public struct LimitChangeError: Error, CustomStringConvertible, Equatable {
     public let description: String
 }

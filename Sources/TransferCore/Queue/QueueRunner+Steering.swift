@@ -88,6 +88,11 @@ extension QueueRunner {
         let steering = try store.steering(among: Array(active.keys))
         settings = steering.settings
         try applySettings()
+        // Jobs' own rates (`transferd limit --job`): a running download follows at once (an upload
+        // from its next attempt, which reads it when it starts).
+        for (id, job) in active {
+            job.engine.current?.setRate(settings.rate(of: id, file: job.fileRate))
+        }
         let wasPaused = queuePaused
         queuePaused = settings.paused
         // Resumed: claim at once, not after the scheduler's next look.

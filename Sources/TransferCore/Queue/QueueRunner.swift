@@ -93,8 +93,11 @@ public final class QueueRunner: @unchecked Sendable {
         let uploadProgress = Locked<(sent: Int64, total: Int64?)?>(nil)
         /// When the claim that took it was sent (`LeaseClock`).
         let claimSentAt: Double
-        init(record: JobRecord, connections: Int, claimSentAt: Double) {
+        /// The rate limit its job file gave (`record` holds the one it runs under).
+        let fileRate: Int64?
+        init(record: JobRecord, connections: Int, claimSentAt: Double, fileRate: Int64? = nil) {
             self.record = record
+            self.fileRate = fileRate
             self.connections = connections
             self.host = record.spec.host
             self.claimSentAt = claimSentAt
@@ -386,9 +389,12 @@ public final class QueueRunner: @unchecked Sendable {
         }
     }
 
-    func start(_ record: JobRecord, claimSentAt: Double) {
+    func start(_ claimed: JobRecord, claimSentAt: Double) {
+        // A rate a person set for this job (`transferd limit --job`) is its limit for this attempt.
+        var record = claimed
+        record.spec.limitRate = settings.rate(of: record.id, file: claimed.spec.limitRate)
         let job = ActiveJob(record: record, connections: scheduler.connections(jobSetting: record.spec.connections),
-                            claimSentAt: claimSentAt)
+                            claimSentAt: claimSentAt, fileRate: claimed.spec.limitRate)
         active[record.id] = job
         scheduler.started(record.id, .init(host: job.host, connections: job.connections,
                                            destination: record.spec.kind == .download ? record.spec.destination : nil))

@@ -897,6 +897,10 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    public func setJobRate(_ id: String, to bytesPerSecond: String?) throws -> JobState? {
+        try act(on: id) { _ in try setSettingLocked(QueueSettings.jobRatePrefix + id, to: bytesPerSecond) }
+    }
+
     public func settings() throws -> QueueSettings {
         try locked {
             var values: [String: String] = [:]
@@ -909,15 +913,20 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     public func setSetting(_ key: QueueSettings.Key, to value: String?) throws {
         try locked {
-            if let value {
-                try connection.execute("""
-                    INSERT INTO transferd_settings (name, value) VALUES ($1, $2)
-                    ON CONFLICT (name) DO UPDATE SET value = excluded.value
-                    """, [key.rawValue, value])
-            } else {
-                try connection.execute("DELETE FROM transferd_settings WHERE name = $1", [key.rawValue])
-            }
+            try setSettingLocked(key.rawValue, to: value)
             try notifyChange()
+        }
+    }
+
+    /// Under the store's lock (its caller's transaction, if any).
+    private func setSettingLocked(_ name: String, to value: String?) throws {
+        if let value {
+            try connection.execute("""
+                INSERT INTO transferd_settings (name, value) VALUES ($1, $2)
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, [name, value])
+        } else {
+            try connection.execute("DELETE FROM transferd_settings WHERE name = $1", [name])
         }
     }
 

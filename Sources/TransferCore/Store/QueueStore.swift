@@ -125,6 +125,12 @@ public protocol QueueStore: AnyObject, Sendable {
     /// job as its file gave it (`isSameJob`'s comparison) is unchanged: the file read again is
     /// still the same job. Returns the state it had, or nil for an unknown id.
     func setPriority(_ id: String, to priority: Int) throws -> JobState?
+    /// Sets job `id`'s own rate limit (`transferd limit --job`), whatever its state: bytes per
+    /// second as text, "0" for none at all, nil to go back to its file's `limit_rate`. Kept
+    /// among the settings (`QueueSettings.jobRates`, under `QueueSettings.jobRatePrefix` and the
+    /// id), so a running job's run follows it at its next `steering` read; the job as its file
+    /// gave it is unchanged. Returns the state it had, or nil for an unknown id (nothing set).
+    func setJobRate(_ id: String, to bytesPerSecond: String?) throws -> JobState?
     /// The whole queue's settings: whether it is paused (while it is, no run claims a job; jobs
     /// under way go on) and the limits a person set (`transferd limit`). A new store's are the
     /// defaults.

@@ -572,6 +572,17 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
+    public func setJobRate(_ id: String, to bytesPerSecond: String?) throws -> JobState? {
+        try locked {
+            try database.transaction {
+                guard let state = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)])
+                    .first?.first?.string.flatMap(JobState.init(rawValue:)) else { return nil }
+                try setSettingLocked(QueueSettings.jobRatePrefix + id, to: bytesPerSecond)
+                return state
+            }
+        }
+    }
+
     public func settings() throws -> QueueSettings {
         try locked { try settingsLocked() }
     }
@@ -585,14 +596,16 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
     }
 
     public func setSetting(_ key: QueueSettings.Key, to value: String?) throws {
-        try locked {
-            if let value {
-                try database.query("""
-                    INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
-                    """, [.text(key.rawValue), .text(value)])
-            } else {
-                try database.query("DELETE FROM settings WHERE name = ?", [.text(key.rawValue)])
-            }
+        try locked { try setSettingLocked(key.rawValue, to: value) }
+    }
+
+    private func setSettingLocked(_ name: String, to value: String?) throws {
+        if let value {
+            try database.query("""
+                INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, [.text(name), .text(value)])
+        } else {
+            try database.query("DELETE FROM settings WHERE name = ?", [.text(name)])
         }
     }
 

@@ -124,10 +124,25 @@ enum SteerCommands {
                                          OptionSpec("--jobs", value: "N", help: "jobs each run transfers at once, 1 to 1000 (default: each run's own --jobs)"),
                                          OptionSpec("--per-host", value: "N", help: "connections one host gets at once in each run, 1 to 1000 (default: each run's own --per-host)"),
                                          OptionSpec("--clear", help: "drop what was set here: each run keeps its own --limit-rate, --jobs and --per-host again"),
+                                         OptionSpec("--job", value: "ID", help: "one job's own rate instead: RATE, off (none at all) or default (its job file's limit_rate); a running download follows within a second, an upload from its next attempt"),
                                          help])
 
     static func limit(_ argv: [String]) -> ExitCode {
         return command(limitHelp, argv, select: false) { arguments, store in
+            if let typed = arguments.value("--job") {
+                guard arguments.positionals.count == 1, ["--jobs", "--per-host", "--clear"].allSatisfy({ !arguments.has($0) }) else {
+                    throw UsageError("--job ID takes one rate (512K, 10M), off or default, and nothing else")
+                }
+                let value: String?
+                do { value = try JobRateChange.stored(arguments.positionals[0]) } catch { throw UsageError("\(error)") }
+                let id = try JobIDs.resolve(typed, in: store)
+                guard let previous = try store.setJobRate(id, to: value) else { throw QueueError.unknownJob(id) }
+                let rate = value.flatMap(Int64.init)
+                Output.out(value == nil ? "\(id): back to its job file's limit_rate" : "\(id): \(JobRateChange.described(rate))")
+                Output.out(previous == .running ? "; the running transfer follows within a second (an upload from its next attempt)\n"
+                           : previous.isFinal ? " (the job has ended: it applies if it runs again)\n" : "\n")
+                return .success
+            }
             let given = arguments.positionals.joined(separator: " ")
             let change: LimitChange
             do {
@@ -198,6 +213,9 @@ enum SteerCommands {
         }
         if let perHost = settings.perHost {
             lines += "connections to one host at once: \(perHost) in each run of this queue (over its own --per-host)\n"
+        }
+        for (id, rate) in settings.jobRates.sorted(by: { $0.key < $1.key }) {
+            lines += "job \(id): \(JobRateChange.described(rate)) (over its job file's limit_rate)\n"
         }
         return lines
     }

@@ -29,7 +29,14 @@ public final class DownloadEngine: Sendable {
         self.options = options
         self.store = store ?? FileCheckpointStore(path: options.statePath)
         self.onEvent = onEvent
-        rateLimiter = options.maxRate.map { BandwidthLimiter(bytesPerSecond: $0) }
+        // A queue's download may have its rate changed while it runs (`setRate`): it always has a bucket.
+        rateLimiter = options.maxRate.map { BandwidthLimiter(bytesPerSecond: $0) } ?? (options.rateAdjustable ? BandwidthLimiter() : nil)
+    }
+
+    /// Changes the download's own rate limit from now on, for all its connections (nil: none).
+    /// Only a download made with `rateAdjustable` (or a `maxRate`) has a bucket to change.
+    public func setRate(_ bytesPerSecond: Int64?) {
+        rateLimiter?.setRate(bytesPerSecond)
     }
 
     /// The SHA-256 the file must have: the options' own, else the one the checksum list gives

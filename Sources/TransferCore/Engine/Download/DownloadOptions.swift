@@ -22,6 +22,9 @@ public struct DownloadOptions: Sendable {
     public var minSegmentSize: Int64
     /// Expected SHA-256 in hex; checked before the file appears.
     public var sha256: String?
+    /// Whether the rate may be changed while the download runs (`DownloadEngine.setRate`): the
+    /// engine then keeps a bucket even without `maxRate`.
+    public var rateAdjustable = false
     /// A published SHA256SUMS list (`ChecksumList`) whose line for `checksumsName` gives the
     /// expected SHA-256, when `sha256` does not. Fetched at the start of each run.
     public var checksumsURL: URL?

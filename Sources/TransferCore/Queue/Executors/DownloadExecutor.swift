@@ -72,6 +72,7 @@ struct DownloadExecutor: JobExecutor {
             tls: context.options.tls, connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout,
             maxRedirects: context.options.maxRedirects, maxRate: spec.limitRate)
         download.sharedLimiter = context.bandwidth.down
+        download.rateAdjustable = true
         download.checksumsURL = spec.checksums.flatMap(URL.init(string:))
         download.checksumsName = spec.checksumsName
         download.lowSpeed = context.lowSpeed(spec)
