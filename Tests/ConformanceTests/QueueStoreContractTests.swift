@@ -274,6 +274,10 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.settings().jobRates, ["2": 0], "back to the file's")
             let again = try store.ingest(fileName: "a.json", contentHash: "h2", jobs: [job("1"), job("2")])
             XCTAssertEqual(again.alreadyKnown, 2, "the job file read again is the same jobs")
+            // A purged job's rate goes with it.
+            XCTAssertEqual(try store.cancel("2"), .queued)
+            XCTAssertEqual(try store.purge(states: [.cancelled], finishedBefore: nil, excluding: []), 1)
+            XCTAssertEqual(try store.settings().jobRates, [:])
         }
     }
 

@@ -52,6 +52,24 @@ final class QueueRunTests: XCTestCase {
     }
 
     /// Crash torture: kill -9 at 20 random moments, restart each time.
+    /// A queue on each backend, a job's own rate and a checksum list among its jobs: urlsession
+    /// keeps no per-transfer limit, and a queue download without one must not ask it for one.
+    func testAQueueRunsOnEitherBackend() throws {
+        let servers = try TestServers.current()
+        for transport in ["curl", "urlsession"] {
+            let fixture = try QueueFixture("backend-\(transport)")
+            let files = try Fixtures.makeFiles(in: servers, folder: "backend-\(transport)", sizes: [200_000, 1 << 20])
+            try fixture.drop("jobs.json", jobs: files.enumerated().map { index, file in
+                ["id": "j\(index)", "url": servers.http.appendingPathComponent(file).absoluteString, "dest": "out/\(index).bin"]
+            })
+            let result = try fixture.run(["--transport", transport, "--quiet"])
+            XCTAssertEqual(result.status, 0, "\(transport): \(result.stderr)")
+            for (index, file) in files.enumerated() {
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: "\(fixture.root)/out/\(index).bin"), try servers.sha256(of: file), transport)
+            }
+        }
+    }
+
     func testKilledTwentyTimesEveryJobIsDoneExactlyOnce() throws {
         let servers = try TestServers.current()
         let fixture = try QueueFixture()

@@ -242,7 +242,11 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
                 if let finishedBefore { return (record.finishedAt ?? .distantFuture) < finishedBefore }
                 return true
             }
-            for id in gone { records[id] = nil }
+            for id in gone {
+                records[id] = nil
+                // A forgotten job's own rate goes with it.
+                settingValues[QueueSettings.jobRatePrefix + id] = nil
+            }
             order.removeAll { records[$0] == nil }
             return gone.count
         }

@@ -26,6 +26,14 @@ final class ChecksumListTests: XCTestCase {
         XCTAssertEqual(list.entries.count, 4)
     }
 
+    func testAPathsLastComponentsAndEscapedNames() {
+        let list = ChecksumList("\(a)  dist/tool.tgz\n\(b)  one/x.bin\n\(b)  two/x.bin\n\\\(a)  back\\\\slash\\nline.bin\n")
+        XCTAssertEqual(list.sha256(for: "tool.tgz"), a, "the one path ending with the name")
+        XCTAssertNil(list.sha256(for: "x.bin"), "two paths end with it: not used")
+        XCTAssertEqual(list.sha256(for: "one/x.bin"), b.lowercased())
+        XCTAssertEqual(list.sha256(for: "back\\slash\nline.bin"), a, "GNU's escaped name")
+    }
+
     func testANameListedTwiceWithTwoValuesIsNotUsed() {
         let list = ChecksumList("\(a)  x.bin\n\(b)  x.bin\n\(a)  y.bin\n\(a)  y.bin\n")
         XCTAssertNil(list.sha256(for: "x.bin"))

@@ -250,7 +250,14 @@ public final class QueueRunner: @unchecked Sendable {
         defer { watcher?.stop() }
         // Another process's change (jobs added, a pause, a limit) is heard at once where the store
         // can tell; its steering is then read only now and then besides.
-        let feed = try store.changeFeed { [post] in post.yield(.storeChanged) }
+        // Only faster: a feed that cannot be had (no connection left for it) leaves the looks.
+        let feed: StoreChangeFeed?
+        do {
+            feed = try store.changeFeed { [post] in post.yield(.storeChanged) }
+        } catch {
+            feed = nil
+            options.requestLog?("no change feed from the store (\(error)); steering is read twice a second instead")
+        }
         defer { feed?.stop() }
         steeringInterval = feed == nil ? 0.5 : Self.steeringIntervalWithFeed
 

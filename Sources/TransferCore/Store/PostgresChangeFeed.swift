@@ -43,20 +43,34 @@ final class PostgresChangeFeed: StoreChangeFeed, @unchecked Sendable {
 
     private func listen() {
         var pause = 0.1
+        // Whether the connection LISTENs now: one renewed whose LISTEN failed (a standby it reached,
+        // say) is broken for the feed, however well it answers.
+        var listening = true
         while !isStopped {
-            do {
-                if try connection.awaitNotifications(timeout: 0.25) > 0 {
-                    onChange()
-                    usleep(UInt32(Self.quietInterval * 1_000_000))
-                }
-                pause = 0.1
-            } catch {
-                usleep(UInt32(pause * 1_000_000))
-                pause = min(pause * 2, 5)
-                if connection.renewAfterBreak(), (try? connection.executeScript("LISTEN " + Self.channel)) != nil {
-                    onChange()
+            if listening {
+                do {
+                    if try connection.awaitNotifications(timeout: 0.25) > 0, !isStopped {
+                        onChange()
+                        usleep(UInt32(Self.quietInterval * 1_000_000))
+                    }
+                    pause = 0.1
+                    continue
+                } catch {
+                    listening = false
                 }
             }
+            // Waited in steps, so a stop is heard within a quarter second.
+            var waited = 0.0
+            while waited < pause && !isStopped {
+                usleep(UInt32(min(0.25, pause - waited) * 1_000_000))
+                waited += 0.25
+            }
+            // Spread over a second's fraction: a fleet back from a restart does not reconnect in step.
+            pause = min(pause * 2, 5) * Double.random(in: 0.8...1.2)
+            guard !isStopped else { return }
+            listening = connection.renewAfterBreak() && (try? connection.executeScript("LISTEN " + Self.channel)) != nil
+            // Changes made while it was deaf were not heard.
+            if listening && !isStopped { onChange() }
         }
     }
 }

@@ -784,11 +784,19 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         let ended = states.filter(\.isFinal)
         guard !ended.isEmpty else { return 0 }
         return try locked {
-            try connection.execute("""
-                DELETE FROM transferd_jobs WHERE state = ANY($1::text[]) AND ($2::double precision IS NULL OR finished_at < $2)
-                    AND NOT (id = ANY($3::text[]))
-                """, [Self.array(ended.map(\.rawValue).sorted()), finishedBefore.map { String($0.timeIntervalSince1970) },
-                      Self.array(excluding.sorted())])
+            try connection.transaction {
+                let purged = try connection.execute("""
+                    DELETE FROM transferd_jobs WHERE state = ANY($1::text[]) AND ($2::double precision IS NULL OR finished_at < $2)
+                        AND NOT (id = ANY($3::text[]))
+                    """, [Self.array(ended.map(\.rawValue).sorted()), finishedBefore.map { String($0.timeIntervalSince1970) },
+                          Self.array(excluding.sorted())])
+                // A forgotten job's own rate goes with it (a later job under its id starts without it).
+                try connection.execute("""
+                    DELETE FROM transferd_settings s WHERE left(s.name, 5) = 'rate:'
+                        AND NOT EXISTS (SELECT 1 FROM transferd_jobs j WHERE j.id = substr(s.name, 6))
+                    """)
+                return purged
+            }
         }
     }
 

@@ -102,7 +102,8 @@ public protocol QueueStore: AnyObject, Sendable {
     func requeue(id: String?) throws -> Int
     /// Forgets ended jobs: those in `states` that are `isFinal` (others are never purged), that
     /// finished before `finishedBefore` (nil: whenever), and that are not in `excluding` (the
-    /// jobs a hook is still owed for). Their rows go; the job files' records stay, so the same
+    /// jobs a hook is still owed for). Their rows go, with their own rates (`setJobRate`: a later
+    /// job under the same id starts without one); the job files' records stay, so the same
     /// file dropped again adds nothing. Returns how many.
     func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int
     /// Cancels a job: one no one transfers ends `cancelled` now; a running one is flagged

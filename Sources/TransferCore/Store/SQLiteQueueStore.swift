@@ -486,7 +486,12 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
                     AND id NOT IN (SELECT value FROM json_each(?))
                 """, [.text(list), finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null,
                       finishedBefore.map { .real($0.timeIntervalSince1970) } ?? .null, .text(kept)])
-            return database.changes
+            let purged = database.changes
+            // A forgotten job's own rate goes with it (a later job under its id starts without it).
+            try database.query("""
+                DELETE FROM settings WHERE substr(name, 1, 5) = 'rate:' AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = substr(settings.name, 6))
+                """)
+            return purged
         }
     }
 

@@ -64,11 +64,11 @@ enum Completions {
                     let pattern = option.names.joined(separator: "|")
                     switch values(of: option) {
                     case .words(let choices):
-                        cases += "                \(pattern)) COMPREPLY=($(compgen -W \"\(choices.joined(separator: " "))\" -- \"$current\")); return ;;\n"
+                        cases += "                \(pattern)) mapfile -t COMPREPLY < <(compgen -W \"\(choices.joined(separator: " "))\" -- \"$current\"); return ;;\n"
                     case .directories:
-                        cases += "                \(pattern)) COMPREPLY=($(compgen -d -- \"$current\")); return ;;\n"
+                        cases += "                \(pattern)) mapfile -t COMPREPLY < <(compgen -d -- \"$current\"); return ;;\n"
                     case .files:
-                        cases += "                \(pattern)) COMPREPLY=($(compgen -f -- \"$current\")); return ;;\n"
+                        cases += "                \(pattern)) mapfile -t COMPREPLY < <(compgen -f -- \"$current\"); return ;;\n"
                     case .none:
                         cases += "                \(pattern)) return ;;\n"
                     }
@@ -78,20 +78,21 @@ enum Completions {
             cases += "            ;;\n"
         }
         return """
-            # bash completion for transferd (made by `transferd completion bash`)
+            # bash completion for transferd (made by `transferd completion bash`); one file name
+            # per line (mapfile), so names with spaces or glob characters stay whole
             _transferd() {
                 local current=${COMP_WORDS[COMP_CWORD]} previous=${COMP_WORDS[COMP_CWORD-1]} options=""
                 COMPREPLY=()
                 if ((COMP_CWORD == 1)); then
-                    COMPREPLY=($(compgen -W "\(commands.map(\.name).joined(separator: " ")) help" -- "$current"))
+                    mapfile -t COMPREPLY < <(compgen -W "\(commands.map(\.name).joined(separator: " ")) help" -- "$current")
                     return
                 fi
                 case ${COMP_WORDS[1]} in
             \(cases)    esac
                 if [[ $current == -* ]]; then
-                    COMPREPLY=($(compgen -W "$options" -- "$current"))
+                    mapfile -t COMPREPLY < <(compgen -W "$options" -- "$current")
                 else
-                    COMPREPLY=($(compgen -f -- "$current"))
+                    mapfile -t COMPREPLY < <(compgen -f -- "$current")
                 fi
             }
             complete -o filenames -F _transferd transferd

@@ -4,9 +4,9 @@ import Foundation
 /// job names in `checksums` (`get --checksums URL`), from which the download takes the line of
 /// its own file. Outside input: bounded (`maxBytes`) and fuzzed (`checksum-list`).
 ///
-/// Lines read: `HEX  NAME` (text mode), `HEX *NAME` (binary mode), and the BSD form
-/// `SHA256 (NAME) = HEX`; a leading `./` on the name is ignored, as are blank lines and
-/// `#` comments. Lines of other lengths (an MD5 or SHA-512 list) are not SHA-256 and are
+/// Lines read: `HEX  NAME` (text mode), `HEX *NAME` (binary mode), the same led by `\` for a
+/// name GNU sha256sum escaped, and the BSD form `SHA256 (NAME) = HEX`; a leading `./` on the
+/// name is ignored, as are blank lines and `#` comments. Lines of other lengths (an MD5 or SHA-512 list) are not SHA-256 and are
 /// skipped; a name listed twice with two values is ambiguous and is not used.
 struct ChecksumList: Equatable, Sendable {
     /// The most a list may hold: a release's list of thousands of files is well under it.
@@ -20,8 +20,11 @@ struct ChecksumList: Equatable, Sendable {
     init(_ text: String) {
         for raw in text.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             let line = raw.hasSuffix("\r") ? raw.dropLast() : raw[...]
-            guard !line.isEmpty, !line.hasPrefix("#"), let (name, hex) = Self.entry(Substring(line)) else { continue }
-            let key = Self.normalised(name)
+            // GNU sha256sum writes a name holding `\` or a line break escaped, its line led by `\`.
+            let escaped = line.hasPrefix("\\")
+            guard !line.isEmpty, !line.hasPrefix("#"),
+                  let (name, hex) = Self.entry(escaped ? Substring(line.dropFirst()) : Substring(line)) else { continue }
+            let key = Self.normalised(escaped ? Substring(Self.unescaped(name)) : name)
             guard !key.isEmpty else { continue }
             if let known = entries[key], known != hex {
                 ambiguous.insert(key)
@@ -32,9 +35,14 @@ struct ChecksumList: Equatable, Sendable {
         for name in ambiguous { entries[name] = nil }
     }
 
-    /// The SHA-256 listed for `name` (a file name or a path's last components), if exactly one is.
+    /// The SHA-256 listed for `name`: the line that names it whole, else the one line whose path
+    /// ends with it (`dist/tool.tgz` for `tool.tgz`); nil when none does, or several do.
     func sha256(for name: String) -> String? {
-        entries[Self.normalised(name)]
+        let key = Self.normalised(name)
+        if let exact = entries[key] { return exact }
+        guard !ambiguous.contains(key) else { return nil }
+        let ending = entries.filter { $0.key.hasSuffix("/" + key) }
+        return ending.count == 1 ? ending.first?.value : nil
     }
 
     private static func entry(_ line: Substring) -> (name: Substring, hex: String)? {
@@ -48,6 +56,17 @@ struct ChecksumList: Equatable, Sendable {
         let rest = line.dropFirst(64)
         guard isSHA256(hex), rest.first == " ", let marker = rest.dropFirst().first, marker == " " || marker == "*" else { return nil }
         return (rest.dropFirst(2), hex.lowercased())
+    }
+
+    /// `\\` and `\n` in a name as GNU sha256sum escapes them.
+    private static func unescaped(_ name: Substring) -> String {
+        var result = ""
+        var iterator = name.makeIterator()
+        while let character = iterator.next() {
+            guard character == "\\", let next = iterator.next() else { result.append(character); continue }
+            result.append(next == "n" ? "\n" : next)
+        }
+        return result
     }
 
     private static func isSHA256(_ text: Substring) -> Bool {

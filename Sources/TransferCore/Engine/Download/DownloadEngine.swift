@@ -30,7 +30,15 @@ public final class DownloadEngine: Sendable {
         self.store = store ?? FileCheckpointStore(path: options.statePath)
         self.onEvent = onEvent
         // A queue's download may have its rate changed while it runs (`setRate`): it always has a bucket.
-        rateLimiter = options.maxRate.map { BandwidthLimiter(bytesPerSecond: $0) } ?? (options.rateAdjustable ? BandwidthLimiter() : nil)
+        // (Only on a backend that keeps a receive limit: urlsession keeps none, and a bucket would make
+        // every one of its downloads ask for what it cannot do.)
+        rateLimiter = options.maxRate.map { BandwidthLimiter(bytesPerSecond: $0) }
+            ?? (options.rateAdjustable && transport.capabilities.contains(.receiveRateLimit) ? BandwidthLimiter() : nil)
+    }
+
+    /// The download's own rate limit now (`setRate` may have changed it since it started).
+    private var currentRate: Int64? {
+        rateLimiter.map { $0.bytesPerSecond.map { Int64($0) } } ?? options.maxRate
     }
 
     /// Changes the download's own rate limit from now on, for all its connections (nil: none).
@@ -297,7 +305,7 @@ public final class DownloadEngine: Sendable {
     /// `ChecksumList.maxBytes`) with the download's TLS settings, retried as the download is.
     private func sha256(from list: URL) async throws -> String {
         let name = options.checksumsName ?? (options.url.path as NSString).lastPathComponent
-        var attempt = 0
+        var attempt = options.priorFailures
         while true {
             attempt += 1
             let sink = CapturingSink(limit: ChecksumList.maxBytes, url: list,
@@ -322,8 +330,16 @@ public final class DownloadEngine: Sendable {
             } catch let error as TransportError {
                 failure = .transport(error.kind)
                 thrown = DownloadError.transport(error, reason: "could not read the checksum list \(Redaction.url(list))")
+            } catch let tooLarge as ResponseTooLarge {
+                throw DownloadError.transport(TransportError(.protocolError, url: list, message: tooLarge.description),
+                                              reason: "the checksum list is too large")
             }
             switch options.retry.decide(failure, attempt: attempt) {
+            // As a segment's answer: in a queue the job waits its turn again rather than hold its slot.
+            case .retry(let delay) where delay > 0 && !options.retryInPlace:
+                var throttled = false
+                if case .http(let status, _) = failure { throttled = status == 429 || status == 503 }
+                throw DownloadDeferred(delay: delay, reason: "the checksum list: \(thrown)", failures: attempt, throttled: throttled)
             case .retry(let delay):
                 try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
             case .giveUp:
@@ -498,7 +514,7 @@ public final class DownloadEngine: Sendable {
             sink.onAccepted = onAccepted
             // The job's own cap pauses the transfer below the floor's reach (`LowSpeedLimit.under`).
             sink.lowSpeed = options.lowSpeed.map {
-                LowSpeedWatch(limit: $0.under(maxRate: options.maxRate, connections: options.connections), now: DownloadSink.seconds())
+                LowSpeedWatch(limit: $0.under(maxRate: currentRate, connections: options.connections), now: DownloadSink.seconds())
             }
             sink.onRestartInPlace = { [onEvent] reason in onEvent(.restarted(reason: reason)) }
             do {
