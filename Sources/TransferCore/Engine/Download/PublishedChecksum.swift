@@ -72,7 +72,7 @@ public struct PublishedChecksum: Equatable, Sendable {
         guard let field else { return nil }
         var found: [Algorithm: [UInt8]] = [:]
         for member in field.split(separator: ",") {
-            let item = member.split(separator: ";", maxSplits: 1)[0].trimmingCharacters(in: .whitespaces)
+            let item = member.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces)
             guard let equals = item.firstIndex(of: "=") else { continue }
             let key = item[..<equals].lowercased()
             let value = item[item.index(after: equals)...]
