@@ -90,13 +90,15 @@ final class RedactionTests: XCTestCase {
                      "failed (https://h.example/p?x%25<\u{316}.example@%252F&token=SECRET1)",
                      "failed (https://h.example/p?n\re://0u&token=SECRET1)",
                      "failed (https://h.example/p?hs:// &Client_Secret=SECRET1&hs:// )",
-                     "see token=SECRET1&page=2"] {
+                     "GET https://h.example/p?a=1 failed; then token=SECRET1&page=2"] {
             let shown = Redaction.message(text)
             XCTAssertFalse(shown.contains("SECRET1"), "\(text.debugDescription) -> \(shown.debugDescription)")
             XCTAssertEqual(Redaction.message(shown), shown, "idempotent: \(shown.debugDescription)")
         }
-        XCTAssertEqual(Redaction.message("a=b&page=2 done"), "a=b&page=2 done", "no secret name, nothing hidden")
-        XCTAssertEqual(Redaction.message("see token=SECRET1&page=2"), "see token=REDACTED&page=2")
+        XCTAssertEqual(Redaction.message("https://h/ a=b&page=2 done"), "https://h/ a=b&page=2 done", "no secret name, nothing hidden")
+        XCTAssertEqual(Redaction.message("https://h/ token=SECRET1&page=2"), "https://h/ token=REDACTED&page=2")
+        // Text that quotes no URL at all is read as words, not parameters (registered secrets aside).
+        XCTAssertEqual(Redaction.message("see token=abc"), "see token=abc")
     }
 
     func testProxyCredentialsFromTheEnvironmentAreSecrets() {
