@@ -21,7 +21,7 @@ public final class DownloadEngine: Sendable {
     }
 
     /// Bytes received from the server in this run of the engine (none yet: no response is flowing).
-    public var bytesReceived: Int64 { currentState.current?.bytesReceived ?? 0 }
+    package var bytesReceived: Int64 { currentState.current?.bytesReceived ?? 0 }
 
     /// Checkpoints go to the file beside the partial file (`DownloadOptions.statePath`).
     public convenience init(transport: Transport, options: DownloadOptions,
