@@ -1,7 +1,7 @@
 import Foundation
 
 /// `20150830T123600Z` as a date.
-public func amzTimestamp(_ text: String) -> Date {
+package func amzTimestamp(_ text: String) -> Date {
     var fields = tm()
     let digits = Array(text)
     func number(_ range: Range<Int>) -> Int32 { Int32(String(digits[range]))! }

@@ -4,17 +4,17 @@ import XCTest
 
 /// A client of `transferd run --listen` for end-to-end tests: requests with the
 /// curl command line tool (a real, independent HTTP client) and the waits on them.
-public struct ControlAPIClient {
-    public let base: String
-    public var token: String?
+package struct ControlAPIClient {
+    package let base: String
+    package var token: String?
 
-    public init(base: String, token: String? = nil) {
+    package init(base: String, token: String? = nil) {
         self.base = base
         self.token = token
     }
 
     /// A loopback port nothing listens on now (the kernel's choice, released at once).
-    public static func freePort() throws -> Int {
+    package static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
@@ -28,15 +28,15 @@ public struct ControlAPIClient {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    public struct Reply {
-        public let status: Int
-        public let body: String
-        public var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:] }
+    package struct Reply {
+        package let status: Int
+        package let body: String
+        package var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:] }
     }
 
     /// One request to `base + path` (or to `path` when it is a whole URL), with this client's token
     /// unless `token` says otherwise (`.some(nil)`: none).
-    public func request(_ method: String, _ path: String, token: String?? = .none, body: String? = nil, bodyFile: String? = nil,
+    package func request(_ method: String, _ path: String, token: String?? = .none, body: String? = nil, bodyFile: String? = nil,
                         headers: [String] = []) throws -> Reply {
         let url = path.hasPrefix("http") ? path : base + path
         var arguments = ["-s", "-S", "--max-time", "20", "-X", method, "-w", "\n%{http_code}"]
@@ -53,7 +53,7 @@ public struct ControlAPIClient {
     }
 
     /// Waits until the API answers (`/metrics` needs no token).
-    public func waitUntilServing(timeout: TimeInterval = 20) throws {
+    package func waitUntilServing(timeout: TimeInterval = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let reply = try? request("GET", "/metrics", token: .some(nil)), reply.status == 200 { return }
@@ -65,7 +65,7 @@ public struct ControlAPIClient {
 
     /// Waits until job `id` is in one of `states`; returns the job as the API shows it.
     @discardableResult
-    public func waitForState(_ id: String, _ states: Set<String>, timeout: TimeInterval = 30,
+    package func waitForState(_ id: String, _ states: Set<String>, timeout: TimeInterval = 30,
                              file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
         let deadline = Date().addingTimeInterval(timeout)
         var last: [String: Any] = [:]
@@ -79,7 +79,7 @@ public struct ControlAPIClient {
     }
 
     /// Runs a tool to its end: its stdout, stderr and exit status.
-    public static func runTool(_ tool: String, _ arguments: [String]) throws -> (stdout: String, stderr: String, status: Int32) {
+    package static func runTool(_ tool: String, _ arguments: [String]) throws -> (stdout: String, stderr: String, status: Int32) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: tool)
         process.arguments = arguments

@@ -5,12 +5,12 @@ import XCTest
 /// stopped by PID: `cut()` closes every connection at once and refuses new ones, as a restart
 /// of the server, a failover or an outage of the network does to its clients; `restore()`
 /// accepts them again.
-public final class CutProxy {
+package final class CutProxy {
     private let process = Process()
     /// `store` with the proxy's port in place of the server's.
-    public let url: String
+    package let url: String
 
-    public init(store: String) throws {
+    package init(store: String) throws {
         var components = try XCTUnwrap(URLComponents(string: store))
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Servers/cut_proxy.py").path
@@ -25,10 +25,10 @@ public final class CutProxy {
     }
 
     /// The port the proxy listens on.
-    public var port: Int { URLComponents(string: url)?.port ?? 0 }
+    package var port: Int { URLComponents(string: url)?.port ?? 0 }
 
-    public func cut() { kill(process.processIdentifier, SIGUSR1) }
-    public func restore() { kill(process.processIdentifier, SIGUSR2) }
+    package func cut() { kill(process.processIdentifier, SIGUSR1) }
+    package func restore() { kill(process.processIdentifier, SIGUSR2) }
 
     deinit {
         process.terminate()

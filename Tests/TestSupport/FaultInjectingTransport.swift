@@ -5,28 +5,28 @@ import TransferCore
 /// before letting them through: a dropped connection, or a synthetic error
 /// status with an S3-style XML body. Used where the real peer (moto) cannot
 /// fail on request; every other request reaches the real server.
-public final class FaultInjectingTransport: Transport, Sendable {
-    public enum Fault: Sendable {
+package final class FaultInjectingTransport: Transport, Sendable {
+    package enum Fault: Sendable {
         case connectionDropped
         case status(Int, code: String)
     }
 
-    public let name: String
-    public var capabilities: TransportCapabilities { wrapped.capabilities }
+    package let name: String
+    package var capabilities: TransportCapabilities { wrapped.capabilities }
     private let wrapped: Transport
     private let rules: [(matches: @Sendable (TransferRequest) -> Bool, fault: Fault)]
     private let remaining: LockedBox<[Int]>
     /// Requests seen, by the rule that matched them (for assertions).
-    public let seen = LockedBox<[Int: Int]>([:])
+    package let seen = LockedBox<[Int: Int]>([:])
 
-    public init(wrapping transport: Transport, rules: [(matches: @Sendable (TransferRequest) -> Bool, fault: Fault, times: Int)]) {
+    package init(wrapping transport: Transport, rules: [(matches: @Sendable (TransferRequest) -> Bool, fault: Fault, times: Int)]) {
         wrapped = transport
         name = transport.name
         self.rules = rules.map { ($0.matches, $0.fault) }
         remaining = LockedBox(rules.map(\.times))
     }
 
-    public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
+    package func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
         if let index = rules.firstIndex(where: { $0.matches(request) }) {
             seen.withLock { $0[index, default: 0] += 1 }
             let fire = remaining.withLock { counts -> Bool in

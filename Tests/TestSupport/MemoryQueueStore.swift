@@ -6,7 +6,7 @@ import TransferCore
 /// third store. A store of one run (no leases, no workers), like the SQLite one; what it
 /// holds is gone with the process.
 // @unchecked: every mutable field is read and written under `lock` only.
-public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
+package final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     private let lock = NSLock()
     private var records: [String: JobRecord] = [:]
     /// Ids by `seq`: the order jobs were added.
@@ -18,7 +18,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     /// Each job as its file gave it, for telling the same job from another when a file is read again.
     private var ingestedSpecs: [String: String] = [:]
 
-    public init() {}
+    package init() {}
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
@@ -39,7 +39,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: Ingest
 
-    public func ingest(_ files: [JobFileContent]) throws -> [IngestResult] {
+    package func ingest(_ files: [JobFileContent]) throws -> [IngestResult] {
         try locked {
             try files.map { file in
                 if ingestedContent.contains(file.contentHash) {
@@ -86,7 +86,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
 
     // MARK: Claiming and the run's writes
 
-    public func recoverInterrupted() throws -> Int {
+    package func recoverInterrupted() throws -> Int {
         locked {
             var recovered = 0
             for id in order where apply(.recover, to: id) { recovered += 1 }
@@ -94,7 +94,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+    package func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
                               accept: (ClaimCandidate) -> Int?) throws -> [JobRecord] {
         guard limit > 0 else { return [] }
         return locked {
@@ -118,7 +118,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     }
 
     @discardableResult
-    public func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws -> Bool {
+    package func finish(_ id: String, state: JobState, error: String?, bytes: Int64?, sha256: String?, at date: Date) throws -> Bool {
         locked {
             apply(.ending(in: state), to: id) { record in
                 record.lastError = error
@@ -135,7 +135,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     }
 
     @discardableResult
-    public func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws -> Set<String> {
+    package func finishDone(_ jobs: [(id: String, bytes: Int64, sha256: String?)], at date: Date) throws -> Set<String> {
         locked {
             Set(jobs.filter { job in
                 !apply(.complete, to: job.id) { record in
@@ -154,7 +154,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
     }
 
     @discardableResult
-    public func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String> {
+    package func markFinishing(_ jobs: [(id: String, bytes: Int64, sha256: String?)]) throws -> Set<String> {
         locked {
             Set(jobs.filter { job in
                 !apply(.markFinishing, to: job.id) { record in
@@ -166,7 +166,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func scheduleRetry(_ id: String, at date: Date, error: String, attempts: Int) throws {
+    package func scheduleRetry(_ id: String, at date: Date, error: String, attempts: Int) throws {
         locked {
             _ = apply(.scheduleRetry, to: id) { record in
                 record.nextAttemptAt = date
@@ -177,11 +177,11 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func pause(_ ids: [String]) throws {
+    package func pause(_ ids: [String]) throws {
         locked { for id in ids { _ = apply(.pause, to: id) { $0.speed = nil } } }
     }
 
-    public func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws {
+    package func saveProgress(_ snapshots: [String: ProgressSnapshot]) throws {
         locked {
             for (id, snapshot) in snapshots where records[id]?.state == .running {
                 records[id]?.bytesDone = snapshot.bytesDone
@@ -191,23 +191,23 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func nextWakeup() throws -> Date? {
+    package func nextWakeup() throws -> Date? {
         locked { records.values.filter { $0.state == .waiting }.compactMap(\.nextAttemptAt).min() }
     }
 
     // MARK: Reading
 
-    public func job(_ id: String) throws -> JobRecord? { locked { records[id] } }
+    package func job(_ id: String) throws -> JobRecord? { locked { records[id] } }
 
-    public func jobs() throws -> [JobRecord] { locked { inOrder } }
+    package func jobs() throws -> [JobRecord] { locked { inOrder } }
 
-    public func jobs(in state: JobState) throws -> [JobRecord] { locked { inOrder.filter { $0.state == state } } }
+    package func jobs(in state: JobState) throws -> [JobRecord] { locked { inOrder.filter { $0.state == state } } }
 
-    public func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {
+    package func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {
         locked { Array(inOrder.filter { $0.seq > seq && (state == nil || $0.state == state) }.prefix(limit)) }
     }
 
-    public func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord] {
+    package func jobs(in state: JobState, firstInClaimOrder limit: Int) throws -> [JobRecord] {
         locked {
             Array(inOrder.filter { $0.state == state }
                 .sorted { $0.spec.priority != $1.spec.priority ? $0.spec.priority > $1.spec.priority : $0.seq < $1.seq }
@@ -215,9 +215,9 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func jobs(fromFile name: String) throws -> [JobRecord] { locked { inOrder.filter { $0.sourceFile == name } } }
+    package func jobs(fromFile name: String) throws -> [JobRecord] { locked { inOrder.filter { $0.sourceFile == name } } }
 
-    public func results(fromFile name: String) throws -> [JobResult] {
+    package func results(fromFile name: String) throws -> [JobResult] {
         locked {
             inOrder.filter { $0.sourceFile == name && $0.state.isFinal }.map { record in
                 JobResult(id: record.id, state: record.state, url: record.spec.url, destination: record.spec.destination,
@@ -227,13 +227,13 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func counts() throws -> [JobState: Int] {
+    package func counts() throws -> [JobState: Int] {
         locked { records.values.reduce(into: [:]) { $0[$1.state, default: 0] += 1 } }
     }
 
     // MARK: A user's actions
 
-    public func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int {
+    package func purge(states: Set<JobState>, finishedBefore: Date?, excluding: Set<String>) throws -> Int {
         locked {
             let gone = order.filter { id in
                 guard !excluding.contains(id), let record = records[id], states.filter(\.isFinal).contains(record.state) else {
@@ -252,7 +252,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func requeue(id: String?) throws -> Int {
+    package func requeue(id: String?) throws -> Int {
         locked {
             let chosen = id.map { [$0] } ?? order.filter { records[$0]?.state == .failed }
             return chosen.filter { id in
@@ -267,7 +267,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func cancel(_ id: String) throws -> JobState? {
+    package func cancel(_ id: String) throws -> JobState? {
         locked {
             guard let state = records[id]?.state else { return nil }
             switch state.cancelEffect {
@@ -279,7 +279,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func hold(_ id: String) throws -> JobState? {
+    package func hold(_ id: String) throws -> JobState? {
         locked {
             guard let state = records[id]?.state else { return nil }
             _ = apply(.hold, to: id) { $0.speed = nil }
@@ -287,7 +287,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func unhold(_ id: String) throws -> JobState? {
+    package func unhold(_ id: String) throws -> JobState? {
         locked {
             guard let state = records[id]?.state else { return nil }
             _ = apply(.unhold, to: id) { $0.nextAttemptAt = nil }
@@ -295,7 +295,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func steering(among ids: [String]) throws -> RunSteering {
+    package func steering(among ids: [String]) throws -> RunSteering {
         locked {
             var steering = RunSteering(settings: QueueSettings(values: settingValues))
             for id in ids {
@@ -307,7 +307,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func setPriority(_ id: String, to priority: Int) throws -> JobState? {
+    package func setPriority(_ id: String, to priority: Int) throws -> JobState? {
         locked {
             guard let state = records[id]?.state else { return nil }
             records[id]?.spec.priority = priority
@@ -315,7 +315,7 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func setJobRate(_ id: String, to bytesPerSecond: String?) throws -> JobState? {
+    package func setJobRate(_ id: String, to bytesPerSecond: String?) throws -> JobState? {
         locked {
             guard let state = records[id]?.state else { return nil }
             settingValues[QueueSettings.jobRatePrefix + id] = bytesPerSecond
@@ -323,39 +323,39 @@ public final class MemoryQueueStore: QueueStore, @unchecked Sendable {
         }
     }
 
-    public func settings() throws -> QueueSettings { locked { QueueSettings(values: settingValues) } }
+    package func settings() throws -> QueueSettings { locked { QueueSettings(values: settingValues) } }
 
-    public func setSetting(_ key: QueueSettings.Key, to value: String?) throws { locked { settingValues[key.rawValue] = value } }
+    package func setSetting(_ key: QueueSettings.Key, to value: String?) throws { locked { settingValues[key.rawValue] = value } }
 
     // MARK: Checkpoints and hooks
 
-    public func checkpoint(for id: String) throws -> String? { locked { records[id]?.checkpoint } }
+    package func checkpoint(for id: String) throws -> String? { locked { records[id]?.checkpoint } }
 
     @discardableResult
-    public func saveCheckpoint(_ json: String?, for id: String) throws -> Bool {
+    package func saveCheckpoint(_ json: String?, for id: String) throws -> Bool {
         locked { records[id]?.checkpoint = json }
         return true
     }
 
-    public func recordHook(_ json: String, for id: String) throws { locked { records[id]?.hook = json } }
+    package func recordHook(_ json: String, for id: String) throws { locked { records[id]?.hook = json } }
 
     // MARK: Workers, leases and limits: one run, no fleet
 
-    public func abandonedFinishing() throws -> [JobRecord] { try jobs(in: .finishing) }
-    public func renewLeases() throws -> Set<String> { [] }
-    public var leaseSeconds: Double? { nil }
-    public var claimsInGroups: Bool { false }
-    public func workers() throws -> [WorkerInfo] { [] }
-    public func enlist() throws {}
-    public func retire() throws {}
-    public func rateShare(of rate: Int64) throws -> Int64 { rate }
+    package func abandonedFinishing() throws -> [JobRecord] { try jobs(in: .finishing) }
+    package func renewLeases() throws -> Set<String> { [] }
+    package var leaseSeconds: Double? { nil }
+    package var claimsInGroups: Bool { false }
+    package func workers() throws -> [WorkerInfo] { [] }
+    package func enlist() throws {}
+    package func retire() throws {}
+    package func rateShare(of rate: Int64) throws -> Int64 { rate }
 
-    public func saveHostLimits(_ limits: [String: Int], maximum: Int) throws {
+    package func saveHostLimits(_ limits: [String: Int], maximum: Int) throws {
         locked { self.limits = limits.map { HostLimitInfo(host: $0.key, limit: $0.value, maximum: maximum) }.sorted { $0.host < $1.host } }
     }
 
-    public func hostLimits() throws -> [HostLimitInfo] { locked { limits } }
+    package func hostLimits() throws -> [HostLimitInfo] { locked { limits } }
 
     /// None: one process holds this store, and its run reads it twice a second.
-    public func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed? { nil }
+    package func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed? { nil }
 }

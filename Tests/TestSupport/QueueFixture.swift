@@ -4,41 +4,41 @@ import XCTest
 
 /// A queue folder for end-to-end tests: a root with `queue.d/` inside, job
 /// files written into it, and the store read back after `transferd run`.
-public struct QueueFixture {
-    public let root: String
-    public var queue: String { root + "/queue.d" }
+package struct QueueFixture {
+    package let root: String
+    package var queue: String { root + "/queue.d" }
 
-    public init(_ name: String = #function) throws {
+    package init(_ name: String = #function) throws {
         root = try scratchDirectory(name)
         try FileManager.default.createDirectory(atPath: root + "/queue.d", withIntermediateDirectories: true)
     }
 
     /// Writes a job file the way users should: to a temporary name, then renamed in.
-    public func drop(_ name: String, _ text: String) throws {
+    package func drop(_ name: String, _ text: String) throws {
         let temporary = queue + "/.\(name).tmp"
         try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
         guard rename(temporary, queue + "/" + name) == 0 else { throw POSIXFailure(operation: "rename", path: temporary) }
     }
 
-    public func drop(_ name: String, jobs: [[String: Any]]) throws {
+    package func drop(_ name: String, jobs: [[String: Any]]) throws {
         let data = try JSONSerialization.data(withJSONObject: ["version": 1, "jobs": jobs], options: [.sortedKeys])
         try drop(name, String(decoding: data, as: UTF8.self))
     }
 
-    public func run(_ arguments: [String] = []) throws -> TransferdProcess.Result {
+    package func run(_ arguments: [String] = []) throws -> TransferdProcess.Result {
         try TransferdProcess.run(["run", "--queue", queue] + arguments, directory: root)
     }
 
-    public func start(_ arguments: [String] = []) throws -> TransferdProcess {
+    package func start(_ arguments: [String] = []) throws -> TransferdProcess {
         try TransferdProcess(["run", "--queue", queue] + arguments, directory: root)
     }
 
-    public func store() throws -> SQLiteQueueStore {
+    package func store() throws -> SQLiteQueueStore {
         try SQLiteQueueStore(path: queue + "/.transferd/state.db")
     }
 
     /// The entries of `done/NAME.json` or `failed/NAME.json`.
-    public func results(_ folder: String, _ name: String) throws -> [[String: Any]] {
+    package func results(_ folder: String, _ name: String) throws -> [[String: Any]] {
         let path = "\(queue)/\(folder)/\(name)"
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
         return try JSONSerialization.jsonObject(with: data) as? [[String: Any]] ?? []
@@ -46,8 +46,8 @@ public struct QueueFixture {
 }
 
 /// Random files in the servers' www folder (each with its own content).
-public enum Fixtures {
-    public static func makeFiles(in servers: TestServers, folder: String, sizes: [Int]) throws -> [String] {
+package enum Fixtures {
+    package static func makeFiles(in servers: TestServers, folder: String, sizes: [Int]) throws -> [String] {
         let directory = servers.path(folder)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
@@ -67,7 +67,7 @@ public enum Fixtures {
 }
 
 /// Body bytes nginx sent for paths starting with `prefix`, in log lines after `offset`.
-public func nginxBytesServed(_ servers: TestServers, pathPrefix prefix: String, since offset: UInt64 = 0) throws -> Int64 {
+package func nginxBytesServed(_ servers: TestServers, pathPrefix prefix: String, since offset: UInt64 = 0) throws -> Int64 {
     Thread.sleep(forTimeInterval: 0.3) // nginx writes the line as the request ends
     let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: servers.nginxLog))
     try handle.seek(toOffset: offset)
@@ -80,6 +80,6 @@ public func nginxBytesServed(_ servers: TestServers, pathPrefix prefix: String, 
     }
 }
 
-public func nginxLogSize(_ servers: TestServers) throws -> UInt64 {
+package func nginxLogSize(_ servers: TestServers) throws -> UInt64 {
     (try FileManager.default.attributesOfItem(atPath: servers.nginxLog)[.size] as! NSNumber).uint64Value
 }

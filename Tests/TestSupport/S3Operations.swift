@@ -4,10 +4,10 @@ import TransferCore
 /// S3 operation names from what a client sent (method, path and query), so a
 /// test can count operations against any S3 server, not only moto (whose
 /// request log names them): SeaweedFS keeps no request log.
-public enum S3Operation {
+package enum S3Operation {
     /// The operation a path-style request is: `UploadPart`, `PutObject`,
     /// `ListObjectsV2`, ... (`Unknown` for anything else).
-    public static func name(method: String, url: URL) -> String {
+    package static func name(method: String, url: URL) -> String {
         let query = Set((URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).map(\.name))
         // Path style: /bucket or /bucket/key...
         let segments = url.path.split(separator: "/", omittingEmptySubsequences: true)
@@ -38,7 +38,7 @@ public enum S3Operation {
 
     /// The operations in a `--log-file` written by `transferd` (its request
     /// lines, `HH:MM:SS.mmm [backend #N] > METHOD URL`), in order.
-    public static func fromLog(_ path: String) throws -> [String] {
+    package static func fromLog(_ path: String) throws -> [String] {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         return text.split(separator: "\n").compactMap { line -> String? in
             // Request lines start with the clock; header lines with the tag.
@@ -52,26 +52,26 @@ public enum S3Operation {
 
 /// Wraps a transport and records the S3 operation of every request it
 /// executes (the client's side of a server's request log).
-public final class RecordingTransport: Transport, Sendable {
-    public let name: String
-    public var capabilities: TransportCapabilities { wrapped.capabilities }
+package final class RecordingTransport: Transport, Sendable {
+    package let name: String
+    package var capabilities: TransportCapabilities { wrapped.capabilities }
     private let wrapped: Transport
     private let log = LockedBox<[String]>([])
 
-    public init(wrapping transport: Transport) {
+    package init(wrapping transport: Transport) {
         wrapped = transport
         name = transport.name
     }
 
     /// How many requests were recorded so far (a mark for `operations(since:)`).
-    public var mark: Int { log.withLock { $0.count } }
+    package var mark: Int { log.withLock { $0.count } }
 
     /// The operations recorded after `mark`.
-    public func operations(since mark: Int = 0) -> [String] {
+    package func operations(since mark: Int = 0) -> [String] {
         log.withLock { Array($0[min(mark, $0.count)...]) }
     }
 
-    public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
+    package func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
         log.withLock { $0.append(S3Operation.name(method: request.method, url: request.url)) }
         return try await wrapped.execute(request, sink: sink)
     }

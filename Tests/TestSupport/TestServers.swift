@@ -4,25 +4,25 @@ import XCTest
 
 /// The local servers that `scripts/test` started, read from its environment.
 /// Missing variables fail the test with the fix: run the tests through `scripts/test`.
-public struct TestServers: Sendable {
-    public let http: URL
-    public let https: URL
-    public let fault: URL
-    public let caBundle: String
-    public let spkiPin: String
-    public let www: String
-    public let nginxLog: String
+package struct TestServers: Sendable {
+    package let http: URL
+    package let https: URL
+    package let fault: URL
+    package let caBundle: String
+    package let spkiPin: String
+    package let www: String
+    package let nginxLog: String
 
     /// The fault server's anonymous FTP responder (`ftp://127.0.0.1:PORT`, serves
     /// `FTP-SECRET-CONTENT` for any path), from `TRANSFERD_TEST_FTP`; nil with an
     /// env file from before it existed. Its control connections are counted in
     /// `stats(key: "ftp")`.
-    public var ftp: URL? {
+    package var ftp: URL? {
         guard let value = ProcessInfo.processInfo.environment["TRANSFERD_TEST_FTP"], !value.isEmpty else { return nil }
         return URL(string: value)
     }
 
-    public static func current(file: StaticString = #filePath, line: UInt = #line) throws -> TestServers {
+    package static func current(file: StaticString = #filePath, line: UInt = #line) throws -> TestServers {
         let environment = ProcessInfo.processInfo.environment
         func value(_ name: String) throws -> String {
             guard let value = environment[name], !value.isEmpty else {
@@ -41,7 +41,7 @@ public struct TestServers: Sendable {
     }
 
     /// A fault-server URL for `file` with the given fault parameters and a unique key.
-    public func fault(_ file: String, _ parameters: [String: String] = [:], key: String = UUID().uuidString) -> (URL, String) {
+    package func fault(_ file: String, _ parameters: [String: String] = [:], key: String = UUID().uuidString) -> (URL, String) {
         var components = URLComponents(url: fault.appendingPathComponent(file), resolvingAgainstBaseURL: false)!
         components.queryItems = parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
             + [URLQueryItem(name: "key", value: key)]
@@ -51,7 +51,7 @@ public struct TestServers: Sendable {
     /// Gives the fault server's requests for `path` these fault parameters (their own query's
     /// win), under `key`: for a client that picks its paths itself (the control API's
     /// `/v1/summary`). `reset(key:)` takes them back.
-    public func preset(_ path: String, _ parameters: [String: String], key: String) throws {
+    package func preset(_ path: String, _ parameters: [String: String], key: String) throws {
         var components = URLComponents(url: fault.appendingPathComponent("_preset"), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "path", value: path)]
             + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
@@ -61,33 +61,33 @@ public struct TestServers: Sendable {
     }
 
     /// Forgets what the fault server counted for `key`, and its presets.
-    public func reset(key: String) {
+    package func reset(key: String) {
         _ = try? Data(contentsOf: URL(string: "\(fault.absoluteString)/_reset?key=\(key)")!)
     }
 
-    public struct FaultStats: Decodable {
-        public let requests: Int
-        public let bytes_sent: Int64
-        public let ranges: [String?]
+    package struct FaultStats: Decodable {
+        package let requests: Int
+        package let bytes_sent: Int64
+        package let ranges: [String?]
     }
 
     /// What the fault server saw for one key (`"ftp"`: the FTP responder's
     /// control connections and data bytes).
-    public func stats(key: String) throws -> FaultStats {
+    package func stats(key: String) throws -> FaultStats {
         let url = URL(string: "\(fault.absoluteString)/_stats?key=\(key)")!
         return try JSONDecoder().decode(FaultStats.self, from: Data(contentsOf: url))
     }
 
     /// Everything the fault server counted for one key, as its JSON has it.
-    public func rawStats(key: String) throws -> [String: Any] {
+    package func rawStats(key: String) throws -> [String: Any] {
         let url = URL(string: "\(fault.absoluteString)/_stats?key=\(key)")!
         return try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
     }
 
-    public func path(_ file: String) -> String { (www as NSString).appendingPathComponent(file) }
+    package func path(_ file: String) -> String { (www as NSString).appendingPathComponent(file) }
 
     /// SHA-256 of a served file, computed once per process.
-    public func sha256(of file: String) throws -> String {
+    package func sha256(of file: String) throws -> String {
         try Self.digests.withLock { cache in
             if let known = cache[file] { return known }
             let digest = try SHA256Hasher.hex(ofFileAt: path(file))
@@ -98,30 +98,30 @@ public struct TestServers: Sendable {
 
     private static let digests = LockedBox<[String: String]>([:])
 
-    public func size(of file: String) throws -> Int64 {
+    package func size(of file: String) throws -> Int64 {
         (try FileManager.default.attributesOfItem(atPath: path(file))[.size] as! NSNumber).int64Value
     }
 }
 
 /// A value shared between a test and the threads or tasks it starts: TransferCore's `Locked`
 /// under the name the tests know.
-public typealias LockedBox<Value> = Locked<Value>
+package typealias LockedBox<Value> = Locked<Value>
 
 /// Both backends, for running every conformance case against each.
-public enum Backends {
-    public static let all: [(String, Transport)] = [("curl", CurlTransport()), ("urlsession", URLSessionTransport())]
+package enum Backends {
+    package static let all: [(String, Transport)] = [("curl", CurlTransport()), ("urlsession", URLSessionTransport())]
 }
 
 /// Skips a test whose size makes it a poor fit for an instrumented build:
 /// `scripts/test --sanitize` sets `TRANSFERD_TEST_SANITIZER`.
-public func skipUnderSanitizer(_ why: String) throws {
+package func skipUnderSanitizer(_ why: String) throws {
     if let kind = ProcessInfo.processInfo.environment["TRANSFERD_TEST_SANITIZER"], !kind.isEmpty {
         throw XCTSkip("skipped under the \(kind) sanitizer: \(why)")
     }
 }
 
 /// A fresh scratch directory per test.
-public func scratchDirectory(_ name: String = #function) throws -> String {
+package func scratchDirectory(_ name: String = #function) throws -> String {
     let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? NSTemporaryDirectory()
     let clean = name.filter { $0.isLetter || $0.isNumber }
     let path = (base as NSString).appendingPathComponent("transferd-tests/\(clean)-\(UUID().uuidString.prefix(8))")
@@ -130,15 +130,15 @@ public func scratchDirectory(_ name: String = #function) throws -> String {
 }
 
 /// Collects a whole response in memory (small responses only).
-public final class CollectingSink: ResponseSink, Sendable {
+package final class CollectingSink: ResponseSink, Sendable {
     /// Written on the transport's thread, read by the test once the exchange is over.
     private let received = Locked((head: ResponseHead?.none, body: Data(), bodyBeforeHead: false))
-    public var head: ResponseHead? { received.current.head }
-    public var body: Data { received.current.body }
-    public var bodyBeforeHead: Bool { received.current.bodyBeforeHead }
-    public init() {}
-    public func receive(head: ResponseHead) throws { received.withLock { $0.head = head } }
-    public func receive(body chunk: UnsafeRawBufferPointer) throws {
+    package var head: ResponseHead? { received.current.head }
+    package var body: Data { received.current.body }
+    package var bodyBeforeHead: Bool { received.current.bodyBeforeHead }
+    package init() {}
+    package func receive(head: ResponseHead) throws { received.withLock { $0.head = head } }
+    package func receive(body chunk: UnsafeRawBufferPointer) throws {
         received.withLock { received in
             if received.head == nil { received.bodyBeforeHead = true }
             received.body.append(contentsOf: chunk)
@@ -149,15 +149,15 @@ public final class CollectingSink: ResponseSink, Sendable {
 /// The upload peers `scripts/test` starts: moto's S3 server (signatures
 /// enforced, one log line per request), a multipart/form-data parser and,
 /// when started, SeaweedFS as a second S3 server (`seaweedS3`).
-public struct UploadServers {
-    public let s3: URL
-    public let credentials: AWSCredentials
-    public let region: String
-    public let s3Log: String
-    public let form: URL
-    public let formRoot: String
+package struct UploadServers {
+    package let s3: URL
+    package let credentials: AWSCredentials
+    package let region: String
+    package let s3Log: String
+    package let form: URL
+    package let formRoot: String
 
-    public static func current(file: StaticString = #filePath, line: UInt = #line) throws -> UploadServers {
+    package static func current(file: StaticString = #filePath, line: UInt = #line) throws -> UploadServers {
         let environment = ProcessInfo.processInfo.environment
         func value(_ name: String) throws -> String {
             guard let value = environment[name], !value.isEmpty else {
@@ -173,7 +173,7 @@ public struct UploadServers {
                              form: URL(string: try value("TRANSFERD_TEST_FORM"))!, formRoot: try value("TRANSFERD_TEST_FORM_ROOT"))
     }
 
-    public var configuration: S3Configuration {
+    package var configuration: S3Configuration {
         S3Configuration(endpoint: s3, region: region, credentials: credentials, pathStyle: true)
     }
 
@@ -182,26 +182,26 @@ public struct UploadServers {
     /// `TRANSFERD_TEST_SEAWEED_S3`; nil when that is not set (an env file from
     /// before SeaweedFS was added). See Tests/Servers/README.md for how it
     /// differs from moto.
-    public var seaweedS3: URL? {
+    package var seaweedS3: URL? {
         guard let value = ProcessInfo.processInfo.environment["TRANSFERD_TEST_SEAWEED_S3"], !value.isEmpty else { return nil }
         return URL(string: value)
     }
 
     /// The S3 configuration for SeaweedFS (path style, the test key), or nil
     /// when it was not started.
-    public var seaweedConfiguration: S3Configuration? {
+    package var seaweedConfiguration: S3Configuration? {
         guard let endpoint = seaweedS3 else { return nil }
         return S3Configuration(endpoint: endpoint, region: region, credentials: credentials, pathStyle: true)
     }
 
     /// Every real S3 server to run a case against, by name: `moto` always,
     /// then `seaweedfs` when it was started.
-    public var s3Servers: [(name: String, configuration: S3Configuration)] {
+    package var s3Servers: [(name: String, configuration: S3Configuration)] {
         s3Targets.map { ($0.name, $0.configuration) }
     }
 
     /// `s3Servers` with the environment for a `transferd` process talking to each.
-    public var s3Targets: [(name: String, configuration: S3Configuration, environment: [String: String])] {
+    package var s3Targets: [(name: String, configuration: S3Configuration, environment: [String: String])] {
         var targets = [(name: "moto", configuration: configuration, environment: environment)]
         if let seaweed = seaweedConfiguration, let environment = seaweedEnvironment {
             targets.append((name: "seaweedfs", configuration: seaweed, environment: environment))
@@ -211,7 +211,7 @@ public struct UploadServers {
 
     /// Environment for a `transferd` process talking to SeaweedFS instead of
     /// moto; nil when it was not started.
-    public var seaweedEnvironment: [String: String]? {
+    package var seaweedEnvironment: [String: String]? {
         guard let endpoint = seaweedS3 else { return nil }
         var environment = self.environment
         environment["AWS_ENDPOINT_URL"] = endpoint.absoluteString
@@ -219,7 +219,7 @@ public struct UploadServers {
     }
 
     /// Environment for a `transferd` process talking to the S3 server.
-    public var environment: [String: String] {
+    package var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["AWS_ACCESS_KEY_ID"] = credentials.accessKeyID
         environment["AWS_SECRET_ACCESS_KEY"] = credentials.secretAccessKey
@@ -229,7 +229,7 @@ public struct UploadServers {
     }
 
     /// Operations logged by the S3 server after byte `offset` of its log (first word of each line).
-    public func operations(since offset: UInt64) throws -> [String] {
+    package func operations(since offset: UInt64) throws -> [String] {
         Thread.sleep(forTimeInterval: 0.1)
         let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: s3Log))
         try handle.seek(toOffset: offset)
@@ -237,14 +237,14 @@ public struct UploadServers {
             .compactMap { $0.split(separator: " ").first.map(String.init) }
     }
 
-    public func logSize() throws -> UInt64 {
+    package func logSize() throws -> UInt64 {
         (try FileManager.default.attributesOfItem(atPath: s3Log)[.size] as! NSNumber).uint64Value
     }
 
     /// The log's size once it has stopped growing for half a second (at most 5 s):
     /// after a client is killed, the server may still finish and log the
     /// requests that client had in flight.
-    public func settledLogSize() throws -> UInt64 {
+    package func settledLogSize() throws -> UInt64 {
         var size = try logSize()
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline {
@@ -259,7 +259,7 @@ public struct UploadServers {
 
 /// Runs async work from a synchronous test and waits for it (at most
 /// `timeout` seconds), rethrowing what it threw.
-public func blocking(timeout: TimeInterval = 300, _ body: @escaping @Sendable () async throws -> Void) throws {
+package func blocking(timeout: TimeInterval = 300, _ body: @escaping @Sendable () async throws -> Void) throws {
     let done = DispatchSemaphore(value: 0)
     let failure = LockedBox<Error?>(nil)
     Task {

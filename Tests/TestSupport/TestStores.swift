@@ -6,9 +6,9 @@ import XCTest
 /// The queue stores every store contract test runs against: the SQLite store
 /// in a fresh file, and the PostgreSQL store in a fresh database of the server
 /// `scripts/test` started (`TRANSFERD_TEST_POSTGRES`).
-public enum TestStores {
+package enum TestStores {
     /// The PostgreSQL server's URL; a missing one fails the test with the fix.
-    public static func postgresURL(file: StaticString = #filePath, line: UInt = #line) throws -> String {
+    package static func postgresURL(file: StaticString = #filePath, line: UInt = #line) throws -> String {
         guard let url = ProcessInfo.processInfo.environment["TRANSFERD_TEST_POSTGRES"], !url.isEmpty else {
             XCTFail("TRANSFERD_TEST_POSTGRES is not set: run the tests with scripts/test, which starts PostgreSQL",
                     file: file, line: line)
@@ -18,7 +18,7 @@ public enum TestStores {
     }
 
     /// A new, empty database on the test server; returns its URL.
-    public static func freshPostgresDatabase() throws -> String {
+    package static func freshPostgresDatabase() throws -> String {
         let admin = try postgresURL()
         let name = "transferd_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         try execute(admin, "CREATE DATABASE \(name)")
@@ -30,19 +30,19 @@ public enum TestStores {
     /// Runs one statement on a test database (to stage what another process would have done).
     /// (Through libpq itself: TestSupport is an ordinary target, built by `swift build -c release`
     /// too, so it may not import TransferCore's internals.)
-    public static func execute(_ url: String, _ sql: String) throws {
+    package static func execute(_ url: String, _ sql: String) throws {
         _ = try query(url, sql)
     }
 
-    public struct TestStoreError: Error, CustomStringConvertible {
-        public let message: String
-        public var description: String { message }
+    package struct TestStoreError: Error, CustomStringConvertible {
+        package let message: String
+        package var description: String { message }
     }
 
     /// Runs one statement (or several, without parameters) on a test database; each row's
     /// values as text (nil is NULL). Through libpq itself: TestSupport is an ordinary target,
     /// built by `swift build -c release` too, so it may not import TransferCore's internals.
-    public static func query(_ url: String, _ sql: String) throws -> [[String?]] {
+    package static func query(_ url: String, _ sql: String) throws -> [[String?]] {
         guard let connection = PQconnectdb(url) else { throw TestStoreError(message: "out of memory") }
         defer { PQfinish(connection) }
         guard PQstatus(connection) == CONNECTION_OK else {
@@ -62,7 +62,7 @@ public enum TestStores {
     }
 
     /// The URL of `url` with another user and password (a role made for a test).
-    public static func url(_ url: String, user: String, password: String) -> String {
+    package static func url(_ url: String, user: String, password: String) -> String {
         guard var components = URLComponents(string: url) else { return url }
         components.user = user
         components.password = password
@@ -71,7 +71,7 @@ public enum TestStores {
 
     /// The store's schema as an older transferd left it: the first `migrations.count` migrations
     /// (`PostgresQueueStore.migrations`, which the caller passes: test targets may read internals).
-    public static func postgresSchema(_ url: String, migrations: [String]) throws {
+    package static func postgresSchema(_ url: String, migrations: [String]) throws {
         try execute(url, "CREATE TABLE transferd_schema (version INTEGER NOT NULL)")
         for (step, migration) in migrations.enumerated() {
             try execute(url, migration)
@@ -84,7 +84,7 @@ public enum TestStores {
     /// Every store the contract suite (`QueueStoreContractTests`) runs each case on, each a
     /// factory of a fresh, empty store (opened again with another worker name, the same
     /// store). A new store joins the contract by adding its factory here.
-    public static func all() throws -> [(name: String, open: (_ worker: String?) throws -> QueueStore)] {
+    package static func all() throws -> [(name: String, open: (_ worker: String?) throws -> QueueStore)] {
         let path = NSTemporaryDirectory() + "/transferd-contract-\(UUID().uuidString).db"
         let postgres = try freshPostgresDatabase()
         let memory = MemoryQueueStore()

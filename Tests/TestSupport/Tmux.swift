@@ -4,10 +4,10 @@ import XCTest
 /// A real terminal for end-to-end tests: a tmux server of its own (its own
 /// socket), one session of a fixed size running a plain shell, read back with
 /// `capture-pane`.
-public final class TmuxSession {
+package final class TmuxSession {
     let socket = "transferd-test-\(UUID().uuidString.prefix(8))"
 
-    public init(width: Int, height: Int, directory: String) throws {
+    package init(width: Int, height: Int, directory: String) throws {
         try tmux(["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "\(width)", "-y", "\(height)", "-c", directory,
                   "env", "PS1=$ ", "TERM=tmux-256color", "bash", "--norc", "--noprofile"])
         try tmux(["set-option", "-t", "t", "status", "off"])
@@ -16,40 +16,40 @@ public final class TmuxSession {
     deinit { _ = try? tmux(["kill-server"]) }
 
     /// Opens a second pane below the first, with the same shell, in `directory`.
-    public func split(directory: String) throws {
+    package func split(directory: String) throws {
         try tmux(["split-window", "-v", "-t", "t", "-c", directory, "env", "PS1=$ ", "TERM=tmux-256color",
                   "bash", "--norc", "--noprofile"])
     }
 
     /// Types `text` and Enter into pane `pane`.
-    public func type(_ text: String, pane: Int = 0) throws {
+    package func type(_ text: String, pane: Int = 0) throws {
         try tmux(["send-keys", "-t", "t.\(pane)", "-l", text])
         try tmux(["send-keys", "-t", "t.\(pane)", "Enter"])
     }
 
     /// Resizes the terminal, as a user dragging its window does (the programs in it get SIGWINCH).
-    public func resize(width: Int, height: Int) throws {
+    package func resize(width: Int, height: Int) throws {
         try tmux(["resize-window", "-t", "t", "-x", "\(width)", "-y", "\(height)"])
     }
 
-    public func ctrlC(pane: Int = 0) throws {
+    package func ctrlC(pane: Int = 0) throws {
         try tmux(["send-keys", "-t", "t.\(pane)", "C-c"])
     }
 
     /// The pane's visible text (no colour codes), trailing blank lines removed.
-    public func screen(pane: Int = 0) throws -> String {
+    package func screen(pane: Int = 0) throws -> String {
         var text = try tmux(["capture-pane", "-p", "-t", "t.\(pane)"])
         while text.hasSuffix("\n") { text.removeLast() }
         return text
     }
 
-    public func cursorVisible(pane: Int = 0) throws -> Bool {
+    package func cursorVisible(pane: Int = 0) throws -> Bool {
         try tmux(["display-message", "-p", "-t", "t.\(pane)", "#{cursor_flag}"]).hasPrefix("1")
     }
 
     /// Polls the screen until `condition` holds (or fails the test after `timeout`).
     @discardableResult
-    public func waitFor(pane: Int = 0, timeout: TimeInterval = 30, _ what: String,
+    package func waitFor(pane: Int = 0, timeout: TimeInterval = 30, _ what: String,
                         _ condition: (String) -> Bool) throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
         var last = ""
@@ -92,7 +92,7 @@ public final class TmuxSession {
     }
 }
 
-public struct TmuxError: Error, CustomStringConvertible {
-    public let message: String
-    public var description: String { message }
+package struct TmuxError: Error, CustomStringConvertible {
+    package let message: String
+    package var description: String { message }
 }

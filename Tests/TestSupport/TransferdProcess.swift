@@ -2,12 +2,12 @@ import Foundation
 import XCTest
 
 /// Runs the real `transferd` binary (built by scripts/test, path in TRANSFERD_BIN).
-public struct TransferdProcess {
-    public let process = Process()
+package struct TransferdProcess {
+    package let process = Process()
     let stdout = Pipe()
     let stderr = Pipe()
 
-    public static func binary() throws -> String {
+    package static func binary() throws -> String {
         guard let path = ProcessInfo.processInfo.environment["TRANSFERD_BIN"],
               FileManager.default.isExecutableFile(atPath: path) else {
             XCTFail("TRANSFERD_BIN is not set to the built binary: run the tests with scripts/test")
@@ -17,7 +17,7 @@ public struct TransferdProcess {
     }
 
     /// - Parameter wrapper: a command that runs the binary (`prlimit --nofile=64:64 --`), if any.
-    public init(_ arguments: [String], directory: String, environment: [String: String]? = nil, wrapper: [String] = []) throws {
+    package init(_ arguments: [String], directory: String, environment: [String: String]? = nil, wrapper: [String] = []) throws {
         if let command = wrapper.first {
             process.executableURL = URL(fileURLWithPath: command)
             process.arguments = Array(wrapper.dropFirst()) + [try Self.binary()] + arguments
@@ -32,13 +32,13 @@ public struct TransferdProcess {
         try process.run()
     }
 
-    public struct Result {
-        public let status: Int32
-        public let stdout: String
-        public let stderr: String
+    package struct Result {
+        package let status: Int32
+        package let stdout: String
+        package let stderr: String
     }
 
-    public func wait() -> Result {
+    package func wait() -> Result {
         let out = stdout.fileHandleForReading.readDataToEndOfFile()
         let err = stderr.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
@@ -46,7 +46,7 @@ public struct TransferdProcess {
                       stderr: String(decoding: err, as: UTF8.self))
     }
 
-    public static func run(_ arguments: [String], directory: String, environment: [String: String]? = nil,
+    package static func run(_ arguments: [String], directory: String, environment: [String: String]? = nil,
                            wrapper: [String] = []) throws -> Result {
         try TransferdProcess(arguments, directory: directory, environment: environment, wrapper: wrapper).wait()
     }

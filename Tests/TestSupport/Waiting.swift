@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 
 /// Polls `condition` every 50 ms for up to `timeout` seconds.
-public func waitUntil(timeout: TimeInterval = 20, _ condition: () throws -> Bool) async throws {
+package func waitUntil(timeout: TimeInterval = 20, _ condition: () throws -> Bool) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return }

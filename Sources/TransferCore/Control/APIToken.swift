@@ -3,13 +3,13 @@ import Foundation
 /// The control API's bearer token: from `--api-token-file`, or the queue's own
 /// `.transferd/api.token`, made once (32 random bytes, hex, mode 0600) and kept,
 /// so every run and every worker serving from one folder takes the same token.
-public struct APIToken: Sendable {
-    public let value: String
+package struct APIToken: Sendable {
+    package let value: String
     /// Where it came from, for the message that tells a user where to find it.
-    public let path: String
+    package let path: String
 
     /// The token in `path`, which must be the user's own: a regular file others cannot read.
-    public static func read(from path: String) throws -> APIToken {
+    package static func read(from path: String) throws -> APIToken {
         let data: Data
         do {
             data = try QueueIngestor.readRegularFile(path, limit: 4096)
@@ -29,7 +29,7 @@ public struct APIToken: Sendable {
     }
 
     /// The queue's token, made if it is missing.
-    public static func queueToken(in layout: QueueLayout) throws -> APIToken {
+    package static func queueToken(in layout: QueueLayout) throws -> APIToken {
         let path = (layout.stateDirectory as NSString).appendingPathComponent("api.token")
         // Only a missing file is made anew: one that cannot be read, or that others can read, is
         // the user's to mend (replacing it would lock out every client that holds the old token).
@@ -64,7 +64,7 @@ public struct APIToken: Sendable {
     }
 
     /// Whether `candidate` is the token, in time that does not depend on where they differ.
-    public func matches(_ candidate: String) -> Bool {
+    package func matches(_ candidate: String) -> Bool {
         let expected = Array(value.utf8)
         let given = Array(candidate.utf8)
         var difference = UInt8(expected.count == given.count ? 0 : 1)
@@ -73,6 +73,6 @@ public struct APIToken: Sendable {
     }
 }
 
-public struct APITokenError: Error, CustomStringConvertible {
-    public let description: String
+package struct APITokenError: Error, CustomStringConvertible {
+    package let description: String
 }

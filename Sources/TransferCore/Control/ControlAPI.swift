@@ -3,7 +3,7 @@ import Foundation
 /// The control API's answers: each request, matched to a route, checked for the
 /// token, and answered from the store and the run's monitor. No sockets here
 /// (`ControlServer` listens), so every endpoint is tested with plain values.
-public final class ControlAPI: Sendable {
+package final class ControlAPI: Sendable {
     let store: QueueStore
     let layout: QueueLayout
     let token: APIToken
@@ -17,10 +17,10 @@ public final class ControlAPI: Sendable {
     /// Whether posted job files may carry hook commands (`--allow-job-hooks`).
     let allowsCommands: Bool
 
-    public static let bodyLimit = JobFileParser.maxFileSize
+    package static let bodyLimit = JobFileParser.maxFileSize
     static let pageLimit = 1000
 
-    public init(store: QueueStore, layout: QueueLayout, token: APIToken, monitor: RunMonitor, heartbeat: TimeInterval = 15,
+    package init(store: QueueStore, layout: QueueLayout, token: APIToken, monitor: RunMonitor, heartbeat: TimeInterval = 15,
                 allowsCommands: Bool = false,
                 hosts: @escaping @Sendable () -> [HostUse] = { [] }, changed: @escaping @Sendable () -> Void = {}) {
         self.allowsCommands = allowsCommands
@@ -35,7 +35,7 @@ public final class ControlAPI: Sendable {
 
     /// The checks that need no body, made when the headers are in: the route, the token, and that
     /// only `POST /v1/jobs` carries a body. Nil: read the body and answer with `respond`.
-    public func preflight(_ request: HTTPRequest) -> HTTPResponse? {
+    package func preflight(_ request: HTTPRequest) -> HTTPResponse? {
         guard case .success(let route) = APIRoute.match(method: request.method, path: request.path) else {
             return respond(to: request)  // the 404 or 405, which reads nothing
         }
@@ -47,7 +47,7 @@ public final class ControlAPI: Sendable {
         return nil
     }
 
-    public func respond(to request: HTTPRequest) -> HTTPResponse {
+    package func respond(to request: HTTPRequest) -> HTTPResponse {
         let route: APIRoute
         switch APIRoute.match(method: request.method, path: request.path) {
         case .success(let matched): route = matched

@@ -3,13 +3,13 @@ import Foundation
 /// `transferd run --listen`: the control API served while the run works. Each
 /// connection has its own thread, so neither a slow client nor a long event
 /// stream holds up the run loop; the run only appends to the journal.
-public final class ControlServer: Sendable {
+package final class ControlServer: Sendable {
     /// The base URL, with the port actually bound.
-    public let url: String
+    package let url: String
     private let server: HTTPServer
     private let journal: EventJournal
 
-    public init(address: ListenAddress, api: ControlAPI) throws {
+    package init(address: ListenAddress, api: ControlAPI) throws {
         server = try HTTPServer(address: address, bodyLimit: ControlAPI.bodyLimit, preflight: { api.preflight($0) },
                                 isTrusted: { api.bearsToken($0) }) {
             api.respond(to: $0)
@@ -21,7 +21,7 @@ public final class ControlServer: Sendable {
     /// Ends the event streams (each sends what it holds, the run's summary last,
     /// for up to two seconds: a stream is counted until its connection lets it go)
     /// and closes every connection.
-    public func stop() {
+    package func stop() {
         journal.close()
         let deadline = Date().addingTimeInterval(2)
         while journal.streams > 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }

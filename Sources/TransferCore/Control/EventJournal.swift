@@ -94,19 +94,19 @@ struct EventID: Sendable, Equatable, CustomStringConvertible {
 /// reader), each stream reads at its own pace and waits for more. A stream that
 /// falls behind the bound is told to reset instead of holding the run's memory.
 // @unchecked: `buffer` and `closed` change only under `condition`.
-public final class EventJournal: @unchecked Sendable {
+package final class EventJournal: @unchecked Sendable {
     /// This run's id, the prefix of every event id.
-    public let run: String
+    package let run: String
     private var buffer: EventBuffer
     private var closed = false
     private let condition = NSCondition()
 
-    public init(capacity: Int = 8192, byteLimit: Int = 8 << 20, run: String = EventJournal.newRunID()) {
+    package init(capacity: Int = 8192, byteLimit: Int = 8 << 20, run: String = EventJournal.newRunID()) {
         self.buffer = EventBuffer(capacity: capacity, byteLimit: byteLimit)
         self.run = run
     }
 
-    public static func newRunID() -> String {
+    package static func newRunID() -> String {
         String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
     }
 
@@ -115,7 +115,7 @@ public final class EventJournal: @unchecked Sendable {
     let readers = Locked(0)
 
     /// Adds an event (one line of JSON) and wakes the streams waiting for it.
-    public func append(_ json: String) {
+    package func append(_ json: String) {
         condition.lock()
         buffer.append(json)
         condition.broadcast()
@@ -123,7 +123,7 @@ public final class EventJournal: @unchecked Sendable {
     }
 
     /// No more events: waiting streams end.
-    public func close() {
+    package func close() {
         condition.lock()
         closed = true
         condition.broadcast()

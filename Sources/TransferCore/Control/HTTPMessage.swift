@@ -2,16 +2,16 @@ import Foundation
 
 /// A request as the control API sees it: plain values, so routing and handlers
 /// are tested without a socket.
-public struct HTTPRequest: Sendable {
-    public var method: String
+package struct HTTPRequest: Sendable {
+    package var method: String
     /// The path without the query, percent-decoded.
-    public var path: String
-    public var query: [String: String]
+    package var path: String
+    package var query: [String: String]
     /// Header names lower-cased.
-    public var headers: [String: String]
-    public var body: Data
+    package var headers: [String: String]
+    package var body: Data
 
-    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: Data = Data()) {
+    package init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: Data = Data()) {
         self.method = method
         self.path = path
         self.query = query
@@ -22,37 +22,37 @@ public struct HTTPRequest: Sendable {
 
 /// A source of a streamed response body (an event stream): `next` blocks until it
 /// has bytes (at most `limit`), and returns nil when the stream ends.
-public protocol ResponseStream: AnyObject, Sendable {
+package protocol ResponseStream: AnyObject, Sendable {
     func next(limit: Int) -> Data?
 }
 
-public struct HTTPResponse: Sendable {
-    public var status: Int
-    public var headers: [(name: String, value: String)]
-    public var body: Data
+package struct HTTPResponse: Sendable {
+    package var status: Int
+    package var headers: [(name: String, value: String)]
+    package var body: Data
     /// Sent instead of `body`, for as long as it lasts.
-    public var stream: ResponseStream?
+    package var stream: ResponseStream?
 
-    public init(status: Int, contentType: String, body: Data, headers: [(name: String, value: String)] = []) {
+    package init(status: Int, contentType: String, body: Data, headers: [(name: String, value: String)] = []) {
         self.status = status
         self.headers = [("Content-Type", contentType), ("Cache-Control", "no-store")] + headers
         self.body = body
         self.stream = nil
     }
 
-    public init(status: Int, contentType: String, stream: ResponseStream, headers: [(name: String, value: String)] = []) {
+    package init(status: Int, contentType: String, stream: ResponseStream, headers: [(name: String, value: String)] = []) {
         self.status = status
         self.headers = [("Content-Type", contentType), ("Cache-Control", "no-store")] + headers
         self.body = Data()
         self.stream = stream
     }
 
-    public static func json(_ status: Int, _ object: JSONObject, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+    package static func json(_ status: Int, _ object: JSONObject, headers: [(name: String, value: String)] = []) -> HTTPResponse {
         HTTPResponse(status: status, contentType: "application/json", body: Data((object.serialized() + "\n").utf8), headers: headers)
     }
 
     /// An error as every endpoint words it: what went wrong and how to fix it.
-    public static func error(_ status: Int, _ message: String, fix: String? = nil,
+    package static func error(_ status: Int, _ message: String, fix: String? = nil,
                              headers: [(name: String, value: String)] = []) -> HTTPResponse {
         var object = JSONObject()
         object.add("error", message)
@@ -60,7 +60,7 @@ public struct HTTPResponse: Sendable {
         return json(status, object, headers: headers)
     }
 
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         headers.last { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
     }
 }

@@ -2,13 +2,13 @@ import Foundation
 
 /// Where `--listen` serves: an IP address (v4, or v6 in brackets) and a port.
 /// `localhost` means 127.0.0.1; port 0 lets the system choose (the run prints it).
-public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-    public var isIPv6: Bool
+package struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
+    package var isIPv6: Bool
 
     /// Parses `HOST:PORT`; throws with the reason and an example.
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         func refuse(_ why: String) -> ListenAddressError {
             ListenAddressError(description: "--listen \(text): \(why); write it as 127.0.0.1:8080 or [::1]:8080")
         }
@@ -42,17 +42,17 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// 127.0.0.0/8 or ::1: only this machine can connect.
-    public var isLoopback: Bool {
+    package var isLoopback: Bool {
         if isIPv6 { return host == "::1" || host == "0:0:0:0:0:0:0:1" }
         return host.split(separator: ".").first == "127"
     }
 
-    public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// The base URL a client on this machine uses (with the port actually bound).
-    public func url(port: Int) -> String { isIPv6 ? "http://[\(host)]:\(port)" : "http://\(host):\(port)" }
+    package func url(port: Int) -> String { isIPv6 ? "http://[\(host)]:\(port)" : "http://\(host):\(port)" }
 }
 
-public struct ListenAddressError: Error, CustomStringConvertible {
-    public let description: String
+package struct ListenAddressError: Error, CustomStringConvertible {
+    package let description: String
 }

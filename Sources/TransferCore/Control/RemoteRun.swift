@@ -4,21 +4,21 @@ import Foundation
 /// (`GET /v1/summary`, `GET /v1/jobs?state=running|waiting`) brought up to
 /// date by its event stream. What `transferd status --watch --remote` draws;
 /// a value, tested without a socket.
-public struct RemoteRun: Sendable {
-    public private(set) var progress: RunProgress
+package struct RemoteRun: Sendable {
+    package private(set) var progress: RunProgress
     /// The event to follow the stream from (the snapshot's, then each one applied).
-    public private(set) var lastEventID: String?
+    package private(set) var lastEventID: String?
     /// Set by the run's `summary` event: the run is over.
-    public private(set) var ended: (done: Int, failed: Int, cancelled: Int, interrupted: Bool)?
+    package private(set) var ended: (done: Int, failed: Int, cancelled: Int, interrupted: Bool)?
 
-    public struct SnapshotError: Error, CustomStringConvertible {
-        public let description: String
+    package struct SnapshotError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// - Parameters:
     ///   - summary: the body of `GET /v1/summary`.
     ///   - jobs: the `jobs` of `GET /v1/jobs?state=running` and `?state=waiting` pages, in any order.
-    public init(summary: Data, jobs: [Data], at now: Date) throws {
+    package init(summary: Data, jobs: [Data], at now: Date) throws {
         guard case .object(let members)? = try? JSONParser.parse(String(decoding: summary, as: UTF8.self)),
               case .object(let countsJSON)? = members["jobs"] else {
             throw SnapshotError(description: "the summary is not the control API's (no \"jobs\" counts)")
@@ -41,7 +41,7 @@ public struct RemoteRun: Sendable {
 
     /// Applies one event of the stream; false when the view must be read again
     /// from a snapshot (the stream said `reset`).
-    public mutating func apply(_ event: ServerSentEvent, at now: Date) -> Bool {
+    package mutating func apply(_ event: ServerSentEvent, at now: Date) -> Bool {
         if !event.lastEventID.isEmpty { lastEventID = event.lastEventID }
         switch DecodedQueueEvent(json: event.data) {
         case .event(let queueEvent):

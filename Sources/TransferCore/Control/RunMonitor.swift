@@ -47,11 +47,11 @@ struct TransferTally: Sendable, Equatable {
 }
 
 /// A host's connections in use and its limit now (lowered by 429s and 503s).
-public struct HostUse: Sendable, Equatable {
-    public var host: String
-    public var connections: Int
-    public var limit: Int
-    public init(host: String, connections: Int, limit: Int) {
+package struct HostUse: Sendable, Equatable {
+    package var host: String
+    package var connections: Int
+    package var limit: Int
+    package init(host: String, connections: Int, limit: Int) {
         self.host = host
         self.connections = connections
         self.limit = limit
@@ -61,16 +61,16 @@ public struct HostUse: Sendable, Equatable {
 /// The run as the control API sees it: every event goes into the journal (as the
 /// `--json` line it would print) and into the totals and counters the summary and
 /// `/metrics` show. The run loop calls `handle`; API threads read.
-public final class RunMonitor: Sendable {
-    public let journal: EventJournal
+package final class RunMonitor: Sendable {
+    package let journal: EventJournal
     private let state: Locked<(encoder: QueueEventEncoder, tally: TransferTally)>
 
-    public init(journal: EventJournal = EventJournal(), startedAt: Date = Date(), progressInterval: TimeInterval = 1) {
+    package init(journal: EventJournal = EventJournal(), startedAt: Date = Date(), progressInterval: TimeInterval = 1) {
         self.journal = journal
         self.state = Locked((QueueEventEncoder(startedAt: startedAt, interval: progressInterval), TransferTally()))
     }
 
-    public func handle(_ event: QueueEvent, at now: Date = Date()) {
+    package func handle(_ event: QueueEvent, at now: Date = Date()) {
         let object = state.withLock { state in
             state.tally.apply(event)
             return state.encoder.encode(event, at: now)
@@ -79,7 +79,7 @@ public final class RunMonitor: Sendable {
     }
 
     /// The run's summary event; the streams end after it.
-    public func finish(_ summary: RunSummary, at now: Date = Date()) {
+    package func finish(_ summary: RunSummary, at now: Date = Date()) {
         let object = state.withLock { $0.encoder.summary(summary, at: now) }
         journal.append(object.serialized())
         journal.close()

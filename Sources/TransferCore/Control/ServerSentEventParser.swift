@@ -1,14 +1,14 @@
 import Foundation
 
 /// One event of a Server-Sent Events stream.
-public struct ServerSentEvent: Sendable, Equatable {
+package struct ServerSentEvent: Sendable, Equatable {
     /// `message` unless the stream named it (`event: reset`).
-    public var type: String
-    public var data: String
+    package var type: String
+    package var data: String
     /// The stream's last event id when this event was dispatched (it carries over, as in the spec).
-    public var lastEventID: String
+    package var lastEventID: String
 
-    public init(type: String = "message", data: String, lastEventID: String = "") {
+    package init(type: String = "message", data: String, lastEventID: String = "") {
         self.type = type
         self.data = data
         self.lastEventID = lastEventID
@@ -24,18 +24,18 @@ public struct ServerSentEvent: Sendable, Equatable {
 /// Hand-written because no library in the dependency set parses SSE. A server that
 /// sends a line or an event beyond the bounds gets `broken` (and `overflowed`) set: the
 /// client should drop the connection rather than buffer without end.
-public struct ServerSentEventParser: Sendable {
-    public static let maxLineBytes = 1 << 20
-    public static let maxEventBytes = 8 << 20
+package struct ServerSentEventParser: Sendable {
+    package static let maxLineBytes = 1 << 20
+    package static let maxEventBytes = 8 << 20
 
-    public private(set) var lastEventID = ""
+    package private(set) var lastEventID = ""
     /// The reconnection delay the stream asked for, in milliseconds.
-    public private(set) var retry: Int?
+    package private(set) var retry: Int?
     /// The bound the stream broke, if it did: nothing more is parsed after it.
-    public private(set) var broken: Bound?
-    public var overflowed: Bool { broken != nil }
+    package private(set) var broken: Bound?
+    package var overflowed: Bool { broken != nil }
 
-    public enum Bound: Sendable, Equatable {
+    package enum Bound: Sendable, Equatable {
         /// A line longer than `maxLineBytes`.
         case line
         /// An event whose data is longer than `maxEventBytes`.
@@ -50,10 +50,10 @@ public struct ServerSentEventParser: Sendable {
     private var lastWasCR = false
     private var atStart = true
 
-    public init() {}
+    package init() {}
 
     /// Feeds bytes as they arrive; returns the events they completed.
-    public mutating func feed<Bytes: Sequence>(_ bytes: Bytes) -> [ServerSentEvent] where Bytes.Element == UInt8 {
+    package mutating func feed<Bytes: Sequence>(_ bytes: Bytes) -> [ServerSentEvent] where Bytes.Element == UInt8 {
         var events: [ServerSentEvent] = []
         guard !overflowed else { return events }
         for byte in bytes {

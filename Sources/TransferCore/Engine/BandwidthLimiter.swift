@@ -67,7 +67,7 @@ public final class BandwidthLimiter: Sendable {
     }
 
     /// Changes so far to the rate this bucket's takers keep (its own, or its lender's).
-    public var generation: Int {
+    package var generation: Int {
         bucket.withLock { $0.changes + ($0.lender?.generation ?? 0) }
     }
 
@@ -105,22 +105,22 @@ public final class BandwidthLimiter: Sendable {
 /// directions together lends both to a third bucket; `UP:DOWN` gives each its own; `off`
 /// leaves them unlimited. A transfer holds its direction's bucket from its start, so a change
 /// reaches the transfers under way at their next piece.
-public final class RunBandwidth: Sendable {
+package final class RunBandwidth: Sendable {
     /// What downloads take from.
-    public let down = BandwidthLimiter()
+    package let down = BandwidthLimiter()
     /// What uploads take from.
-    public let up = BandwidthLimiter()
+    package let up = BandwidthLimiter()
     /// Both directions' bucket under one rate for both.
     private let both = BandwidthLimiter()
     private let current = Locked<RateLimit>(.off)
 
-    public init() {}
+    package init() {}
 
     /// The limit the buckets keep now.
-    public var limit: RateLimit { current.current }
+    package var limit: RateLimit { current.current }
 
     /// Keeps `limit` from now on.
-    public func apply(_ limit: RateLimit) {
+    package func apply(_ limit: RateLimit) {
         current.withLock { applied in
             guard applied != limit else { return }
             applied = limit

@@ -3,32 +3,32 @@ import Foundation
 /// A run's bandwidth limit at one moment: one rate for both directions together (`10M`, as
 /// `--limit-rate` has always meant), a rate for each (`UP:DOWN`, either `off`, as rclone's
 /// `--bwlimit`), or none (`off`).
-public struct RateLimit: Sendable, Equatable {
+package struct RateLimit: Sendable, Equatable {
     /// One rate for uploads and downloads together, in bytes per second.
-    public var total: Int64?
+    package var total: Int64?
     /// Uploads' own rate (when `total` is nil); nil: unlimited.
-    public var up: Int64?
+    package var up: Int64?
     /// Downloads' own rate (when `total` is nil); nil: unlimited.
-    public var down: Int64?
+    package var down: Int64?
 
-    public static let off = RateLimit()
+    package static let off = RateLimit()
 
-    public init(total: Int64? = nil, up: Int64? = nil, down: Int64? = nil) {
+    package init(total: Int64? = nil, up: Int64? = nil, down: Int64? = nil) {
         self.total = total
         self.up = total == nil ? up : nil
         self.down = total == nil ? down : nil
     }
 
     /// Whether anything is limited.
-    public var isOff: Bool { total == nil && up == nil && down == nil }
+    package var isOff: Bool { total == nil && up == nil && down == nil }
 
     /// The limit with every rate changed by `share` (a fleet's worker takes its part of each).
-    public func map(_ share: (Int64) throws -> Int64) rethrows -> RateLimit {
+    package func map(_ share: (Int64) throws -> Int64) rethrows -> RateLimit {
         RateLimit(total: try total.map(share), up: try up.map(share), down: try down.map(share))
     }
 
     /// As `transferd limit` takes it: `off`, `10M` or `UP:DOWN`.
-    public var text: String {
+    package var text: String {
         if let total { return Self.size(total) }
         if isOff { return "off" }
         return "\(up.map(Self.size) ?? "off"):\(down.map(Self.size) ?? "off")"
@@ -36,7 +36,7 @@ public struct RateLimit: Sendable, Equatable {
 
     /// As a person reads it: "10 MiB/s for uploads and downloads together", "uploads 1 MiB/s,
     /// downloads unlimited", "unlimited".
-    public var described: String {
+    package var described: String {
         if let total { return "\(Self.rate(total)) for uploads and downloads together" }
         if isOff { return "unlimited" }
         return "uploads \(up.map(Self.rate) ?? "unlimited"), downloads \(down.map(Self.rate) ?? "unlimited")"
@@ -60,7 +60,7 @@ public struct RateLimit: Sendable, Equatable {
 
     /// Reads one limit: `off`, a size (`512K`, `10M`: both directions together), or
     /// `UP:DOWN` with either side a size or `off`.
-    public static func parse(_ text: String) throws -> RateLimit {
+    package static func parse(_ text: String) throws -> RateLimit {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed.lowercased() == "off" { return .off }
         let sides = trimmed.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
@@ -86,18 +86,18 @@ public struct RateLimit: Sendable, Equatable {
 /// A limit that may change with the time of day: one `RateLimit`, or a timetable of them
 /// (`08:00,512K 19:00,off`, as rclone's `--bwlimit` timetable): each entry holds from its
 /// time (local) until the next, and the last one holds past midnight until the first.
-public struct RateSchedule: Sendable, Equatable {
-    public struct Entry: Sendable, Equatable {
+package struct RateSchedule: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// Minutes after midnight, local time.
-        public var minute: Int
-        public var limit: RateLimit
+        package var minute: Int
+        package var limit: RateLimit
     }
 
     /// In time order; one entry at minute 0 for a limit that does not change.
-    public let entries: [Entry]
+    package let entries: [Entry]
 
     /// A limit that does not change.
-    public init(_ limit: RateLimit) {
+    package init(_ limit: RateLimit) {
         entries = [Entry(minute: 0, limit: limit)]
     }
 
@@ -106,29 +106,29 @@ public struct RateSchedule: Sendable, Equatable {
     }
 
     /// Whether the limit changes with the time of day.
-    public var isTimetable: Bool { entries.count > 1 || entries.first?.minute != 0 }
+    package var isTimetable: Bool { entries.count > 1 || entries.first?.minute != 0 }
 
     /// As `transferd limit` takes it back.
-    public var text: String {
+    package var text: String {
         guard isTimetable else { return entries[0].limit.text }
         return entries.map { String(format: "%02d:%02d,", $0.minute / 60, $0.minute % 60) + $0.limit.text }
             .joined(separator: " ")
     }
 
     /// The limit at `minute` after midnight.
-    public func limit(atMinute minute: Int) -> RateLimit {
+    package func limit(atMinute minute: Int) -> RateLimit {
         (entries.last { $0.minute <= minute } ?? entries.last!).limit
     }
 
     /// The limit at `date`, by the local clock of `calendar`.
-    public func limit(at date: Date, calendar: Calendar = .current) -> RateLimit {
+    package func limit(at date: Date, calendar: Calendar = .current) -> RateLimit {
         let parts = calendar.dateComponents([.hour, .minute], from: date)
         return limit(atMinute: (parts.hour ?? 0) * 60 + (parts.minute ?? 0))
     }
 
     /// Reads a limit or a timetable: `10M`, `1M:off`, `off`, or entries `HH:MM,LIMIT`
     /// separated by spaces.
-    public static func parse(_ text: String) throws -> RateSchedule {
+    package static func parse(_ text: String) throws -> RateSchedule {
         let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
         guard !words.isEmpty else { throw RateScheduleError("no limit given: write a rate such as 10M, UP:DOWN, off, or a timetable") }
         if words.count == 1 && !words[0].contains(",") { return RateSchedule(try RateLimit.parse(words[0])) }
@@ -156,7 +156,7 @@ public struct RateSchedule: Sendable, Equatable {
 }
 
 /// A limit or timetable that cannot be read, with what to write instead.
-public struct RateScheduleError: Error, CustomStringConvertible, Equatable {
-    public let description: String
+package struct RateScheduleError: Error, CustomStringConvertible, Equatable {
+    package let description: String
     init(_ description: String) { self.description = description }
 }

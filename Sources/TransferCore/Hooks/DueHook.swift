@@ -2,26 +2,26 @@ import Foundation
 
 /// The hooks a run gives every job that has none of its own (`--on-done`,
 /// `--on-failed`, `--notify`).
-public struct RunHooks: Sendable, Equatable {
-    public var onDone: [String]?
-    public var onFailed: [String]?
-    public var notify: String?
+package struct RunHooks: Sendable, Equatable {
+    package var onDone: [String]?
+    package var onFailed: [String]?
+    package var notify: String?
     /// How long a hook command may run before it is stopped (SIGTERM, then SIGKILL).
-    public var timeout: TimeInterval = 60
+    package var timeout: TimeInterval = 60
     /// Whether job files (and the API) may give `on_done` / `on_failed` commands (`--allow-job-hooks`).
-    public var allowJobCommands = false
+    package var allowJobCommands = false
 
-    public init(onDone: [String]? = nil, onFailed: [String]? = nil, notify: String? = nil) {
+    package init(onDone: [String]? = nil, onFailed: [String]? = nil, notify: String? = nil) {
         self.onDone = onDone
         self.onFailed = onFailed
         self.notify = notify
     }
 
     /// A command given as a flag: a JSON list (`["/bin/x", "a b"]`), or words split at spaces.
-    public static func command(flag text: String) -> Result<[String], HookFlagError> { HookCommand.parse(flag: text) }
+    package static func command(flag text: String) -> Result<[String], HookFlagError> { HookCommand.parse(flag: text) }
 
     /// Why `url` cannot be a notify URL; nil when it can.
-    public static func notifyProblem(_ url: String) -> String? { HookCommand.notifyProblem(url) }
+    package static func notifyProblem(_ url: String) -> String? { HookCommand.notifyProblem(url) }
 }
 
 /// A hook that is owed: a job ended done or failed and has a command or a
@@ -188,6 +188,6 @@ enum HookCommand {
     }
 }
 
-public struct HookFlagError: Error, CustomStringConvertible {
-    public let description: String
+package struct HookFlagError: Error, CustomStringConvertible {
+    package let description: String
 }

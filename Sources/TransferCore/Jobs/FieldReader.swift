@@ -107,8 +107,8 @@ struct FieldReader {
 }
 
 /// "Did you mean…?" for misspelt keys: the closest name within two edits.
-public enum Spelling {
-    public static func closest(to word: String, in candidates: Set<String>) -> String? {
+package enum Spelling {
+    package static func closest(to word: String, in candidates: Set<String>) -> String? {
         // The nearest, and of those at one distance the first in order: the same answer every time.
         candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= 2 }.min { ($0.1, $0.0) < ($1.1, $1.0) }?.0
     }
@@ -128,7 +128,7 @@ public enum Spelling {
 }
 
 /// `${env:NAME}` references in job values: how secrets are written.
-public enum EnvironmentReference {
+package enum EnvironmentReference {
     /// What is wrong with the references in `value`, if anything.
     static func problem(in value: String) -> String? {
         var rest = Substring(value)
@@ -149,7 +149,7 @@ public enum EnvironmentReference {
     }
 
     /// Replaces every reference with the variable's value; throws naming a missing variable.
-    public static func expand(_ value: String, environment: [String: String]) throws -> String {
+    package static func expand(_ value: String, environment: [String: String]) throws -> String {
         var result = ""
         var rest = Substring(value)
         while let start = rest.range(of: "${env:"), let end = rest[start.upperBound...].firstIndex(of: "}") {
@@ -162,8 +162,8 @@ public enum EnvironmentReference {
         return result + rest
     }
 
-    public struct MissingVariable: Error, CustomStringConvertible {
-        public let name: String
-        public var description: String { "the environment variable \(name) is not set; export it before running" }
+    package struct MissingVariable: Error, CustomStringConvertible {
+        package let name: String
+        package var description: String { "the environment variable \(name) is not set; export it before running" }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// A parsed JSON document that keeps the distinctions validation needs
 /// (integer vs. fraction vs. boolean), which `JSONSerialization` blurs on Linux.
-public enum JSONValue: Equatable, Sendable, Decodable {
+package enum JSONValue: Equatable, Sendable, Decodable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -11,7 +11,7 @@ public enum JSONValue: Equatable, Sendable, Decodable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    public init(from decoder: Decoder) throws {
+    package init(from decoder: Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -31,7 +31,7 @@ public enum JSONValue: Equatable, Sendable, Decodable {
     }
 
     /// The JSON type's name, for error messages.
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: return "null"
         case .bool: return "a boolean"
@@ -43,7 +43,7 @@ public enum JSONValue: Equatable, Sendable, Decodable {
         }
     }
 
-    public static func parse(_ data: Data) throws -> JSONValue {
+    package static func parse(_ data: Data) throws -> JSONValue {
         try JSONParser.parse(data)
     }
 }

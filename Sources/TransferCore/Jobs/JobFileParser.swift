@@ -7,29 +7,29 @@ import Foundation
 /// schemes, paths that leave the root and duplicate ids are errors that name
 /// the file, the job, the field and the fix. Nothing is expanded here:
 /// `${env:NAME}` references stay as written.
-public struct JobFileParser: Sendable {
+package struct JobFileParser: Sendable {
     /// Larger files are rejected unread (split them), but for URL lists up to `maxListSize`,
     /// which are read a piece at a time (`LargeURLList`).
-    public static let maxFileSize = 8 << 20
+    package static let maxFileSize = 8 << 20
     /// The largest URL list: about three million URLs of 80 bytes.
-    public static let maxListSize = 256 << 20
+    package static let maxListSize = 256 << 20
     /// A URL list over this size is read a piece at a time (`LargeURLList`) and recorded in a
     /// transaction of its own: read whole, a list of 100,000 URLs (4 MiB) took 107 MiB of
     /// memory to ingest; a piece at a time, 1,000,000 (39 MiB) took 110 MiB (release build).
-    public static let largeListSize = 1 << 20
-    public static let formatVersion = 1
+    package static let largeListSize = 1 << 20
+    package static let formatVersion = 1
 
     /// Destinations and upload sources must lie inside this directory.
-    public let root: String
+    package let root: String
     /// The queue folder, when known: no job may read or write inside it (its
     /// store holds every job's URLs; a file written there would be a job file).
-    public let queueDirectory: String?
+    package let queueDirectory: String?
     /// Whether `on_done` / `on_failed` commands are taken from job files (`--allow-job-hooks`):
     /// whoever can write a job file, or holds the API token, can then run commands as this user.
-    public let allowsCommands: Bool
+    package let allowsCommands: Bool
 
     /// - Parameter root: relative paths are taken from the current folder.
-    public init(root: String, queueDirectory: String? = nil, allowsCommands: Bool = false) {
+    package init(root: String, queueDirectory: String? = nil, allowsCommands: Bool = false) {
         self.allowsCommands = allowsCommands
         func absolute(_ path: String) -> String {
             PathNormalization.normalize(path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
@@ -39,11 +39,11 @@ public struct JobFileParser: Sendable {
     }
 
     /// The extensions ingest reads; other files in the queue folder are left alone.
-    public static func isJobFile(_ name: String) -> Bool {
+    package static func isJobFile(_ name: String) -> Bool {
         !name.hasPrefix(".") && (name.hasSuffix(".json") || name.hasSuffix(".urls"))
     }
 
-    public func parse(name: String, data: Data) -> Result<[JobSpec], JobFileRejection> {
+    package func parse(name: String, data: Data) -> Result<[JobSpec], JobFileRejection> {
         func reject(_ message: String, fix: String? = nil) -> Result<[JobSpec], JobFileRejection> {
             .failure(JobFileRejection(errors: [JobFileError(file: name, message: message, fix: fix)]))
         }
@@ -83,7 +83,7 @@ public struct JobFileParser: Sendable {
     /// A URL list over `maxFileSize` bytes (up to `maxListSize`), opened as ingest opens a
     /// job file (never following a link, never blocking on a FIFO) and read once: its hash,
     /// and that it is text. Its lines are parsed as the store takes its jobs.
-    public func openLargeList(_ path: String, name: String) throws(JobFileRejection) -> LargeURLList {
+    package func openLargeList(_ path: String, name: String) throws(JobFileRejection) -> LargeURLList {
         func rejection(_ message: String, fix: String) -> JobFileRejection {
             JobFileRejection(errors: [JobFileError(file: name, message: message, fix: fix)])
         }

@@ -155,7 +155,7 @@ public struct QueueSettings: Sendable, Equatable {
     public var jobRates: [String: Int64] = [:]
 
     /// The most `jobs` and `perHost` may be.
-    public static let maximumJobs = 1000
+    package static let maximumJobs = 1000
 
     /// Where a job's own rate limit is stored among the settings: this prefix and its id.
     public static let jobRatePrefix = "rate:"
@@ -199,12 +199,12 @@ public struct QueueSettings: Sendable, Equatable {
 /// Which ended jobs `purge` forgets, as a person writes it (`transferd purge`, POST /v1/purge):
 /// states done, failed or cancelled (comma-separated; default done) and an age such as 90s,
 /// 30m, 12h or 7d.
-public struct PurgeSelection: Sendable, Equatable {
-    public var states: [JobState]
+package struct PurgeSelection: Sendable, Equatable {
+    package var states: [JobState]
     /// Only jobs that ended longer ago than this many seconds (nil: whenever).
-    public var olderThan: TimeInterval?
+    package var olderThan: TimeInterval?
 
-    public init(states: String?, olderThan: String?) throws {
+    package init(states: String?, olderThan: String?) throws {
         self.states = try (states ?? "done").split(separator: ",").map { name in
             let trimmed = name.trimmingCharacters(in: .whitespaces)
             guard let state = JobState(rawValue: trimmed), state.isFinal else {
@@ -230,19 +230,19 @@ public struct PurgeSelection: Sendable, Equatable {
 
     /// While a run works the queue, jobs that ended this recently are not purged: it writes their
     /// result files every couple of seconds, and a purged job would never reach them.
-    public static let minimumAge: TimeInterval = 10
+    package static let minimumAge: TimeInterval = 10
 
     /// The ended jobs' end before which they are purged, from `now`; `runActive`: a run (or,
     /// in a fleet, any worker) may still be writing result files.
-    public func finishedBefore(now: Date = Date(), runActive: Bool) -> Date? {
+    package func finishedBefore(now: Date = Date(), runActive: Bool) -> Date? {
         let age = max(olderThan ?? 0, runActive ? Self.minimumAge : 0)
         return age > 0 ? now.addingTimeInterval(-age) : nil
     }
 }
 
 /// A purge selection that cannot be read, with what to write instead.
-public struct PurgeSelectionError: Error, CustomStringConvertible, Equatable {
-    public let description: String
+package struct PurgeSelectionError: Error, CustomStringConvertible, Equatable {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 
@@ -251,18 +251,18 @@ public struct PurgeSelectionError: Error, CustomStringConvertible, Equatable {
 /// rate or timetable (`RateSchedule`), jobs at once and connections per host (1 to
 /// `QueueSettings.maximumJobs`). Read whole before anything is written, so a mistake in one
 /// part changes none.
-public struct LimitChange: Sendable, Equatable {
+package struct LimitChange: Sendable, Equatable {
     /// Per setting: nil unchanged, `.some(nil)` dropped, `.some(value)` the stored text.
-    public private(set) var values: [QueueSettings.Key: String?] = [:]
+    package private(set) var values: [QueueSettings.Key: String?] = [:]
 
     /// Every limit dropped (`--clear`, `clear=1`).
-    public static let clearAll = LimitChange(values: [.rateLimit: nil, .jobs: nil, .perHost: nil])
+    package static let clearAll = LimitChange(values: [.rateLimit: nil, .jobs: nil, .perHost: nil])
 
     private init(values: [QueueSettings.Key: String?]) {
         self.values = values
     }
 
-    public init(rate: String?, jobs: String?, perHost: String?) throws {
+    package init(rate: String?, jobs: String?, perHost: String?) throws {
         if let rate {
             do { values[.rateLimit] = .some(rate == "default" ? nil : try RateSchedule.parse(rate).text) } catch {
                 throw LimitChangeError(description: "\(error)")
@@ -283,22 +283,21 @@ public struct LimitChange: Sendable, Equatable {
     }
 
     /// Whether it changes anything.
-    public var isEmpty: Bool { values.isEmpty }
+    package var isEmpty: Bool { values.isEmpty }
 
     /// Writes the change.
-    public func apply(to store: QueueStore) throws {
+    package func apply(to store: QueueStore) throws {
         for key in QueueSettings.Key.allCases {
             if let value = values[key] { try store.setSetting(key, to: value) }
         }
     }
 }
 
-/// A limit change that cannot be read, with what to write instead.
 /// A job's own rate as a person writes it (`transferd limit --job ID RATE`, POST
 /// /v1/jobs/ID/limit): a rate such as 512K, `off` (no limit at all, its file's neither), or
 /// `default` (its file's `limit_rate` again). The text `QueueStore.setJobRate` stores.
-public enum JobRateChange {
-    public static func stored(_ text: String) throws -> String? {
+package enum JobRateChange {
+    package static func stored(_ text: String) throws -> String? {
         switch text {
         case "default": return nil
         case "off": return "0"
@@ -311,12 +310,13 @@ public enum JobRateChange {
     }
 
     /// As a person reads a stored rate (0: unlimited).
-    public static func described(_ bytesPerSecond: Int64?) -> String {
+    package static func described(_ bytesPerSecond: Int64?) -> String {
         guard let bytesPerSecond, bytesPerSecond > 0 else { return "unlimited" }
         return RateLimit.rate(bytesPerSecond)
     }
 }
 
-public struct LimitChangeError: Error, CustomStringConvertible, Equatable {
-    public let description: String
+/// A limit change that cannot be read, with what to write instead.
+package struct LimitChangeError: Error, CustomStringConvertible, Equatable {
+    package let description: String
 }

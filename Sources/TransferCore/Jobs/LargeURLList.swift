@@ -10,11 +10,11 @@ import Foundation
 /// and hands its jobs on in batches. A mistake is known only when the parse reaches it, so
 /// the batches before it have been handed on: the store records them inside the file's own
 /// savepoint and drops them when `forEachBatch` throws the rejection at the end.
-public final class LargeURLList: Sendable {
-    public let name: String
-    public let contentHash: String
+package final class LargeURLList: Sendable {
+    package let name: String
+    package let contentHash: String
     /// Lines that are not blank and not comments: one job each in a valid list.
-    public let jobCount: Int
+    package let jobCount: Int
     private let descriptor: Int32
     private let parser: JobFileParser
     /// Bytes read at a time.
@@ -56,7 +56,7 @@ public final class LargeURLList: Sendable {
     /// small list would give it. Throws the list's rejection once the whole list is read
     /// when a line has a mistake (from then on no batch is handed on), or when the file's
     /// bytes are no longer the ones opened.
-    public func forEachBatch(of size: Int, _ body: ([JobSpec]) throws -> Void) throws {
+    package func forEachBatch(of size: Int, _ body: ([JobSpec]) throws -> Void) throws {
         let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
         var context = Context(file: name, idPrefix: "\(stem)-\(contentHash.prefix(6))", root: parser.root,
                               queueDirectory: parser.queueDirectory)

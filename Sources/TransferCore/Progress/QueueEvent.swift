@@ -27,7 +27,7 @@ public enum QueueEvent: Sendable, Equatable {
 public struct RejectedFile: Sendable, Equatable {
     public var file: String
     public var error: String
-    public init(file: String, error: String) {
+    package init(file: String, error: String) {
         self.file = file
         self.error = error
     }
@@ -47,7 +47,7 @@ public struct JobStarted: Sendable, Equatable {
     public var bytesTotal: Int64?
     public var attempt: Int
 
-    public init(id: String, kind: String, name: String, url: String, destination: String?,
+    package init(id: String, kind: String, name: String, url: String, destination: String?,
                 bytesDone: Int64 = 0, bytesTotal: Int64? = nil, attempt: Int = 1) {
         self.id = id
         self.kind = kind
@@ -64,7 +64,7 @@ public struct JobProgress: Sendable, Equatable {
     public var id: String
     public var bytesDone: Int64
     public var bytesTotal: Int64?
-    public init(id: String, bytesDone: Int64, bytesTotal: Int64?) {
+    package init(id: String, bytesDone: Int64, bytesTotal: Int64?) {
         self.id = id
         self.bytesDone = bytesDone
         self.bytesTotal = bytesTotal
@@ -77,7 +77,7 @@ public struct JobRetry: Sendable, Equatable {
     public var attempt: Int
     public var delay: TimeInterval
     public var reason: String
-    public init(id: String, attempt: Int, delay: TimeInterval, reason: String) {
+    package init(id: String, attempt: Int, delay: TimeInterval, reason: String) {
         self.id = id
         self.attempt = attempt
         self.delay = delay
@@ -105,7 +105,7 @@ public struct JobFinished: Sendable, Equatable {
     /// What this run moved of `bytes`.
     public var transferred: Int64? { bytes.map { max(0, $0 - resumedFrom) } }
 
-    public init(id: String, state: JobState, name: String, url: String, destination: String?, bytes: Int64? = nil,
+    package init(id: String, state: JobState, name: String, url: String, destination: String?, bytes: Int64? = nil,
                 elapsed: TimeInterval? = nil, sha256: String? = nil, skipped: Bool = false, error: String? = nil) {
         self.id = id
         self.state = state

@@ -3,7 +3,7 @@ import Foundation
 /// Reads back what `QueueEventEncoder` writes (a `--json` line, an event stream's
 /// `data:`), for views of a run in another process: `status --watch --remote`.
 /// Fields it does not know are ignored; an object it cannot read is `.other`.
-public enum DecodedQueueEvent: Sendable, Equatable {
+package enum DecodedQueueEvent: Sendable, Equatable {
     case event(QueueEvent)
     /// The run's last event: its counts.
     case summary(done: Int, failed: Int, cancelled: Int, interrupted: Bool)
@@ -11,7 +11,7 @@ public enum DecodedQueueEvent: Sendable, Equatable {
     case reset
     case other
 
-    public init(json text: String) {
+    package init(json text: String) {
         guard case .object(let members)? = try? JSONParser.parse(text), case .string(let name)? = members["event"] else {
             self = .other
             return

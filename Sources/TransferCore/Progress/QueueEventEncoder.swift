@@ -4,18 +4,18 @@ import Foundation
 /// what the control API's event stream sends (the schema is in docs/watching.md, "JSON
 /// events"). It folds the events into a `RunProgress` for the totals; progress
 /// events closer than `interval` to the last one shown are left out.
-public struct QueueEventEncoder: Sendable {
-    public private(set) var progress: RunProgress
+package struct QueueEventEncoder: Sendable {
+    package private(set) var progress: RunProgress
     private let interval: TimeInterval
     private var lastProgress = Date.distantPast
 
-    public init(startedAt: Date, interval: TimeInterval) {
+    package init(startedAt: Date, interval: TimeInterval) {
         self.progress = RunProgress(startedAt: startedAt)
         self.interval = interval
     }
 
     /// The event as JSON, or nil for a progress event not due yet.
-    public mutating func encode(_ event: QueueEvent, at now: Date) -> JSONObject? {
+    package mutating func encode(_ event: QueueEvent, at now: Date) -> JSONObject? {
         progress.apply(event, at: now)
         _ = progress.takeFinished()
         var object: JSONObject
@@ -89,7 +89,7 @@ public struct QueueEventEncoder: Sendable {
     }
 
     /// The run's last event.
-    public func summary(_ summary: RunSummary, at now: Date) -> JSONObject {
+    package func summary(_ summary: RunSummary, at now: Date) -> JSONObject {
         var object = header("summary", now)
         object.add("done", summary.done)
         object.add("failed", summary.failed)
@@ -117,7 +117,7 @@ public struct QueueEventEncoder: Sendable {
     }
 
     /// The run so far: bytes, speed, ETA and jobs by state.
-    public func totals() -> JSONObject {
+    package func totals() -> JSONObject {
         var totals = JSONObject()
         totals.add("bytes_done", progress.bytesDone)
         totals.add("bytes_total", progress.bytesTotal.map { .int($0.bytes) } ?? .null)

@@ -4,37 +4,37 @@ import Foundation
 /// smoothed speed and ETA, and the totals of the queue. A value: the renderers
 /// read it, `apply` is the only way it changes, and the clock is passed in so
 /// tests can fix it.
-public struct RunProgress: Sendable {
+package struct RunProgress: Sendable {
     /// A job that is transferring, or waiting for its next attempt.
-    public struct Job: Sendable, Equatable {
-        public var id: String
-        public var name: String
-        public var kind: String
-        public var url: String
-        public var bytesDone: Int64
-        public var bytesTotal: Int64?
+    package struct Job: Sendable, Equatable {
+        package var id: String
+        package var name: String
+        package var kind: String
+        package var url: String
+        package var bytesDone: Int64
+        package var bytesTotal: Int64?
         /// Smoothed bytes per second (0 until two samples).
-        public var speed: Double
-        public var startedAt: Date
+        package var speed: Double
+        package var startedAt: Date
         /// Bytes already on disk when this run took the job up.
-        public var resumedFrom: Int64 = 0
+        package var resumedFrom: Int64 = 0
         /// Set while the job waits for a retry.
-        public var retry: Retry?
+        package var retry: Retry?
         var lastSample: Date
 
-        public struct Retry: Sendable, Equatable {
-            public var until: Date
-            public var attempt: Int
-            public var reason: String
+        package struct Retry: Sendable, Equatable {
+            package var until: Date
+            package var attempt: Int
+            package var reason: String
         }
 
         /// Seconds left at the current speed (nil when unknown).
-        public var eta: TimeInterval? {
+        package var eta: TimeInterval? {
             guard let total = bytesTotal, speed > 0 else { return nil }
             return Double(max(0, total - bytesDone)) / speed
         }
 
-        public var fraction: Double? {
+        package var fraction: Double? {
             guard let total = bytesTotal, total > 0 else { return nil }
             return min(1, Double(bytesDone) / Double(total))
         }
@@ -42,47 +42,47 @@ public struct RunProgress: Sendable {
 
     /// How quickly the speeds follow a change (seconds): long enough to calm
     /// the jitter of 0.25 s samples, short enough to show a stall within seconds.
-    public static let speedTimeConstant: TimeInterval = 2
+    package static let speedTimeConstant: TimeInterval = 2
 
-    public let startedAt: Date
+    package let startedAt: Date
     /// Running jobs in the order they started.
-    public private(set) var running: [Job] = []
+    package private(set) var running: [Job] = []
     /// Jobs waiting for a retry, in the order they began waiting.
-    public private(set) var waiting: [Job] = []
+    package private(set) var waiting: [Job] = []
     /// Downloads whose bytes are all in, being made durable (`completing`): no longer running,
     /// not yet done.
-    public private(set) var completing: [Job] = []
+    package private(set) var completing: [Job] = []
     /// Runnable jobs not started yet in this run.
-    public private(set) var pending = 0
-    public private(set) var done = 0
-    public private(set) var failed = 0
-    public private(set) var cancelled = 0
+    package private(set) var pending = 0
+    package private(set) var done = 0
+    package private(set) var failed = 0
+    package private(set) var cancelled = 0
     /// Done jobs whose destination was already present and identical.
-    public private(set) var skipped = 0
-    public private(set) var paused = 0
+    package private(set) var skipped = 0
+    package private(set) var paused = 0
     /// Running jobs a person paused (`transferd pause`) during the run.
-    public private(set) var held = 0
+    package private(set) var held = 0
     /// Finished jobs' sizes (this run).
-    public private(set) var bytesFinished: Int64 = 0
+    package private(set) var bytesFinished: Int64 = 0
     /// Bytes moved in this run and already in the speed.
     private var bytesSampled: Int64 = 0
     /// Bytes moved in this run.
-    public var bytesTransferred: Int64 { bytesSampled + unsampled }
+    package var bytesTransferred: Int64 { bytesSampled + unsampled }
     /// Failed jobs of this run, in order.
-    public private(set) var failures: [JobFinished] = []
+    package private(set) var failures: [JobFinished] = []
     /// Jobs that finished (done or failed) since the last `takeFinished()`,
     /// for renderers that print a permanent line per job.
-    public private(set) var recentlyFinished: [JobFinished] = []
+    package private(set) var recentlyFinished: [JobFinished] = []
     /// Smoothed bytes per second over all jobs.
-    public private(set) var speed: Double = 0
-    public private(set) var lastEvent: Date
+    package private(set) var speed: Double = 0
+    package private(set) var lastEvent: Date
     private var unsampled: Int64 = 0
     private var lastSample: Date
     /// Sizes of jobs seen with a known size, for estimating the ones not started.
     private var sizedJobs = 0
     private var sizedBytes: Int64 = 0
 
-    public init(startedAt: Date, pending: Int = 0) {
+    package init(startedAt: Date, pending: Int = 0) {
         self.startedAt = startedAt
         self.pending = pending
         self.lastEvent = startedAt
@@ -91,7 +91,7 @@ public struct RunProgress: Sendable {
 
     // MARK: Folding events
 
-    public mutating func apply(_ event: QueueEvent, at now: Date) {
+    package mutating func apply(_ event: QueueEvent, at now: Date) {
         lastEvent = now
         switch event {
         case .runStarted(let count):
@@ -168,7 +168,7 @@ public struct RunProgress: Sendable {
     }
 
     /// The finished jobs not yet taken, oldest first; clears the list.
-    public mutating func takeFinished() -> [JobFinished] {
+    package mutating func takeFinished() -> [JobFinished] {
         defer { recentlyFinished = [] }
         return recentlyFinished
     }
@@ -208,7 +208,7 @@ public struct RunProgress: Sendable {
 
     /// An exponential moving average whose weight follows the sample's length,
     /// so irregular samples smooth the same way as regular ones.
-    public static func smooth(_ previous: Double, delta: Int64, interval: TimeInterval) -> Double {
+    package static func smooth(_ previous: Double, delta: Int64, interval: TimeInterval) -> Double {
         guard interval > 0 else { return previous }
         let instant = Double(delta) / interval
         guard previous > 0 else { return instant }
@@ -218,16 +218,16 @@ public struct RunProgress: Sendable {
 
     // MARK: Totals
 
-    public var active: Int { running.count + waiting.count + completing.count }
+    package var active: Int { running.count + waiting.count + completing.count }
 
     /// Bytes of this run's finished jobs plus what active jobs have.
-    public var bytesDone: Int64 {
+    package var bytesDone: Int64 {
         bytesFinished + (running + waiting + completing).reduce(0) { $0 + $1.bytesDone }
     }
 
     /// The size of the whole run: known sizes, plus the average known size for
     /// each job whose size is not known yet. `exact` is false when any part is estimated.
-    public var bytesTotal: (bytes: Int64, exact: Bool)? {
+    package var bytesTotal: (bytes: Int64, exact: Bool)? {
         var known = bytesFinished
         var unknown = pending
         for job in running + waiting + completing {
@@ -239,24 +239,24 @@ public struct RunProgress: Sendable {
     }
 
     /// Seconds until the whole run is done at the current speed (nil when unknown).
-    public var eta: TimeInterval? {
+    package var eta: TimeInterval? {
         guard speed > 0, let total = bytesTotal else { return nil }
         return Double(max(0, total.bytes - bytesDone)) / speed
     }
 
-    public var fraction: Double? {
+    package var fraction: Double? {
         guard let total = bytesTotal, total.bytes > 0 else { return nil }
         return min(1, Double(bytesDone) / Double(total.bytes))
     }
 
-    public func elapsed(at now: Date) -> TimeInterval { now.timeIntervalSince(startedAt) }
+    package func elapsed(at now: Date) -> TimeInterval { now.timeIntervalSince(startedAt) }
 }
 
 extension RunProgress {
     /// A run's state rebuilt from the store (for `status --watch`, which looks
     /// at another process's run): the active jobs' rows with their last
     /// progress snapshot, and how many jobs are in every other state.
-    public init(active records: [JobRecord], counts: [JobState: Int], at now: Date) {
+    package init(active records: [JobRecord], counts: [JobState: Int], at now: Date) {
         self.init(startedAt: records.compactMap(\.startedAt).min() ?? now)
         for record in records {
             var job = Job(id: record.id, name: record.spec.displayName, kind: record.spec.kind.rawValue,
@@ -282,7 +282,7 @@ extension RunProgress {
 
 extension JobSpec {
     /// A short name for the screen: the file the job writes or reads.
-    public var displayName: String {
+    package var displayName: String {
         if let destination, !destination.isEmpty { return Self.lastComponent(destination) }
         if let source, !source.isEmpty { return Self.lastComponent(source) }
         if kind == .form, let file = files?.first { return Self.lastComponent(file.path) }

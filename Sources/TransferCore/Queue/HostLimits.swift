@@ -15,10 +15,10 @@ import Foundation
 /// successes from a host (its jobs went to other workers, or it has none
 /// left for it) does not keep a cut limit for good. A pure value: the
 /// runner feeds it outcomes and the time, and asks it for limits.
-public struct HostLimits: Sendable, Equatable {
+package struct HostLimits: Sendable, Equatable {
     /// The configured limit (`--per-host`, or the queue's `per_host` setting), which no host
     /// exceeds.
-    public private(set) var maximum: Int
+    package private(set) var maximum: Int
 
     struct Host: Sendable, Equatable {
         var limit: Int
@@ -30,29 +30,29 @@ public struct HostLimits: Sendable, Equatable {
     }
 
     /// How long a limit stays where a refusal or a raise left it before time alone raises it by one.
-    public static let recoveryInterval: TimeInterval = 10
+    package static let recoveryInterval: TimeInterval = 10
 
     private var hosts: [String: Host] = [:]
 
-    public init(maximum: Int) {
+    package init(maximum: Int) {
         self.maximum = max(1, maximum)
     }
 
     /// Changes the configured limit: a host's limit above the new one comes down to it; one cut
     /// below it stays cut, and recovers towards the new one.
-    public mutating func setMaximum(_ value: Int) {
+    package mutating func setMaximum(_ value: Int) {
         maximum = max(1, value)
         for (host, state) in hosts where state.limit >= maximum { hosts[host] = nil }
     }
 
     /// The host's current limit.
-    public func limit(for host: String) -> Int { hosts[host]?.limit ?? maximum }
+    package func limit(for host: String) -> Int { hosts[host]?.limit ?? maximum }
 
     /// The hosts whose limit is below the maximum now, with their limits.
-    public var reduced: [String: Int] { hosts.mapValues(\.limit) }
+    package var reduced: [String: Int] { hosts.mapValues(\.limit) }
 
     /// What a refusal meant.
-    public enum Refusal: Sendable, Equatable {
+    package enum Refusal: Sendable, Equatable {
         /// It answered the current limit, which it cut: a failure of the job's like any other.
         case cut
         /// It answered a request sent before the last cut, under a higher limit: the run
@@ -63,7 +63,7 @@ public struct HostLimits: Sendable, Equatable {
     /// A request to `host`, sent at `sent`, was refused with 429 or 503 at `now`, while
     /// `serving` other connections to it were seen receiving data (0: none seen).
     @discardableResult
-    public mutating func throttled(_ host: String, retryAfter: TimeInterval?, sent: TimeInterval, now: TimeInterval,
+    package mutating func throttled(_ host: String, retryAfter: TimeInterval?, sent: TimeInterval, now: TimeInterval,
                                    serving: Int = 0) -> Refusal {
         var state = hosts[host] ?? Host(limit: maximum, lastCut: -.infinity, holdUntil: -.infinity)
         let refusal: Refusal
@@ -82,7 +82,7 @@ public struct HostLimits: Sendable, Equatable {
     }
 
     /// A transfer from `host` ended well.
-    public mutating func succeeded(_ host: String, now: TimeInterval) {
+    package mutating func succeeded(_ host: String, now: TimeInterval) {
         guard var state = hosts[host], now >= state.holdUntil else { return }
         state.successes += 1
         if state.successes >= state.limit {
@@ -96,7 +96,7 @@ public struct HostLimits: Sendable, Equatable {
     /// Raises by one every limit that has not changed for `recoveryInterval` (and whose
     /// `Retry-After` has passed); returns whether any rose. The runner calls it as time passes.
     @discardableResult
-    public mutating func recover(now: TimeInterval) -> Bool {
+    package mutating func recover(now: TimeInterval) -> Bool {
         var raised = false
         for (host, var state) in hosts where now >= state.holdUntil && now - state.lastChange >= Self.recoveryInterval {
             state.limit += 1

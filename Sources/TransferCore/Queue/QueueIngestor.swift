@@ -7,22 +7,22 @@ import Foundation
 /// README, say). A valid file's jobs are recorded in one transaction and then
 /// the file moves to `accepted/`; an invalid one moves to `rejected/` with
 /// `NAME.error` beside it. Nothing dropped is deleted.
-public struct QueueIngestor {
-    public let layout: QueueLayout
-    public let store: QueueStore
+package struct QueueIngestor {
+    package let layout: QueueLayout
+    package let store: QueueStore
     /// Whether job files may carry hook commands (`--allow-job-hooks`).
-    public let allowsCommands: Bool
+    package let allowsCommands: Bool
 
-    public init(layout: QueueLayout, store: QueueStore, allowsCommands: Bool = false) {
+    package init(layout: QueueLayout, store: QueueStore, allowsCommands: Bool = false) {
         self.layout = layout
         self.store = store
         self.allowsCommands = allowsCommands
     }
 
-    public struct Report: Sendable {
-        public var files = 0
-        public var jobsAdded = 0
-        public var rejected: [(file: String, errors: String)] = []
+    package struct Report: Sendable {
+        package var files = 0
+        package var jobsAdded = 0
+        package var rejected: [(file: String, errors: String)] = []
     }
 
     /// Files recorded in one store transaction (bounded in number and bytes).
@@ -33,7 +33,7 @@ public struct QueueIngestor {
     /// batches, one transaction each, and moved to `accepted/` only once their
     /// batch is committed; a crash in between leaves them in place, and the
     /// next ingest finds their content already recorded and moves them on.
-    public func ingestAll() throws -> Report {
+    package func ingestAll() throws -> Report {
         var report = Report()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.directory)) ?? []
         var batch: [(content: JobFileContent, identity: FileIdentity)] = []
@@ -92,7 +92,7 @@ public struct QueueIngestor {
     /// files a run will never read, each with why (what `status` shows). Its own folders,
     /// this README, `examples/` and names under a dot or ending `.tmp` (written, then renamed)
     /// are neither.
-    public static func waiting(in layout: QueueLayout) -> (jobFiles: [String], neverRead: [(name: String, reason: String)]) {
+    package static func waiting(in layout: QueueLayout) -> (jobFiles: [String], neverRead: [(name: String, reason: String)]) {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: layout.directory)) ?? []).sorted()
         let own = Set(layout.ownFolders.map { ($0 as NSString).lastPathComponent } + ["README.md", "examples"])
         var jobFiles: [String] = []
@@ -145,7 +145,7 @@ public struct QueueIngestor {
 
     /// The content of a regular file, opened without following a link and
     /// without blocking on a FIFO; more than `limit` bytes is an error.
-    public static func readRegularFile(_ path: String, limit: Int) throws -> Data {
+    package static func readRegularFile(_ path: String, limit: Int) throws -> Data {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXFailure(operation: "open", path: path) }
         defer { close(fd) }
@@ -232,7 +232,7 @@ struct FileIdentity: Equatable {
 
 extension IDConflict {
     /// How a refused file's `.error` and the CLI say it.
-    public func rejection(file: String) -> JobFileRejection {
+    package func rejection(file: String) -> JobFileRejection {
         JobFileRejection(errors: [JobFileError(
             file: file, id: jobID, field: "id",
             message: "a different job with this id came from \(storedFile ?? "another file")",
@@ -243,7 +243,7 @@ extension IDConflict {
 extension QueueStore {
     /// Records one file's jobs, unless this content was seen before; a refused file throws
     /// its worded rejection.
-    public func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
+    package func ingest(fileName: String, contentHash: String, jobs: [JobSpec]) throws -> IngestOutcome {
         switch try ingest([JobFileContent(fileName: fileName, contentHash: contentHash, jobs: jobs)])[0] {
         case .recorded(let outcome): return outcome
         case .idTaken(let conflict): throw conflict.rejection(file: fileName)

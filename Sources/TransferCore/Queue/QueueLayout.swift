@@ -28,18 +28,18 @@ public struct QueueLayout: Sendable {
     public var rejected: String { path("rejected") }
     public var done: String { path("done") }
     public var failed: String { path("failed") }
-    public var stateDirectory: String { path(".transferd") }
+    package var stateDirectory: String { path(".transferd") }
     public var database: String { path(".transferd/state.db") }
     public var lockFile: String { path(".transferd/run.lock") }
 
-    public func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+    package func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
 
     /// The folders transferd makes and writes inside the queue folder.
-    public var ownFolders: [String] { [accepted, rejected, done, failed, stateDirectory] }
+    package var ownFolders: [String] { [accepted, rejected, done, failed, stateDirectory] }
 
     /// The jobs whose hooks a run of this folder still owes (`.transferd/hooks/`): `purge`
     /// leaves them, so a hook cut off by a kill still finds its job when it runs.
-    public func jobsOwedHooks() -> Set<String> {
+    package func jobsOwedHooks() -> Set<String> {
         HookOutbox(directory: stateDirectory + "/hooks").owedJobIDs()
     }
 
@@ -71,7 +71,7 @@ extension QueueLayout {
     /// send result files, moved job files or the store anywhere the link points.
     /// Checked at start-up and again before each file is moved or written into one
     /// (the files themselves are created without following a link).
-    public func checkOwnFolder(_ folder: String) throws {
+    package func checkOwnFolder(_ folder: String) throws {
         var info = stat()
         guard lstat(folder, &info) == 0 else {
             throw QueueError.notWritable(folder, String(cString: strerror(errno)))
@@ -154,7 +154,7 @@ public final class RunLock {
     /// The pid of the run working this queue, if one is: the pid in the lock
     /// file, when that process is alive. Read without taking the lock, so a
     /// `run` starting meanwhile is never refused because of it.
-    public static func activeRun(path: String) -> Int32? {
+    package static func activeRun(path: String) -> Int32? {
         guard let data = FileManager.default.contents(atPath: path),
               let pid = Int32(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
               pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return nil }

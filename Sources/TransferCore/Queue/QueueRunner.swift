@@ -205,7 +205,7 @@ public final class QueueRunner: @unchecked Sendable {
     public func storeChanged() { post.yield(.storeChanged) }
 
     /// Each host's connections in use and its limit now (refreshed four times a second).
-    public var hostUse: [HostUse] { publishedHostUse.current }
+    package var hostUse: [HostUse] { publishedHostUse.current }
     let publishedHostUse = Locked<[HostUse]>([])
 
     /// Runs the queue. The loop, and with it every store call (SQLite, libpq, a reconnect's

@@ -7,17 +7,17 @@ import Foundation
 /// whose jobs changed, every couple of seconds and when a run ends, so they
 /// always agree with `transferd status`. One file per job file, not per job,
 /// keeps a 10,000-URL list from costing 10,000 file creations.
-public struct ResultFiles {
-    public let layout: QueueLayout
-    public let store: QueueStore
+package struct ResultFiles {
+    package let layout: QueueLayout
+    package let store: QueueStore
 
-    public init(layout: QueueLayout, store: QueueStore) {
+    package init(layout: QueueLayout, store: QueueStore) {
         self.layout = layout
         self.store = store
     }
 
     /// Rewrites the result files of these job files.
-    public func update(sourceFiles: Set<String>) throws {
+    package func update(sourceFiles: Set<String>) throws {
         for source in sourceFiles.sorted() {
             let finished = try store.results(fromFile: source)
             try write(finished.filter { $0.state == .done }, to: layout.done, source: source)

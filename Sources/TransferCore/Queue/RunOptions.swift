@@ -23,11 +23,11 @@ public struct RunOptions: Sendable {
     /// Keep running and pick up new job files as they appear.
     public var watch = false
     /// Base of the backoff between a job's attempts (tests shorten it).
-    public var retryBaseDelay: TimeInterval = 1
+    package var retryBaseDelay: TimeInterval = 1
     /// Hooks for jobs that have none of their own.
-    public var hooks = RunHooks()
+    package var hooks = RunHooks()
     /// The first wait between notify attempts (tests shorten it).
-    public var notifyBaseDelay: TimeInterval = 1
+    package var notifyBaseDelay: TimeInterval = 1
     /// Receives the debug log of every HTTP exchange, secrets redacted (nil: no log).
     public var requestLog: (@Sendable (String) -> Void)?
 

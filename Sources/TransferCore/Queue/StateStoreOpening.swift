@@ -27,7 +27,7 @@ extension QueueLayout {
     /// no run has worked (no store file, or an empty one, and no results) reads as an empty
     /// store in memory; a missing folder is `QueueError.noQueue`; a store that lost its jobs
     /// or is damaged is refused as `openStateStore` refuses it.
-    public func openStateStoreForReading() throws -> SQLiteQueueStore {
+    package func openStateStoreForReading() throws -> SQLiteQueueStore {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw QueueError.noQueue(directory)

@@ -95,14 +95,14 @@ public struct JobFileContent: Sendable {
         self.jobs = .held(jobs)
     }
 
-    public init(_ list: LargeURLList) {
+    package init(_ list: LargeURLList) {
         fileName = list.name
         contentHash = list.contentHash
         jobs = .large(list)
     }
 
     /// Whether the jobs are a large list's, read as the store takes them.
-    public var isLarge: Bool {
+    package var isLarge: Bool {
         if case .large = jobs { return true }
         return false
     }

@@ -22,9 +22,9 @@ import Foundation
 // @unchecked: the connection and `held` are used only under `lock`.
 public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// This worker's name in the store: `host:pid` unless given.
-    public let worker: String
+    package let worker: String
     /// How long a claim holds without a renewal.
-    public let lease: Double
+    package let lease: Double
     public var leaseSeconds: Double? { lease }
     /// Each claim is several round trips and an advisory lock: free slots are gathered first.
     public var claimsInGroups: Bool { true }
@@ -52,7 +52,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
     /// The server's clock, in seconds since 1970 (leases never use a worker's clock).
     private static let serverNow = "extract(epoch from clock_timestamp())::float8"
 
-    public static func isStoreURL(_ text: String) -> Bool {
+    package static func isStoreURL(_ text: String) -> Bool {
         text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 
@@ -186,7 +186,7 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
         """,
     ]
 
-    public static var schemaVersion: Int { migrations.count }
+    package static var schemaVersion: Int { migrations.count }
 
     /// The schema's version (0: none), and whether a `transferd_jobs` table exists without
     /// `transferd_schema` (someone else's table of that name). Reads only, so a role without

@@ -201,7 +201,7 @@ extension QueueStore {
     /// Runs `body` for every job in `state` (nil: every job) in the order they were added, a page
     /// at a time: a queue of a million is never held in memory at once. `body` may change the
     /// job's state; the pages go on by sequence number.
-    public func forEachJob(in state: JobState?, _ body: (JobRecord) throws -> Void) throws {
+    package func forEachJob(in state: JobState?, _ body: (JobRecord) throws -> Void) throws {
         var after: Int64 = 0
         while true {
             let page = try jobs(in: state, after: after, limit: 1_000)
@@ -212,15 +212,15 @@ extension QueueStore {
     }
 
     /// Whether the whole queue is paused (`settings().paused`).
-    public func isQueuePaused() throws -> Bool { try settings().paused }
+    package func isQueuePaused() throws -> Bool { try settings().paused }
 
     /// Pauses or resumes the whole queue.
-    public func setQueuePaused(_ paused: Bool) throws { try setSetting(.paused, to: paused ? "1" : nil) }
+    package func setQueuePaused(_ paused: Bool) throws { try setSetting(.paused, to: paused ? "1" : nil) }
 
     /// Pauses the whole queue: nothing new starts, and unless `finishRunning` the jobs under way
     /// are held too (their runners stop them within a second). Returns how many were held.
     /// What `transferd pause --all` and the control API's POST /v1/pause do.
-    public func pauseQueue(finishRunning: Bool) throws -> Int {
+    package func pauseQueue(finishRunning: Bool) throws -> Int {
         try setQueuePaused(true)
         guard !finishRunning else { return 0 }
         var stopping = 0
@@ -233,7 +233,7 @@ extension QueueStore {
     /// The whole queue runs again and every held job is queued again. Returns whether the queue
     /// was paused and how many held jobs were queued. What `transferd resume --all` and POST
     /// /v1/resume do.
-    public func resumeQueue() throws -> (wasPaused: Bool, resumed: Int) {
+    package func resumeQueue() throws -> (wasPaused: Bool, resumed: Int) {
         let wasPaused = try isQueuePaused()
         try setQueuePaused(false)
         var resumed = 0
@@ -245,7 +245,7 @@ extension QueueStore {
 
     /// A priority ahead of every job a run would take now (queued and waiting ones): one above
     /// the highest of theirs, 0 when none waits. What "run it next" sets.
-    public func priorityAheadOfWaitingJobs() throws -> Int {
+    package func priorityAheadOfWaitingJobs() throws -> Int {
         let first = try [JobState.queued, .waiting].compactMap { try jobs(in: $0, firstInClaimOrder: 1).first?.spec.priority }
         guard let highest = first.max() else { return 0 }
         return highest == .max ? highest : highest + 1
@@ -253,7 +253,7 @@ extension QueueStore {
 
     /// `claimRunnable` for callers that only say yes or no (each taken job counted as its own
     /// `connections`, or 1).
-    public func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
+    package func claimRunnable(limit: Int, now: Date, excludingHosts: Set<String>,
                               accept: (ClaimCandidate) -> Bool) throws -> [JobRecord] {
         try claimRunnable(limit: limit, now: now, excludingHosts: excludingHosts) { (candidate: ClaimCandidate) -> Int? in
             accept(candidate) ? (candidate.connections ?? 1) : nil

@@ -125,7 +125,7 @@ enum SQLValue: Equatable {
 }
 
 /// Store failures: the database file and what SQLite said.
-public enum StoreError: Error, CustomStringConvertible {
+package enum StoreError: Error, CustomStringConvertible {
     case sqlite(path: String, message: String)
     case schemaTooNew(path: String, found: Int, supported: Int)
     case locked(path: String, holder: String)
@@ -137,7 +137,7 @@ public enum StoreError: Error, CustomStringConvertible {
     /// sentence with the store and the fix (`StoreFailure` tells the causes apart).
     case unusable(StoreProblem)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .sqlite(let path, let message):
             return "state store \(path): \(message)"

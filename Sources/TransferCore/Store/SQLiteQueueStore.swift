@@ -8,7 +8,7 @@ import Foundation
 /// bytes is committed, so a checkpoint never claims data that is not there.
 // @unchecked: the one SQLite connection (opened NOMUTEX) is used only inside `locked`, under `lock`.
 public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
-    public static var schemaVersion: Int { migrations.count }
+    package static var schemaVersion: Int { migrations.count }
     /// Rows a claim may pass over (jobs of hosts it cannot use now) before it stops looking.
     static let claimPassOverLimit = 4096
     private let database: SQLiteDatabase
@@ -50,7 +50,7 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
 
     /// An empty store in memory, touching no file: what a read-only look (`status`) reads for
     /// a queue folder that no run has worked yet.
-    public static func empty() throws -> SQLiteQueueStore {
+    package static func empty() throws -> SQLiteQueueStore {
         try SQLiteQueueStore(path: inMemory)
     }
 

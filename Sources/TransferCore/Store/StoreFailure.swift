@@ -4,7 +4,7 @@ import Foundation
 /// statement's SQLSTATE, or for a connection that failed (libpq gives no SQLSTATE
 /// there) the server's or libpq's words. The one place such errors are told apart:
 /// a pure value, tested by a table (`StoreFailureTests`).
-public enum StoreFailure: Equatable, Sendable {
+package enum StoreFailure: Equatable, Sendable {
     /// libpq cannot parse the URL (its text is not shown: it may hold the password anywhere).
     case badURL
     /// No server answered: refused, no such host, timed out. The reason, in a few words.
@@ -36,7 +36,7 @@ public enum StoreFailure: Equatable, Sendable {
 
     /// The failure for an error libpq reported, or nil when it is none of these (a statement
     /// that failed for another reason: the caller keeps the server's message).
-    public init?(sqlState: String?, message: String) {
+    package init?(sqlState: String?, message: String) {
         let text = Self.serverWords(message)
         switch sqlState {
         case "28P01": self = .wrongPassword
@@ -119,21 +119,21 @@ public enum StoreFailure: Equatable, Sendable {
 
 /// A queue store that cannot be used: what happened, which store, and the fix. Said in
 /// one sentence; never holds a password (`store` is the URL as `Redaction.url` shows it).
-public struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible {
+package struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible {
     /// The store's URL, redacted.
-    public var store: String
+    package var store: String
     /// The role transferd connected as (libpq's default when the URL names none).
-    public var user: String
-    public var failure: StoreFailure
+    package var user: String
+    package var failure: StoreFailure
 
-    public init(store: String, user: String, failure: StoreFailure) {
+    package init(store: String, user: String, failure: StoreFailure) {
         self.store = store
         self.user = user
         self.failure = failure
     }
 
     /// What happened, naming the store.
-    public var what: String {
+    package var what: String {
         switch failure {
         case .badURL:
             return "the queue store URL in --store (or TRANSFERD_STORE) is not a valid PostgreSQL connection URL"
@@ -168,7 +168,7 @@ public struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     /// How to fix it.
-    public var fix: String {
+    package var fix: String {
         switch failure {
         case .badURL:
             return "write it as postgres://USER@HOST:PORT/DATABASE (the password from PGPASSWORD or ~/.pgpass)"
@@ -211,11 +211,11 @@ public struct StoreProblem: Error, Equatable, Sendable, CustomStringConvertible 
         }
     }
 
-    public var description: String { "\(what) — \(fix)" }
+    package var description: String { "\(what) — \(fix)" }
 }
 
 /// Why TLS to PostgreSQL failed, from libpq's words (it gives no code for these).
-public enum CertificateProblem: Equatable, Sendable {
+package enum CertificateProblem: Equatable, Sendable {
     /// The certificate is not signed by a CA in `sslrootcert` (verify-ca, verify-full).
     case untrusted
     /// The certificate does not name the host in the URL (verify-full).

@@ -3,23 +3,23 @@ import Foundation
 /// More of a server's answer than transferd reads from it. Thrown by the sink that
 /// holds the answer, so the exchange stops there on either backend (a transport
 /// rethrows what its sink threw) instead of reading on without end.
-public struct ResponseTooLarge: Error, CustomStringConvertible, Sendable {
+package struct ResponseTooLarge: Error, CustomStringConvertible, Sendable {
     /// What was too long: "the answer", "a line of the event stream".
-    public let what: String
+    package let what: String
     /// Where it came from, redacted.
-    public let url: String
-    public let limit: Int
+    package let url: String
+    package let limit: Int
     /// What the user should check, as a sentence.
-    public let advice: String
+    package let advice: String
 
-    public init(_ what: String = "the answer", url: URL, limit: Int, advice: String) {
+    package init(_ what: String = "the answer", url: URL, limit: Int, advice: String) {
         self.what = what
         self.url = Redaction.url(url)
         self.limit = limit
         self.advice = advice
     }
 
-    public var description: String {
+    package var description: String {
         "\(what) from \(url) is longer than \(Self.size(limit)), the most transferd reads of it; \(advice)"
     }
 
@@ -67,14 +67,14 @@ final class CapturingSink: ResponseSink, Sendable {
 /// A server's answer read into memory by a command that is not async (the
 /// control API's answers to `status --watch --remote`), through a transport,
 /// never more than `limit` bytes.
-public enum BoundedRead {
+package enum BoundedRead {
     /// The most read of one control API answer: a page of 1,000 jobs is well under 1 MiB.
-    public static let apiAnswerLimit = 4 << 20
+    package static let apiAnswerLimit = 4 << 20
 
     /// The status and body of `request`'s answer. Blocks the calling thread, which must
     /// not be one of Swift's concurrency pool (a command's main thread is not).
     /// - Throws: `ResponseTooLarge` (with `advice`) past `limit`, or what the transport threw.
-    public static func fetch(_ request: TransferRequest, limit: Int, advice: String,
+    package static func fetch(_ request: TransferRequest, limit: Int, advice: String,
                              transport: Transport) throws -> (status: Int, body: Data) {
         let sink = CapturingSink(limit: limit, url: request.url, advice: advice)
         let result = Locked<Result<Int, Error>?>(nil)

@@ -1,13 +1,13 @@
 import Foundation
 
 /// Sizes with binary suffixes: `1024`, `500K`, `10M`, `1.5G` (K = 1024).
-public enum ByteSize {
+package enum ByteSize {
     /// The largest size accepted: 2^60 bytes (1 EiB). Anything above is a
     /// typo or an attack, and `Int64(Double)` traps past `Int64.max`.
-    public static let maximum: Int64 = 1 << 60
+    package static let maximum: Int64 = 1 << 60
 
     /// The size in bytes, or nil for text that is not a finite size from 0 to `maximum`.
-    public static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         var digits = text.trimmingCharacters(in: .whitespaces).uppercased()
         if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B") { digits.removeLast() }
         let multipliers: [Character: Double] = ["K": 1024, "M": 1_048_576, "G": 1_073_741_824, "T": 1_099_511_627_776]

@@ -63,12 +63,12 @@ enum ConfinedPath {
 }
 
 /// A file name taken from a URL, safe to use inside a folder.
-public enum URLFileName {
+package enum URLFileName {
     /// The URL's last path segment, decoded, with `/`, NUL and control
     /// characters replaced by `_`; `index.html` when that leaves nothing usable
     /// (`/`, `.`, `..`). A URL never names a folder to write into: `..%2F..%2Fx`
     /// becomes `.._.._x`, inside the chosen folder.
-    public static func of(_ url: URL) -> String {
+    package static func of(_ url: URL) -> String {
         let raw = url.lastPathComponent
         let replaced = { (scalar: Unicode.Scalar) in scalar == "/" || scalar.value < 0x20 || scalar.value == 0x7F }
         // Most names need no replacing: kept as they are, without rebuilding them scalar by scalar.

@@ -1,8 +1,8 @@
 import Foundation
 
 /// A JSON object that keeps its keys in the order they were added.
-public struct JSONObject: Sendable {
-    public indirect enum Value: Sendable {
+package struct JSONObject: Sendable {
+    package indirect enum Value: Sendable {
         case string(String)
         case int(Int64)
         case number(Double)
@@ -14,15 +14,15 @@ public struct JSONObject: Sendable {
 
     private var fields: [(String, Value)] = []
 
-    public init() {}
+    package init() {}
 
-    public mutating func add(_ key: String, _ value: Value) { fields.append((key, value)) }
-    public mutating func add(_ key: String, _ value: String) { fields.append((key, .string(value))) }
-    public mutating func add(_ key: String, _ value: Int) { fields.append((key, .int(Int64(value)))) }
-    public mutating func add(_ key: String, _ value: Int64) { fields.append((key, .int(value))) }
+    package mutating func add(_ key: String, _ value: Value) { fields.append((key, value)) }
+    package mutating func add(_ key: String, _ value: String) { fields.append((key, .string(value))) }
+    package mutating func add(_ key: String, _ value: Int) { fields.append((key, .int(Int64(value)))) }
+    package mutating func add(_ key: String, _ value: Int64) { fields.append((key, .int(value))) }
 
     /// On one line, or indented by two spaces a level for people to read.
-    public func serialized(pretty: Bool = false) -> String {
+    package func serialized(pretty: Bool = false) -> String {
         var text = ""
         Self.write(.object(self), to: &text, indent: pretty ? "\n" : nil)
         return text
@@ -66,13 +66,13 @@ public struct JSONObject: Sendable {
     }
 
     /// A whole array, one line or indented.
-    public static func serialized(_ items: [Value], pretty: Bool = false) -> String {
+    package static func serialized(_ items: [Value], pretty: Bool = false) -> String {
         var text = ""
         write(.array(items), to: &text, indent: pretty ? "\n" : nil)
         return text
     }
 
-    public static func quoted(_ string: String) -> String {
+    package static func quoted(_ string: String) -> String {
         var text = ""
         appendQuoted(string, to: &text)
         return text
@@ -103,7 +103,7 @@ public struct JSONObject: Sendable {
     }
 
     /// RFC 3339 UTC with milliseconds: `2026-11-29T17:30:00.125Z`.
-    public static func timestamp(_ date: Date) -> String {
+    package static func timestamp(_ date: Date) -> String {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
         var seconds = time_t(milliseconds / 1000)
         var parts = tm()
@@ -113,7 +113,7 @@ public struct JSONObject: Sendable {
     }
 
     /// RFC 3339 UTC to the second: `2026-11-29T17:30:00Z`.
-    public static func timestampSeconds(_ date: Date) -> String {
+    package static func timestampSeconds(_ date: Date) -> String {
         var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&seconds, &parts)

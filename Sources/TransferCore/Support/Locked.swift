@@ -6,11 +6,11 @@ import Foundation
 /// a condition and a second mutex besides itself, and a download makes several
 /// of these per job.
 // @unchecked: the value is read and written only while `mutex` is held.
-public final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private var value: Value
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         mutex = PthreadMutex.make()
     }
@@ -20,13 +20,13 @@ public final class Locked<Value>: @unchecked Sendable {
     }
 
     @discardableResult
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 
-    public var current: Value { withLock { $0 } }
+    package var current: Value { withLock { $0 } }
 }
 
 /// A lock without a value (`lock`/`unlock`, as `NSLock`), one allocation cheaper

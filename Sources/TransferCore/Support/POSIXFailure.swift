@@ -6,7 +6,7 @@ public struct POSIXFailure: Error, CustomStringConvertible, Sendable {
     public let path: String
     public let code: Int32
 
-    public init(operation: String, path: String, code: Int32 = errno) {
+    package init(operation: String, path: String, code: Int32 = errno) {
         self.operation = operation
         self.path = path
         self.code = code

@@ -61,10 +61,10 @@ enum PathNormalization {
 /// `PathText.parent("c")` traps once `FileManager.fileExists(atPath: "c")`
 /// has been asked (Swift 6.3.1's Foundation; `get URL -o c` crashed), and these run on what
 /// users type.
-public enum PathText {
+package enum PathText {
     /// The path without its last component, as `deletingLastPathComponent` gives it: `""` for a
     /// bare name, `"/"` for a name in the root; trailing slashes are ignored.
-    public static func parent(_ path: String) -> String {
+    package static func parent(_ path: String) -> String {
         let slash = UInt8(ascii: "/")
         var bytes = Array(path.utf8)
         while bytes.count > 1, bytes.last == slash { bytes.removeLast() }

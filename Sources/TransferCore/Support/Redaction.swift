@@ -8,7 +8,7 @@ import Foundation
 /// ones are replaced whole), and registered secrets anywhere. Everything that shows or
 /// writes a URL goes through `url(_:)` or `url(string:)`; free text that may quote one
 /// (libcurl's and URLSession's error messages) through `message(_:)`.
-public enum Redaction {
+package enum Redaction {
     /// Parameter names whose values are secret, compared whole and case-insensitively.
     static let secretQueryNames: Set<String> = [
         "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature",
@@ -30,20 +30,20 @@ public enum Redaction {
     /// returned as written, apart from registered secrets (the queue shows one of
     /// these per job event). Never fails: text that is not a valid URL is redacted
     /// by the same rule as far as it looks like one.
-    public static func url(string: String) -> String {
+    package static func url(string: String) -> String {
         guard string.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
         else { return scrub(string) }
         return scrub(redactedURL(Substring(string), depth: nestingDepth))
     }
 
     /// The URL with any user info and secret values replaced by `REDACTED` (see the type's rule).
-    public static func url(_ url: URL) -> String {
+    package static func url(_ url: URL) -> String {
         Self.url(string: url.absoluteString)
     }
 
     /// Free text (an error message) with every URL in it (`scheme://…` up to white space or
     /// a quote) redacted by the URL rule, and registered secrets hidden.
-    public static func message(_ text: String) -> String {
+    package static func message(_ text: String) -> String {
         guard holds(text.unicodeScalars[...], "://") else { return scrub(text) }
         var result = ""
         let scalars = text.unicodeScalars
@@ -223,7 +223,7 @@ public enum Redaction {
         secretHeaders.contains(lowered) || secretWords.contains(where: { lowered.contains($0) })
     }
 
-    public static func headerValue(name: String, value: String) -> String {
+    package static func headerValue(name: String, value: String) -> String {
         let lowered = name.lowercased()
         if isSecretHeaderName(lowered) { return "REDACTED" }
         if urlHeaders.contains(lowered) { return url(string: value) }
@@ -255,7 +255,7 @@ public enum Redaction {
     /// Every value is kept (a redirect to another host drops the header carrying it,
     /// however short); only those of 4 characters or more are scrubbed from text,
     /// where a shorter one would mangle every message holding those letters.
-    public static func registerSecret(_ value: String) {
+    package static func registerSecret(_ value: String) {
         guard !value.isEmpty else { return }
         knownSecrets.withLock { _ = $0.insert(value) }
     }
@@ -266,7 +266,7 @@ public enum Redaction {
     }
 
     /// `text` with every registered secret replaced by `REDACTED`.
-    public static func scrub(_ text: String) -> String {
+    package static func scrub(_ text: String) -> String {
         let secrets = knownSecrets.current
         guard !secrets.isEmpty else { return text }
         var result = text

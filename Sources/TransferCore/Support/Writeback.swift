@@ -67,8 +67,8 @@ enum Writeback {
 /// synced survive a killed process (they are in the page cache) but not a
 /// crash of the machine; a checkpoint that claims such bytes names the boot,
 /// and a later run trusts them only in the same one.
-public enum BootID {
-    public static let current: String? = {
+package enum BootID {
+    package static let current: String? = {
         #if os(Linux)
         guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else { return nil }
         let id = text.trimmingCharacters(in: .whitespacesAndNewlines)

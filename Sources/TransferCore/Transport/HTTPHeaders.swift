@@ -57,7 +57,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     /// an RFC 9110 token, or a value with CR, LF, NUL or another control
     /// character (tab aside). Either would let a job add header lines of its
     /// own choosing, or be cut short by a C string.
-    public static func problem(name: String, value: String) -> String? {
+    package static func problem(name: String, value: String) -> String? {
         if name.isEmpty { return "an empty header name" }
         let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
         if let bad = name.utf8.first(where: { byte in
@@ -72,7 +72,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     /// The first problem among `fields` (see `problem(name:value:)`).
-    public var problem: String? {
+    package var problem: String? {
         for field in fields { if let problem = Self.problem(name: field.name, value: field.value) { return problem } }
         return nil
     }

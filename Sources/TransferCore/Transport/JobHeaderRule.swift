@@ -10,17 +10,17 @@
 /// after a redirect, or break the ranges a download resumes and splits with.
 /// Names compare without regard to case; a name or value that is not one clean
 /// line (CR, LF, NUL) is refused as `HTTPHeaders.problem` says.
-public enum JobHeaderRule {
-    public struct Refusal: Equatable, Sendable, CustomStringConvertible {
+package enum JobHeaderRule {
+    package struct Refusal: Equatable, Sendable, CustomStringConvertible {
         /// What is wrong and why.
-        public let message: String
+        package let message: String
         /// What to do instead.
-        public let fix: String
-        public var description: String { "\(message) — \(fix)" }
+        package let fix: String
+        package var description: String { "\(message) — \(fix)" }
     }
 
     /// Why `name: value` may not be set by a job, or nil when it may.
-    public static func refusal(name: String, value: String) -> Refusal? {
+    package static func refusal(name: String, value: String) -> Refusal? {
         if let problem = HTTPHeaders.problem(name: name, value: value) {
             return Refusal(message: problem,
                            fix: "a header is one line: a name of letters, digits and -, and a value without line breaks")

@@ -5,20 +5,20 @@ import Foundation
 /// and the outcome with bytes and duration. Every secret is redacted first:
 /// credentials in headers, signatures and tokens in URLs, user info. Wraps
 /// either backend, so both log the same way.
-public struct LoggingTransport: Transport {
+package struct LoggingTransport: Transport {
     let base: Transport
     let write: @Sendable (String) -> Void
     private let sequence = Locked<Int>(0)
 
-    public init(_ base: Transport, write: @escaping @Sendable (String) -> Void) {
+    package init(_ base: Transport, write: @escaping @Sendable (String) -> Void) {
         self.base = base
         self.write = write
     }
 
-    public var name: String { base.name }
-    public var capabilities: TransportCapabilities { base.capabilities }
+    package var name: String { base.name }
+    package var capabilities: TransportCapabilities { base.capabilities }
 
-    public func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
+    package func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
         let number = sequence.withLock { value -> Int in
             value += 1
             return value

@@ -2,50 +2,50 @@ import Foundation
 
 /// Everything needed to resume a download, in any later process: which remote
 /// version the partial file holds and which of its bytes are on disk.
-public struct DownloadCheckpoint: Codable, Equatable, Sendable {
-    public static let currentVersion = 1
+package struct DownloadCheckpoint: Codable, Equatable, Sendable {
+    package static let currentVersion = 1
 
-    public var version: Int
-    public var url: String
-    public var validators: ResponseValidators
-    public var plan: SegmentPlan
+    package var version: Int
+    package var url: String
+    package var validators: ResponseValidators
+    package var plan: SegmentPlan
     /// False once the server showed it ignores Range requests.
-    public var rangesSupported: Bool
+    package var rangesSupported: Bool
     /// The most bytes this download ever had on disk (see the retry budget in
     /// `RetryPolicy`); absent in checkpoints from before it was kept.
-    public var furthest: Int64?
+    package var furthest: Int64?
     /// Times the download started over because the remote file changed, over
     /// every run (a server must not reset the retry budget by changing its ETag).
-    public var restarts: Int?
+    package var restarts: Int?
     /// The bytes of `plan` known to be on stable storage, when fewer than
     /// `plan`'s: the rest were written (to the page cache) but not yet synced.
     /// Absent: every byte of `plan` is durable.
-    public var durable: SegmentPlan?
+    package var durable: SegmentPlan?
     /// The boot (`BootID`) in which `plan`'s unsynced bytes were written. A
     /// killed process leaves them in the page cache, so the same boot may read
     /// them back; after a crash of the machine only `durable` counts.
-    public var bootID: String?
+    package var bootID: String?
     /// Which incarnation of the partial file this checkpoint describes: new
     /// whenever the file starts over. The file's own record of how far it is
     /// written (`WrittenOffsets`) counts only beside a checkpoint of the same one.
-    public var writtenID: String?
+    package var writtenID: String?
     /// The partial file's tag (an extended attribute, `user.transferd.file`, set when the file
     /// was created or started over): a checkpoint that names one is trusted only for a file that
     /// carries it, so another file put at the partial file's name since, even one of the same size, is started
     /// over. Absent in checkpoints from before it was kept, and where the file system keeps no
     /// user attributes: then only the file's size is checked.
-    public var fileTag: String?
+    package var fileTag: String?
 
     /// What a new run may resume from in the boot `current`: all of `plan` in
     /// the boot that wrote it, else only its durable bytes. `durable` stays
     /// what is known synced.
-    public func trusted(inBoot current: String?) -> DownloadCheckpoint {
+    package func trusted(inBoot current: String?) -> DownloadCheckpoint {
         guard durable != nil, bootID == nil || bootID != current else { return self }
         return durableOnly
     }
 
     /// The checkpoint with only its durable bytes: after a machine's crash, or a failed sync.
-    public var durableOnly: DownloadCheckpoint {
+    package var durableOnly: DownloadCheckpoint {
         guard let durable else { return self }
         var result = self
         result.bootID = nil
@@ -62,7 +62,7 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// This checkpoint with the bytes the partial file's own record adds (see
     /// `WrittenOffsets.extending`) in the boot `bootID`, of a file of
     /// `fileSize` bytes. The bytes it adds are not durable.
-    public func extended(by record: WrittenOffsets, bootID current: String?, fileSize: Int64) -> DownloadCheckpoint {
+    package func extended(by record: WrittenOffsets, bootID current: String?, fileSize: Int64) -> DownloadCheckpoint {
         let extended = record.extending(plan, id: writtenID, bootID: current, fileSize: fileSize)
         guard extended != plan else { return self }
         var result = self
@@ -75,7 +75,7 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// Where a run resumes on its open partial file `fd`: this checkpoint (already trusted for
     /// the boot) raised by the file's own record of how far it is written, and whether the file
     /// had such a record.
-    public func resumed(onFile fd: Int32, bootID current: String?) -> (checkpoint: DownloadCheckpoint, hadRecord: Bool) {
+    package func resumed(onFile fd: Int32, bootID current: String?) -> (checkpoint: DownloadCheckpoint, hadRecord: Bool) {
         guard let record = WrittenOffsets.read(fd: fd) else { return (self, false) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { return (self, true) }
@@ -87,7 +87,7 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// is not coherent is not trusted, and the download starts over.
     var isCoherent: Bool { plan.isCoherent && (durable?.isCoherent ?? true) }
 
-    public init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
+    package init(url: String, validators: ResponseValidators, plan: SegmentPlan, rangesSupported: Bool) {
         self.version = Self.currentVersion
         self.url = url
         self.validators = validators
@@ -98,7 +98,7 @@ public struct DownloadCheckpoint: Codable, Equatable, Sendable {
 
 /// Where checkpoints live. A checkpoint's `plan` may claim bytes not yet
 /// synced only with `durable` and `bootID` set (see `trusted(inBoot:)`).
-public protocol CheckpointStore: Sendable {
+package protocol CheckpointStore: Sendable {
     func load() throws -> DownloadCheckpoint?
     func save(_ checkpoint: DownloadCheckpoint) throws
     func remove() throws
@@ -110,7 +110,7 @@ public protocol CheckpointStore: Sendable {
 }
 
 extension CheckpointStore {
-    public func removeBeforeStartingOver() throws { try remove() }
+    package func removeBeforeStartingOver() throws { try remove() }
 }
 
 /// A checkpoint kept as JSON beside the partial file (`NAME.transferd-part.state`, `PartialNames`),
@@ -119,12 +119,12 @@ extension CheckpointStore {
 /// the boot that wrote it, whose page cache holds it anyway (after a crash the
 /// file holds it or the one before it; where a filesystem does not order a
 /// rename after the data, an empty file, and the download starts over).
-public struct FileCheckpointStore: CheckpointStore {
-    public let path: String
+package struct FileCheckpointStore: CheckpointStore {
+    package let path: String
 
-    public init(path: String) { self.path = path }
+    package init(path: String) { self.path = path }
 
-    public func load() throws -> DownloadCheckpoint? {
+    package func load() throws -> DownloadCheckpoint? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         guard let checkpoint = try? JSONDecoder().decode(DownloadCheckpoint.self, from: data),
               checkpoint.version == DownloadCheckpoint.currentVersion else {
@@ -133,14 +133,14 @@ public struct FileCheckpointStore: CheckpointStore {
         return checkpoint
     }
 
-    public func save(_ checkpoint: DownloadCheckpoint) throws {
+    package func save(_ checkpoint: DownloadCheckpoint) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let data = try encoder.encode(checkpoint)
         try AtomicFile.write(data, to: path, sync: checkpoint.durable == nil)
     }
 
-    public func remove() throws {
+    package func remove() throws {
         if unlink(path) != 0 && errno != ENOENT { throw POSIXFailure(operation: "remove", path: path) }
     }
 
@@ -157,7 +157,7 @@ public struct FileCheckpointStore: CheckpointStore {
 
     /// The removal is synced (the folder) before the truncation that follows it: a file system
     /// that does not order the two could otherwise keep the truncation and lose the removal.
-    public func removeBeforeStartingOver() throws {
+    package func removeBeforeStartingOver() throws {
         try remove()
         AtomicFile.syncDirectory(of: path)
     }

@@ -21,10 +21,17 @@ public final class DownloadEngine: Sendable {
     }
 
     /// Bytes received from the server in this run of the engine (none yet: no response is flowing).
-    public var bytesReceived: Int64 { currentState.current?.bytesReceived ?? 0 }
+    package var bytesReceived: Int64 { currentState.current?.bytesReceived ?? 0 }
 
-    public init(transport: Transport, options: DownloadOptions, store: CheckpointStore? = nil,
-                onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
+    /// Checkpoints go to the file beside the partial file (`DownloadOptions.statePath`).
+    public convenience init(transport: Transport, options: DownloadOptions,
+                            onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
+        self.init(transport: transport, options: options, store: nil, onEvent: onEvent)
+    }
+
+    /// - Parameter store: where checkpoints go (the queue's: its database); nil: the file beside the partial file.
+    package init(transport: Transport, options: DownloadOptions, store: CheckpointStore?,
+                 onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
         self.transport = transport
         self.options = options
         self.store = store ?? FileCheckpointStore(path: options.statePath)
@@ -43,7 +50,7 @@ public final class DownloadEngine: Sendable {
 
     /// Changes the download's own rate limit from now on, for all its connections (nil: none).
     /// Only a download made with `rateAdjustable` (or a `maxRate`) has a bucket to change.
-    public func setRate(_ bytesPerSecond: Int64?) {
+    package func setRate(_ bytesPerSecond: Int64?) {
         rateLimiter?.setRate(bytesPerSecond)
     }
 

@@ -24,7 +24,7 @@ public struct DownloadOptions: Sendable {
     public var sha256: String?
     /// Whether the rate may be changed while the download runs (`DownloadEngine.setRate`): the
     /// engine then keeps a bucket even without `maxRate`.
-    public var rateAdjustable = false
+    package var rateAdjustable = false
     /// A published SHA256SUMS list (`ChecksumList`) whose line for `checksumsName` gives the
     /// expected SHA-256, when `sha256` does not. Fetched at the start of each run.
     public var checksumsURL: URL?
@@ -45,29 +45,29 @@ public struct DownloadOptions: Sendable {
     public var signer: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
     /// The least one request of a segmented download asks for (see `SegmentPlan.requestWindow`);
     /// an S3 source asks for more (`S3Client.requestFloor`).
-    public var requestFloor: Int64 = 16 << 20
+    package var requestFloor: Int64 = 16 << 20
     /// A rate cap shared with other downloads (the queue's `--limit-rate`).
     public var sharedLimiter: BandwidthLimiter?
     /// False in the queue: a failure that needs a backoff delay ends the attempt
     /// with `DownloadDeferred` so the job waits without holding a slot.
-    public var retryInPlace = true
+    package var retryInPlace = true
     /// fsync the file before each checkpoint and before the rename. The queue
     /// turns this off and syncs the filesystem once per batch of finished jobs.
-    public var syncEachFile = true
+    package var syncEachFile = true
     /// Also checkpoint whenever this many bytes were written since the last
     /// one, without syncing the file: a killed process re-fetches at most
     /// about this much per connection (a crash of the machine: what came after
     /// the last synced checkpoint). 4 MiB; the queue uses 256 KiB (a database row).
-    public var checkpointBytes: Int64? = 4 << 20
+    package var checkpointBytes: Int64? = 4 << 20
     /// Also sync the file with a checkpoint whenever this many bytes were
     /// written since the last sync (nil: only by time, `checkpointInterval`;
     /// the queue, without a timer: 64 MiB).
-    public var syncBytes: Int64?
+    package var syncBytes: Int64?
     /// Also record on the partial file itself how far each segment is written
     /// whenever this many bytes were written since the last record (nil:
     /// never): a process killed in the same boot then re-fetches about this
     /// much in all, at any speed (see `WrittenOffsets`). 1 MiB.
-    public var writtenRecordBytes: Int64? = 1 << 20
+    package var writtenRecordBytes: Int64? = 1 << 20
     /// Bytes gathered before each write to the file. 64 KiB: the page cache
     /// takes a write into folios of about its size, and on this machine's VM
     /// large folios fault in slowly whenever the balloon has handed freed
@@ -78,33 +78,33 @@ public struct DownloadOptions: Sendable {
     /// (16 KiB writes, not synced) 1.46 s; 64 KiB was the fastest of the four
     /// in 9 rounds of 10 and tied in one. Eight connections: 0.64-0.81 s
     /// against 0.65-0.95 s with 256 KiB. (1 MiB writes took 3.9-5.5 s.)
-    public var writeBufferSize = DownloadOptions.defaultWriteBufferSize
+    package var writeBufferSize = DownloadOptions.defaultWriteBufferSize
     static let defaultWriteBufferSize = 64 << 10
     /// Run a timer task that reports `.progress` and checkpoints by time. The
     /// queue turns it off: it polls `DownloadEngine.progress()` for all jobs
     /// from one timer and checkpoints by bytes (`checkpointBytes`).
-    public var ownTicker = true
+    package var ownTicker = true
     /// Leave the verified file at `partPath` and let the caller rename it (the
     /// queue renames a batch after recording it as `finishing`).
-    public var deferRename = false
+    package var deferRename = false
     /// Failed attempts without progress before this run (the job's count in the queue).
-    public var priorFailures = 0
+    package var priorFailures = 0
     /// Write the partial file even while another process holds its lock. For a queue job a shared
     /// store handed over with a checkpoint: the worker that wrote it lost its lease (it may be
     /// frozen, still holding the lock), and the store fences it off at its next checkpoint, so the
     /// lease, not the lock, says who writes. Otherwise a held partial file stops the download.
-    public var takesOverBusyPart = false
+    package var takesOverBusyPart = false
     /// The size the file must have, known beforehand (an S3 listing): a body
     /// of another length is never saved as the file.
     public var expectedSize: Int64?
     /// The version the caller expects (an S3 listing's ETag, quoted as a response carries it):
     /// an answer naming another version is a change, never saved under the expected one.
-    public var expectedValidators: ResponseValidators?
+    package var expectedValidators: ResponseValidators?
     /// The speed under which an exchange is abandoned (nil: none); see `LowSpeedLimit`.
     public var lowSpeed: LowSpeedLimit? = .default
     /// On a transport without backpressure, the most that all of this
     /// download's requests together may have asked for and not yet received.
-    public var windowBudgetWithoutBackpressure: Int64 = 4 << 20
+    package var windowBudgetWithoutBackpressure: Int64 = 4 << 20
 
     public init(url: URL, destination: String, headers: HTTPHeaders = [:], connections: Int = 1,
                 minSegmentSize: Int64 = 4 << 20, sha256: String? = nil, overwrite: OverwritePolicy = .refuse,
@@ -127,19 +127,19 @@ public struct DownloadOptions: Sendable {
         self.checkpointInterval = checkpointInterval
     }
 
-    public var partPath: String { PartialNames.part(of: destination) }
-    public var statePath: String { PartialNames.state(of: destination) }
+    package var partPath: String { PartialNames.part(of: destination) }
+    package var statePath: String { PartialNames.state(of: destination) }
 }
 
 /// A download attempt failed in a way that wants a pause before the next
 /// (only when `retryInPlace` is false): the queue schedules the retry.
-public struct DownloadDeferred: Error, CustomStringConvertible {
-    public var delay: TimeInterval
-    public var reason: String
-    public var failures: Int
+package struct DownloadDeferred: Error, CustomStringConvertible {
+    package var delay: TimeInterval
+    package var reason: String
+    package var failures: Int
     /// The server refused with 429 or 503: it wants fewer requests at once.
-    public var throttled = false
-    public var description: String { reason }
+    package var throttled = false
+    package var description: String { reason }
 }
 
 /// What a finished download did.
@@ -154,7 +154,7 @@ public struct DownloadResult: Sendable {
     public var resumedFrom: Int64
     public var skipped: Bool
     /// Set when `deferRename` left the complete file at the partial path.
-    public var completedPartPath: String?
+    package var completedPartPath: String?
     public var restarts: Int
     /// Segments in the final plan (more than planned when idle connections took over slow ones).
     public var segments: Int
@@ -164,7 +164,7 @@ public struct DownloadResult: Sendable {
     var partFile: PartFile? = nil
     /// The version the saved bytes are (the answers' ETag and Last-Modified): what was received,
     /// to record, not what a listing said.
-    public var validators = ResponseValidators()
+    package var validators = ResponseValidators()
 }
 
 /// Things a download reports while it runs.

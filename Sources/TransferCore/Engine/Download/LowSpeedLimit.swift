@@ -21,7 +21,7 @@ public struct LowSpeedLimit: Sendable, Equatable {
     /// `maxRate` in all: the floor watches one connection, and the cap is shared by them all, so
     /// a connection's share at or under the floor would trip it by itself. The floor is then
     /// half that share.
-    public func under(maxRate: Int64?, connections: Int = 1) -> LowSpeedLimit {
+    package func under(maxRate: Int64?, connections: Int = 1) -> LowSpeedLimit {
         guard let maxRate else { return self }
         let share = maxRate / Int64(max(1, connections))
         guard share <= bytesPerSecond else { return self }
@@ -29,7 +29,7 @@ public struct LowSpeedLimit: Sendable, Equatable {
     }
 
     /// What `--speed-limit` and `--speed-time` say of it.
-    public var described: String {
+    package var described: String {
         "slower than \(bytesPerSecond) bytes/s for \(Int(seconds)) s (the floor is set by --speed-limit and --speed-time)"
     }
 }

@@ -13,15 +13,15 @@ import Foundation
 /// Earlier versions wrote `NAME.part` and `NAME.part.state`. Such a pair is taken over under the
 /// new names when its download runs again (`adoptEarlierPartial`), and only when the partial file
 /// provably is transferd's (it carries the tag its checkpoint names); anything else is left alone.
-public enum PartialNames {
+package enum PartialNames {
     /// What every name of transferd's own beside a destination holds.
-    public static let marker = ".transferd-part"
+    package static let marker = ".transferd-part"
 
     /// Where the bytes of a download to `destination` are written until they are complete.
-    public static func part(of destination: String) -> String { destination + marker }
+    package static func part(of destination: String) -> String { destination + marker }
 
     /// The checkpoint of a download to `destination`.
-    public static func state(of destination: String) -> String { destination + marker + ".state" }
+    package static func state(of destination: String) -> String { destination + marker + ".state" }
 
     /// The names earlier versions gave the partial file and its checkpoint.
     static func earlierPart(of destination: String) -> String { destination + ".part" }
@@ -30,11 +30,11 @@ public enum PartialNames {
     /// The longest file name a destination may have, in bytes: 255, the limit of Linux's file
     /// systems, less what its checkpoint's temporary file adds (`.transferd-part.state` and
     /// `.PID.RANDOM.tmp`, at most 23 bytes).
-    public static let longestName = 255 - (marker + ".state").utf8.count - ".4194304.4294967295.tmp".utf8.count
+    package static let longestName = 255 - (marker + ".state").utf8.count - ".4194304.4294967295.tmp".utf8.count
 
     /// Why `path` cannot be a destination because of its file name, or nil when it can.
     /// Byte-wise, like the rest of transferd's path handling.
-    public static func refusal(of path: String) -> String? {
+    package static func refusal(of path: String) -> String? {
         let name = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).last.map(Array.init) ?? []
         if contains(name, markerBytes) {
             return "its file name holds \(marker), which transferd keeps for its partial files"

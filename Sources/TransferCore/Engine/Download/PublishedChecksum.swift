@@ -12,16 +12,16 @@ import Foundation
 ///   `x-amz-checksum-mode: ENABLED` to have them): only a full-object checksum. A multipart
 ///   object's composite one (`…-N`, a checksum of its parts' checksums) cannot be checked
 ///   without the part sizes, and is left unchecked (`unchecked` says why).
-public struct PublishedChecksum: Equatable, Sendable {
-    public enum Algorithm: String, Sendable, CaseIterable {
+package struct PublishedChecksum: Equatable, Sendable {
+    package enum Algorithm: String, Sendable, CaseIterable {
         case sha512 = "sha-512", sha256 = "sha-256", crc32c, crc32
     }
 
-    public let algorithm: Algorithm
+    package let algorithm: Algorithm
     /// The expected digest's bytes.
-    public let value: [UInt8]
+    package let value: [UInt8]
     /// The header it came from, for messages (`Repr-Digest`, `x-amz-checksum-crc32c`).
-    public let header: String
+    package let header: String
 
     /// What the answer publishes, if anything this checks: the strongest algorithm of the
     /// most trustworthy header.

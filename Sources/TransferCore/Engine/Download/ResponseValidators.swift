@@ -1,23 +1,23 @@
 import Foundation
 
 /// What identifies one version of a remote file: the ETag and/or Last-Modified.
-public struct ResponseValidators: Codable, Equatable, Sendable {
-    public var etag: String?
-    public var lastModified: String?
+package struct ResponseValidators: Codable, Equatable, Sendable {
+    package var etag: String?
+    package var lastModified: String?
 
-    public init(etag: String? = nil, lastModified: String? = nil) {
+    package init(etag: String? = nil, lastModified: String? = nil) {
         self.etag = etag
         self.lastModified = lastModified
     }
 
-    public init(headers: HTTPHeaders) {
+    package init(headers: HTTPHeaders) {
         self.init(etag: headers["ETag"], lastModified: headers["Last-Modified"])
     }
 
-    public var isEmpty: Bool { etag == nil && lastModified == nil }
+    package var isEmpty: Bool { etag == nil && lastModified == nil }
 
     /// The value for `If-Range`: a strong ETag, else Last-Modified (weak ETags are not allowed there).
-    public var ifRangeValue: String? {
+    package var ifRangeValue: String? {
         if let etag, !etag.hasPrefix("W/") { return etag }
         return lastModified
     }
@@ -29,7 +29,7 @@ public struct ResponseValidators: Codable, Equatable, Sendable {
     /// decides when both have it; different tags, weak or strong, are
     /// different versions. With nothing to compare, a response is taken as the
     /// same version (as curl and aria2c take every one).
-    public func matches(_ other: ResponseValidators) -> Bool {
+    package func matches(_ other: ResponseValidators) -> Bool {
         if let etag, let otherTag = other.etag {
             let weak = etag.hasPrefix("W/") || otherTag.hasPrefix("W/")
             guard Self.opaque(etag) == Self.opaque(otherTag) else { return false }
@@ -46,19 +46,19 @@ public struct ResponseValidators: Codable, Equatable, Sendable {
 }
 
 /// A parsed `Content-Range: bytes first-last/complete` header.
-public struct ContentRange: Equatable, Sendable {
-    public var first: Int64
-    public var last: Int64
+package struct ContentRange: Equatable, Sendable {
+    package var first: Int64
+    package var last: Int64
     /// nil when the server sent `*`.
-    public var completeLength: Int64?
+    package var completeLength: Int64?
 
-    public init(first: Int64, last: Int64, completeLength: Int64?) {
+    package init(first: Int64, last: Int64, completeLength: Int64?) {
         self.first = first
         self.last = last
         self.completeLength = completeLength
     }
 
-    public init?(header: String) {
+    package init?(header: String) {
         let trimmed = HTTPHeaders.trimmed(Substring(header))
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst(6)

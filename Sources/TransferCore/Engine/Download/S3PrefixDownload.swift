@@ -1,38 +1,38 @@
 import CSystem
 import Foundation
 
-public struct S3PrefixDownloadOptions: Sendable {
-    public var bucket: String
+package struct S3PrefixDownloadOptions: Sendable {
+    package var bucket: String
     /// The key prefix; every key below it is saved at its path below the prefix.
-    public var prefix: String
+    package var prefix: String
     /// The folder the objects go into (made if missing).
-    public var destination: String
+    package var destination: String
     /// The folder nothing may be written outside of (the destination, or the queue's root).
-    public var confinedTo: String
-    public var filter = S3PrefixPlan.Filter()
+    package var confinedTo: String
+    package var filter = S3PrefixPlan.Filter()
     /// Range connections per object.
-    public var connections = 1
+    package var connections = 1
     /// Objects downloading at once.
-    public var filesInFlight = 4
+    package var filesInFlight = 4
     /// An existing file: refused, replaced, or kept when it already holds the
     /// listed object (`skipIfIdentical`: size and recorded ETag, or MD5).
-    public var overwrite: OverwritePolicy = .refuse
-    public var retry: RetryPolicy = .default
-    public var tls = TLSOptions()
-    public var connectTimeout: TimeInterval = 15
-    public var idleTimeout: TimeInterval = 30
+    package var overwrite: OverwritePolicy = .refuse
+    package var retry: RetryPolicy = .default
+    package var tls = TLSOptions()
+    package var connectTimeout: TimeInterval = 15
+    package var idleTimeout: TimeInterval = 30
     /// The speed under which an object's attempt is abandoned (nil: none).
-    public var lowSpeed: LowSpeedLimit? = .default
+    package var lowSpeed: LowSpeedLimit? = .default
     /// The whole prefix's receive cap (each object in flight gets an equal share).
-    public var maxRate: Int64?
-    public var sharedLimiter: BandwidthLimiter?
+    package var maxRate: Int64?
+    package var sharedLimiter: BandwidthLimiter?
     /// Keys listed per page (S3's most is 1,000).
-    public var pageSize = 1000
+    package var pageSize = 1000
     /// Folders no key may land in, whatever the destination (the queue folder,
     /// with its state, for a prefix job: a key must not become a job file).
-    public var forbidden: [String] = []
+    package var forbidden: [String] = []
 
-    public init(bucket: String, prefix: String, destination: String, confinedTo: String? = nil) {
+    package init(bucket: String, prefix: String, destination: String, confinedTo: String? = nil) {
         self.bucket = bucket
         self.prefix = prefix
         self.destination = destination
@@ -40,7 +40,7 @@ public struct S3PrefixDownloadOptions: Sendable {
     }
 }
 
-public enum S3PrefixEvent: Sendable {
+package enum S3PrefixEvent: Sendable {
     /// Bytes saved so far in this run (finished objects and those in flight).
     case progress(bytes: Int64, files: Int)
     case saved(key: String, path: String, size: Int64)
@@ -50,10 +50,10 @@ public enum S3PrefixEvent: Sendable {
 }
 
 /// What one run did (a run that continues an earlier one counts only its own work).
-public struct S3PrefixResult: Sendable {
+package struct S3PrefixResult: Sendable {
     /// What a copy that left keys out says of it (nil when none was refused): the count and the
     /// first keys with their reasons, shown as the listing named them (controls escaped).
-    public var partialCopy: String? {
+    package var partialCopy: String? {
         guard refused > 0 else { return nil }
         let more = refused > refusedExamples.count ? "; and \(refused - refusedExamples.count) more" : ""
         return "the copy is partial: \(refused) key\(refused == 1 ? " was" : "s were") not saved "
@@ -62,23 +62,23 @@ public struct S3PrefixResult: Sendable {
     }
 
     /// Objects downloaded in this run.
-    public var files: Int
-    public var bytes: Int64
+    package var files: Int
+    package var bytes: Int64
     /// Objects already present and unchanged (nothing fetched).
-    public var unchanged: Int
+    package var unchanged: Int
     /// Keys that could not be placed in the folder (with `refusedExamples`).
-    public var refused: Int
-    public var refusedExamples: [String]
-    public var elapsed: TimeInterval
+    package var refused: Int
+    package var refusedExamples: [String]
+    package var elapsed: TimeInterval
 }
 
 /// Some objects of a prefix failed; the rest are saved. Running the job (or
 /// command) again retries those first, without listing from the start.
-public struct S3PrefixError: Error, CustomStringConvertible {
-    public var failed: [(key: String, reason: String)]
-    public var saved: Int
+package struct S3PrefixError: Error, CustomStringConvertible {
+    package var failed: [(key: String, reason: String)]
+    package var saved: Int
 
-    public var description: String {
+    package var description: String {
         let shown = failed.prefix(3).map { "\($0.key): \($0.reason)" }.joined(separator: "; ")
         let more = failed.count > 3 ? "; and \(failed.count - 3) more" : ""
         return "\(failed.count) object\(failed.count == 1 ? "" : "s") failed (\(saved) saved): \(shown)\(more)"
@@ -91,7 +91,7 @@ public struct S3PrefixError: Error, CustomStringConvertible {
 /// never sit in memory. Progress is checkpointed as the page's cursor, the
 /// keys of the page already done, and the objects that failed; after a kill,
 /// the run re-lists only the page it was in and retries only what failed.
-public final class S3PrefixDownload: Sendable {
+package final class S3PrefixDownload: Sendable {
     struct Checkpoint: Codable, Equatable {
         /// Where the current page was listed from (nil: the first page).
         var cursor: S3ListCursor?
@@ -141,7 +141,7 @@ public final class S3PrefixDownload: Sendable {
     /// Files made durable together.
     static let flushBatch = 64
 
-    public init(client: S3Client, transport: Transport, options: S3PrefixDownloadOptions, store: UploadStateStore? = nil,
+    package init(client: S3Client, transport: Transport, options: S3PrefixDownloadOptions, store: UploadStateStore? = nil,
                 onEvent: @escaping @Sendable (S3PrefixEvent) -> Void = { _ in }) {
         self.client = client
         self.transport = transport
@@ -152,7 +152,7 @@ public final class S3PrefixDownload: Sendable {
         checkpoint = Locked(saved ?? Checkpoint())
     }
 
-    public func run() async throws -> S3PrefixResult {
+    package func run() async throws -> S3PrefixResult {
         let started = Date()
         let before = checkpoint.current
         if options.confinedTo == options.destination {

@@ -3,9 +3,9 @@ import Foundation
 /// Pure decisions of a prefix download, tested without I/O: where a key goes
 /// below the destination folder (or why it goes nowhere), whether the
 /// filters take it, and whether a local file already holds it.
-public enum S3PrefixPlan {
+package enum S3PrefixPlan {
     /// What to do with one listed key.
-    public enum Placement: Equatable, Sendable {
+    package enum Placement: Equatable, Sendable {
         /// Save it at this path, relative to the destination folder.
         case file(String)
         /// A folder marker (`prefix/dir/`, often of size 0): nothing to save.
@@ -17,7 +17,7 @@ public enum S3PrefixPlan {
     /// The path below the destination folder for `key`, listed under `prefix`:
     /// the key with the prefix taken off. A key that would leave the folder
     /// or cannot be a file name is refused with a reason, never rewritten.
-    public static func placement(key: String, prefix: String) -> Placement {
+    package static func placement(key: String, prefix: String) -> Placement {
         // Bytes, as the kernel reads a path: a `/` followed by a combining mark is one
         // Character, and Character-wise checks would miss the segment it starts.
         guard PathNormalization.hasBytePrefix(key, prefix) else {
@@ -51,16 +51,16 @@ public enum S3PrefixPlan {
     /// `--include` / `--exclude` globs (fnmatch(3), where `*` also matches `/`,
     /// as in `aws s3 cp --recursive`) over the path below the prefix: a path
     /// is taken when it matches an include (or none is given) and no exclude.
-    public struct Filter: Sendable, Equatable, Codable {
-        public var include: [String]
-        public var exclude: [String]
+    package struct Filter: Sendable, Equatable, Codable {
+        package var include: [String]
+        package var exclude: [String]
 
-        public init(include: [String] = [], exclude: [String] = []) {
+        package init(include: [String] = [], exclude: [String] = []) {
             self.include = include
             self.exclude = exclude
         }
 
-        public func takes(_ relative: String) -> Bool {
+        package func takes(_ relative: String) -> Bool {
             if !include.isEmpty && !include.contains(where: { Self.matches($0, relative) }) { return false }
             return !exclude.contains { Self.matches($0, relative) }
         }
@@ -74,7 +74,7 @@ public enum S3PrefixPlan {
     /// known without reading it: its size, and the ETag recorded when it was
     /// saved (an extended attribute) — or, for a file saved by something else,
     /// its MD5 when the ETag is a plain MD5. `localMD5` is only asked for then.
-    public static func unchanged(listed: S3ListedObject, localSize: Int64?, recordedETag: String?,
+    package static func unchanged(listed: S3ListedObject, localSize: Int64?, recordedETag: String?,
                                  localMD5: () -> String?) -> Bool {
         guard let localSize, localSize == listed.size else { return false }
         if let recordedETag { return recordedETag == listed.etag }

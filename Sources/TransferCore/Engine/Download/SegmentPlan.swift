@@ -3,16 +3,16 @@
 /// A pure value: the engine records written bytes into it and snapshots it
 /// into checkpoints. A segment covers `start..<end`; an open `end` (nil) means
 /// "until the server stops", for a single stream of unknown length.
-public struct SegmentPlan: Codable, Equatable, Sendable {
-    public struct Segment: Codable, Equatable, Sendable {
-        public var start: Int64
-        public var end: Int64?
+package struct SegmentPlan: Codable, Equatable, Sendable {
+    package struct Segment: Codable, Equatable, Sendable {
+        package var start: Int64
+        package var end: Int64?
         /// Bytes from `start` that are written to the file.
-        public var written: Int64
+        package var written: Int64
         /// Set for an open-ended segment once the server ended the body.
-        public var finished: Bool
+        package var finished: Bool
 
-        public init(start: Int64, end: Int64?, written: Int64 = 0, finished: Bool = false) {
+        package init(start: Int64, end: Int64?, written: Int64 = 0, finished: Bool = false) {
             self.start = start
             self.end = end
             self.written = written
@@ -20,24 +20,24 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
         }
 
         /// The next byte to fetch.
-        public var offset: Int64 { start + written }
-        public var remaining: Int64? { end.map { $0 - offset } }
+        package var offset: Int64 { start + written }
+        package var remaining: Int64? { end.map { $0 - offset } }
         /// Whether its remainder is large enough to split in two of at least `minSegmentSize`.
         func isSplittable(minSegmentSize: Int64) -> Bool { (remaining ?? 0) >= 2 * minSegmentSize }
-        public var isComplete: Bool { finished || (end.map { offset >= $0 } ?? false) }
+        package var isComplete: Bool { finished || (end.map { offset >= $0 } ?? false) }
     }
 
-    public private(set) var segments: [Segment]
+    package private(set) var segments: [Segment]
     /// The whole file's size, when the server told it.
-    public private(set) var totalSize: Int64?
+    package private(set) var totalSize: Int64?
 
     /// One stream from byte 0, size unknown or known.
-    public static func single(totalSize: Int64?) -> SegmentPlan {
+    package static func single(totalSize: Int64?) -> SegmentPlan {
         SegmentPlan(segments: [Segment(start: 0, end: totalSize)], totalSize: totalSize)
     }
 
     /// Splits `totalSize` into up to `connections` segments of at least `minSegmentSize` bytes.
-    public static func split(totalSize: Int64, connections: Int, minSegmentSize: Int64) -> SegmentPlan {
+    package static func split(totalSize: Int64, connections: Int, minSegmentSize: Int64) -> SegmentPlan {
         let bySize = max(1, totalSize / max(1, minSegmentSize))
         let count = Int(max(1, min(Int64(max(1, connections)), bySize)))
         let base = totalSize / Int64(count)
@@ -53,7 +53,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
 
     /// Keeps what a single stream has written as one finished segment and
     /// splits the rest of the file over `connections` new segments.
-    public mutating func splitRemainder(connections: Int, minSegmentSize: Int64) {
+    package mutating func splitRemainder(connections: Int, minSegmentSize: Int64) {
         guard segments.count == 1, let total = totalSize, segments[0].offset < total else { return }
         let done = segments[0].offset
         let rest = SegmentPlan.split(totalSize: total - done, connections: connections, minSegmentSize: minSegmentSize)
@@ -61,7 +61,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
         segments += rest.segments.map { Segment(start: $0.start + done, end: $0.end.map { $0 + done }) }
     }
 
-    public init(segments: [Segment], totalSize: Int64?) {
+    package init(segments: [Segment], totalSize: Int64?) {
         self.segments = segments
         self.totalSize = totalSize
     }
@@ -94,34 +94,34 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
         segments.reduce(0) { $1.written > 0 ? max($0, $1.offset) : $0 }
     }
 
-    public var isComplete: Bool { segments.allSatisfy(\.isComplete) }
-    public var bytesWritten: Int64 { segments.reduce(0) { $0 + $1.written } }
-    public var isSegmented: Bool { segments.count > 1 }
+    package var isComplete: Bool { segments.allSatisfy(\.isComplete) }
+    package var bytesWritten: Int64 { segments.reduce(0) { $0 + $1.written } }
+    package var isSegmented: Bool { segments.count > 1 }
 
     /// Records `count` more bytes written at the end of segment `index`.
-    public mutating func recordWritten(_ count: Int64, segment index: Int) {
+    package mutating func recordWritten(_ count: Int64, segment index: Int) {
         segments[index].written += count
     }
 
     /// The server ended an open-ended segment's body: the file's size is now known.
-    public mutating func finishOpenSegment(_ index: Int) {
+    package mutating func finishOpenSegment(_ index: Int) {
         segments[index].finished = true
         if segments.count == 1 { totalSize = segments[index].offset }
     }
 
     /// The server announced the size for a single stream that did not know it.
-    public mutating func learnTotalSize(_ size: Int64) {
+    package mutating func learnTotalSize(_ size: Int64) {
         totalSize = size
         if segments.count == 1 && segments[0].end == nil { segments[0].end = size }
     }
 
     /// What a connection is receiving for a segment: a bounded range ending at
     /// `end` (exclusive), asked for from `from`, `elapsed` seconds ago.
-    public struct Request: Equatable, Sendable {
-        public var end: Int64
-        public var from: Int64
-        public var elapsed: Double
-        public init(end: Int64, from: Int64, elapsed: Double) {
+    package struct Request: Equatable, Sendable {
+        package var end: Int64
+        package var from: Int64
+        package var elapsed: Double
+        package init(end: Int64, from: Int64, elapsed: Double) {
             self.end = end
             self.from = from
             self.elapsed = elapsed
@@ -146,7 +146,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
     ///   the middle of its remainder all the same, the largest first. One that
     ///   started less than a quarter of a second ago has shown no rate yet.
     /// A remainder under twice `minSegmentSize` is never split.
-    public mutating func splitLargestRemainder(minSegmentSize: Int64, requests: [Int: Request] = [:],
+    package mutating func splitLargestRemainder(minSegmentSize: Int64, requests: [Int: Request] = [:],
                                                patience: Double = 1) -> Int? {
         var clean: (index: Int, cut: Int64, given: Int64)?
         var slow: (index: Int, cut: Int64, given: Int64)?
@@ -173,7 +173,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
 
     /// Whether a remainder is large enough to split, now or once its
     /// connection shows itself slow: an idle connection waits while one is.
-    public func hasSplittableRemainder(minSegmentSize: Int64) -> Bool {
+    package func hasSplittableRemainder(minSegmentSize: Int64) -> Bool {
         segments.contains { $0.isSplittable(minSegmentSize: minSegmentSize) }
     }
 
@@ -191,7 +191,7 @@ public struct SegmentPlan: Codable, Equatable, Sendable {
     /// wait includes the connection's set-up, and on a busy machine a few
     /// include milliseconds of scheduling that a loopback server does not
     /// otherwise show.
-    public static func requestWindow(rate: Double?, roundTrip: Double?,
+    package static func requestWindow(rate: Double?, roundTrip: Double?,
                                      floor: Int64 = 16 << 20, ceiling: Int64 = 256 << 20) -> Int64 {
         guard let rate, let roundTrip, rate > 0, roundTrip > 0 else { return floor }
         let wanted = rate * roundTrip * 50

@@ -17,10 +17,10 @@ import Foundation
 /// unsynced in the page cache, which a killed process leaves behind but a
 /// crash of the machine does not). It only ever adds bytes to a checkpoint's
 /// segments, never segments, and never claims more than the file holds.
-public struct WrittenOffsets: Equatable, Sendable {
+package struct WrittenOffsets: Equatable, Sendable {
     static let attribute = "user.transferd.written"
 
-    public struct Segment: Equatable, Sendable {
+    package struct Segment: Equatable, Sendable {
         var start: Int64
         var written: Int64
     }
@@ -84,7 +84,7 @@ public struct WrittenOffsets: Equatable, Sendable {
     // MARK: The attribute
 
     /// The record on the open file `fd`, if there is a readable one.
-    public static func read(fd: Int32) -> WrittenOffsets? {
+    package static func read(fd: Int32) -> WrittenOffsets? {
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
         let count = fgetxattr(fd, attribute, &buffer, buffer.count)
         guard count > 0 else { return nil }

@@ -47,7 +47,7 @@ public struct RetryPolicy: Sendable, Equatable {
         self.maxRetryAfter = maxRetryAfter
     }
 
-    public enum Decision: Equatable, Sendable {
+    package enum Decision: Equatable, Sendable {
         case retry(after: TimeInterval)
         case giveUp(reason: String)
     }
@@ -57,7 +57,7 @@ public struct RetryPolicy: Sendable, Equatable {
     ///   - attempt: how many attempts without progress have failed so far, this one included (1-based).
     ///   - madeProgress: whether this attempt reached bytes beyond the furthest offset before it.
     ///   - random: a value in 0..<1 for the jitter (injected for tests).
-    public func decide(_ failure: Failure, attempt: Int, madeProgress: Bool = false, now: Date = Date(),
+    package func decide(_ failure: Failure, attempt: Int, madeProgress: Bool = false, now: Date = Date(),
                        random: Double = Double.random(in: 0..<1)) -> Decision {
         switch failure.retryability {
         case .never(let reason):
@@ -85,7 +85,7 @@ public struct RetryPolicy: Sendable, Equatable {
     }
 
     /// The delay after `attempt` failures, with jitter: base × factor^(attempt-1), capped.
-    public func backoff(attempt: Int, random: Double) -> TimeInterval {
+    package func backoff(attempt: Int, random: Double) -> TimeInterval {
         let raw = min(maxDelay, baseDelay * pow(multiplier, Double(max(0, attempt - 1))))
         let spread = raw * jitter * (random * 2 - 1)
         return max(0, min(maxDelay, raw + spread))
@@ -107,7 +107,7 @@ extension RetryPolicy {
     /// | other S3 error codes | as their HTTP status |
     /// | local file errors | never |
     /// | the remote changed | at once |
-    public enum Failure: Sendable, Equatable {
+    package enum Failure: Sendable, Equatable {
         case transport(TransportError.Kind)
         case http(status: Int, retryAfter: RetryAfter?)
         /// An S3 error document's code with the status it came with (200 for an error inside a
@@ -125,7 +125,7 @@ extension RetryPolicy {
         }
 
         /// Whether another attempt may succeed.
-        public var isRetryable: Bool {
+        package var isRetryable: Bool {
             if case .never = retryability { return false }
             return true
         }
@@ -181,11 +181,11 @@ extension RetryPolicy {
 }
 
 /// A parsed `Retry-After` header: delay seconds or an HTTP-date.
-public enum RetryAfter: Sendable, Equatable {
+package enum RetryAfter: Sendable, Equatable {
     case seconds(TimeInterval)
     case date(Date)
 
-    public init?(header: String) {
+    package init?(header: String) {
         let trimmed = header.trimmingCharacters(in: .whitespaces)
         if let seconds = Int(trimmed), seconds >= 0 {
             self = .seconds(TimeInterval(seconds))
@@ -196,7 +196,7 @@ public enum RetryAfter: Sendable, Equatable {
         }
     }
 
-    public func delay(from now: Date) -> TimeInterval {
+    package func delay(from now: Date) -> TimeInterval {
         switch self {
         case .seconds(let seconds): return seconds
         case .date(let date): return max(0, date.timeIntervalSince(now))
@@ -205,7 +205,7 @@ public enum RetryAfter: Sendable, Equatable {
 }
 
 /// HTTP-date parsing and formatting (RFC 9110: IMF-fixdate, plus the two obsolete forms).
-public enum HTTPDate {
+package enum HTTPDate {
     private static let formats = ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
 
     /// Formatters are costly to make: one set, used under a lock.
@@ -225,7 +225,7 @@ public enum HTTPDate {
         }
     }
 
-    public static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         // An HTTP-date is ASCII. Foundation's DateFormatter traps on a date followed
         // by a combining mark ("… GMT\u{301}": its parsed range ends inside a Character).
         guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
@@ -309,7 +309,7 @@ public enum HTTPDate {
         return Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
     }
 
-    public static func format(_ date: Date) -> String {
+    package static func format(_ date: Date) -> String {
         let seconds = date.timeIntervalSince1970.rounded(.down)
         if abs(seconds) < 1e15, let text = imfFixdate(seconds: Int64(seconds)) { return text }
         return withFormatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'") { $0.string(from: date) }

@@ -4,7 +4,7 @@ import Foundation
 /// key prefix (`prefix/relative/path`), several files at a time. Each file is
 /// its own `S3MultipartUpload`, resumable on its own; which files are done
 /// and each unfinished file's parts live in one state record.
-public final class S3DirectoryUpload: Sendable {
+package final class S3DirectoryUpload: Sendable {
     struct State: Codable {
         var done: Set<String> = []
         /// Unfinished files' upload checkpoints (JSON), by relative path.
@@ -28,7 +28,7 @@ public final class S3DirectoryUpload: Sendable {
     let skipUnchanged: Bool
     private let state: Locked<State>
 
-    public init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
+    package init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
                 partsInFlight: Int = 10, filesInFlight: Int = 4, rate: SendRate = SendRate(),
                 filter: S3PrefixPlan.Filter = S3PrefixPlan.Filter(), skipUnchanged: Bool = false, store: UploadStateStore) {
         self.rate = rate
@@ -46,19 +46,19 @@ public final class S3DirectoryUpload: Sendable {
         state = Locked(saved ?? State())
     }
 
-    public struct Result: Sendable {
-        public var files: Int
-        public var bytes: Int64
-        public var skippedAsDone: Int
+    package struct Result: Sendable {
+        package var files: Int
+        package var bytes: Int64
+        package var skippedAsDone: Int
         /// Files the prefix already held, not sent (`skipUnchanged`).
-        public var unchanged: Int
+        package var unchanged: Int
         /// Files the globs took that are transferd's own (`OwnFiles`), never sent: path below the folder and why.
-        public var leftOut: [LeftOut]
+        package var leftOut: [LeftOut]
 
         /// What an upload that left files out says of it (nil when none was): a partial copy is
         /// no success, as a prefix download that refused keys is not (`S3PrefixResult.partialCopy`).
         /// The count, the first paths with why, and how to upload the rest without the failure.
-        public var partialCopy: String? {
+        package var partialCopy: String? {
             guard !leftOut.isEmpty else { return nil }
             let shown = leftOut.prefix(3).map { "\($0.path): \($0.reason)" }
             let more = leftOut.count > shown.count ? "; and \(leftOut.count - shown.count) more" : ""
@@ -69,9 +69,9 @@ public final class S3DirectoryUpload: Sendable {
         }
     }
 
-    public struct LeftOut: Sendable, Equatable {
-        public var path: String
-        public var reason: String
+    package struct LeftOut: Sendable, Equatable {
+        package var path: String
+        package var reason: String
     }
 
     /// The regular files under the directory, as sorted relative paths, and the queue folders
@@ -98,7 +98,7 @@ public final class S3DirectoryUpload: Sendable {
         return (found.sorted(), queueFolders)
     }
 
-    public func run() async throws -> Result {
+    package func run() async throws -> Result {
         let (found, queueFolders) = try files()
         var all: [String] = []
         var leftOut: [LeftOut] = []

@@ -2,7 +2,7 @@ import Foundation
 
 /// Where an S3 upload's resume state is kept: a file for `transferd put`, the
 /// job's row in the queue. The state is JSON meaningful to any later process.
-public protocol UploadStateStore: Sendable {
+package protocol UploadStateStore: Sendable {
     func load() throws -> String?
     func save(_ json: String) throws
     func remove() throws
@@ -10,10 +10,10 @@ public protocol UploadStateStore: Sendable {
 
 /// A state file under `$XDG_STATE_HOME/transferd/uploads/` (default
 /// `~/.local/state/...`), named by a hash of the source path and target.
-public struct FileUploadStateStore: UploadStateStore {
-    public let path: String
+package struct FileUploadStateStore: UploadStateStore {
+    package let path: String
 
-    public init(source: String, bucket: String, key: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    package init(source: String, bucket: String, key: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
         let home = environment["HOME"] ?? NSHomeDirectory()
         let base = environment["XDG_STATE_HOME"] ?? "\(home)/.local/state"
         let name = SHA256Hasher.hex(of: Data("\(source)\n\(bucket)\n\(key)".utf8)).prefix(24)
@@ -24,7 +24,7 @@ public struct FileUploadStateStore: UploadStateStore {
 
     /// The checkpoint of `get s3://bucket/prefix/ -o FOLDER`, under
     /// `transferd/prefixes/`, named by a hash of the folder, bucket and prefix.
-    public static func prefixDownload(folder: String, bucket: String, prefix: String,
+    package static func prefixDownload(folder: String, bucket: String, prefix: String,
                                       environment: [String: String] = ProcessInfo.processInfo.environment) -> FileUploadStateStore {
         let home = environment["HOME"] ?? NSHomeDirectory()
         let base = environment["XDG_STATE_HOME"] ?? "\(home)/.local/state"
@@ -32,60 +32,60 @@ public struct FileUploadStateStore: UploadStateStore {
         return FileUploadStateStore(path: "\(base)/transferd/prefixes/\(name).json")
     }
 
-    public func load() throws -> String? {
+    package func load() throws -> String? {
         FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    public func save(_ json: String) throws {
+    package func save(_ json: String) throws {
         try FileManager.default.createDirectory(atPath: PathText.parent(path),
                                                 withIntermediateDirectories: true)
         try AtomicFile.write(Data(json.utf8), to: path)
     }
 
-    public func remove() throws { unlink(path) }
+    package func remove() throws { unlink(path) }
 }
 
 /// What an interrupted multipart upload needs to continue in another process.
-public struct S3UploadCheckpoint: Codable, Equatable, Sendable {
-    public struct Part: Codable, Equatable, Sendable {
-        public var etag: String
-        public var size: Int64
+package struct S3UploadCheckpoint: Codable, Equatable, Sendable {
+    package struct Part: Codable, Equatable, Sendable {
+        package var etag: String
+        package var size: Int64
         /// The part's CRC-32 (base64), when the upload was created with CRC32 checksums.
-        public var crc32: String?
+        package var crc32: String?
     }
 
-    public var version = 1
-    public var bucket: String
-    public var key: String
-    public var fileSize: Int64
-    public var fileModified: Double
-    public var partSize: Int64
+    package var version = 1
+    package var bucket: String
+    package var key: String
+    package var fileSize: Int64
+    package var fileModified: Double
+    package var partSize: Int64
     /// Empty while the upload is being created: a checkpoint like that, found later, means a
     /// run died between creating an upload and recording its id.
-    public var uploadID: String
+    package var uploadID: String
     /// Completed parts by number.
-    public var parts: [Int: Part]
+    package var parts: [Int: Part]
     /// `CRC32` when the upload was created with per-part CRC-32 checksums
     /// (absent in checkpoints of uploads started without them).
-    public var checksumAlgorithm: String?
+    package var checksumAlgorithm: String?
 }
 
-public struct S3UploadOptions: Sendable {
-    public var source: String
-    public var bucket: String
-    public var key: String
+package struct S3UploadOptions: Sendable {
+    package var source: String
+    package var bucket: String
+    package var key: String
     /// Requested part size; grown as needed so the file fits in 10,000 parts, at least 5 MiB.
-    public var partSize: Int64
-    public var partsInFlight: Int
-    public var contentType: String?
+    package var partSize: Int64
+    package var partsInFlight: Int
+    package var contentType: String?
     /// How fast the parts may go, all together (`--limit-rate`).
-    public var rate = SendRate()
+    package var rate = SendRate()
     /// Send nothing when the object already holds the file (`--skip-unchanged`):
     /// the same size and an ETag equal to the file's MD5, or to the multipart
     /// ETag the file gives with the part size that object was uploaded with.
-    public var skipUnchanged = false
+    package var skipUnchanged = false
 
-    public init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 10,
+    package init(source: String, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 10,
                 contentType: String? = nil) {
         self.source = source
         self.bucket = bucket
@@ -99,7 +99,7 @@ public struct S3UploadOptions: Sendable {
     static let maximumParts: Int64 = 10_000
 
     /// The part size S3's rules allow for a file of `size` bytes.
-    public static func effectivePartSize(requested: Int64, fileSize: Int64) -> Int64 {
+    package static func effectivePartSize(requested: Int64, fileSize: Int64) -> Int64 {
         var size = max(requested, minimumPart)
         let needed = (fileSize + maximumParts - 1) / maximumParts
         if needed > size { size = ((needed + (1 << 20) - 1) >> 20) << 20 }
@@ -107,16 +107,16 @@ public struct S3UploadOptions: Sendable {
     }
 }
 
-public struct S3UploadResult: Sendable {
-    public var etag: String
-    public var size: Int64
-    public var parts: Int
+package struct S3UploadResult: Sendable {
+    package var etag: String
+    package var size: Int64
+    package var parts: Int
     /// Parts sent in this run (fewer than `parts` after a resume).
-    public var partsSent: Int
-    public var resumed: Bool
-    public var elapsed: TimeInterval
+    package var partsSent: Int
+    package var resumed: Bool
+    package var elapsed: TimeInterval
     /// The object already held the file: nothing was sent (`skipUnchanged`).
-    public var unchanged = false
+    package var unchanged = false
 }
 
 /// An S3 upload: one PUT below the part size, otherwise a multipart upload
@@ -126,7 +126,7 @@ public struct S3UploadResult: Sendable {
 /// the missing parts. A permanent failure aborts the upload (no orphaned
 /// parts); an interruption keeps it for the next run.
 // Parts in flight are a `Locked` map; checkpoints are saved under `lock`.
-public final class S3MultipartUpload: Sendable {
+package final class S3MultipartUpload: Sendable {
     let client: S3Client
     let options: S3UploadOptions
     let state: UploadStateStore
@@ -135,7 +135,7 @@ public final class S3MultipartUpload: Sendable {
     private let partsInFlight = Locked<[Int: Int64]>([:])
     private let lock = NSLock()
 
-    public init(client: S3Client, options: S3UploadOptions, state: UploadStateStore,
+    package init(client: S3Client, options: S3UploadOptions, state: UploadStateStore,
                 onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
         self.client = client
         self.options = options
@@ -143,7 +143,7 @@ public final class S3MultipartUpload: Sendable {
         self.onEvent = onEvent
     }
 
-    public func run() async throws -> S3UploadResult {
+    package func run() async throws -> S3UploadResult {
         let started = Date()
         if options.skipUnchanged, let head = try await client.headObjectIfPresent(bucket: options.bucket, key: options.key),
            try await Self.holds(options.source, size: head.size, etag: head.etag, requestedPartSize: options.partSize,
@@ -321,7 +321,7 @@ public final class S3MultipartUpload: Sendable {
     }
 
     /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).
-    public func abandon() async {
+    package func abandon() async {
         if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
             if saved.uploadID.isEmpty {
                 await abortOpenUploads(bucket: saved.bucket, key: saved.key)
@@ -362,7 +362,7 @@ public final class S3MultipartUpload: Sendable {
     /// never taken as a match: the file is sent.
     /// `learnedPartSize` is the object's own first part's size (`S3Client.firstPartSize`),
     /// tried first: an object sent by another tool with a part size none of the list has.
-    public static func holds(_ path: String, size: Int64, etag rawETag: String, requestedPartSize: Int64,
+    package static func holds(_ path: String, size: Int64, etag rawETag: String, requestedPartSize: Int64,
                              learnedPartSize: Int64? = nil) throws -> Bool {
         var info = stat()
         guard stat(path, &info) == 0, Int64(info.st_size) == size else { return false }

@@ -43,7 +43,7 @@ public struct MultipartForm: Sendable {
     }
 
     /// The body: fields first, then files, each file streamed from disk.
-    public func body() throws -> RequestBody {
+    package func body() throws -> RequestBody {
         var parts: [BodyPart] = []
         var text = ""
         for field in fields {
@@ -89,7 +89,7 @@ public struct MultipartForm: Sendable {
 }
 
 /// Content types by file extension, for upload parts without an explicit type.
-public enum MIMEType {
+package enum MIMEType {
     static let byExtension: [String: String] = [
         "txt": "text/plain", "csv": "text/csv", "html": "text/html", "htm": "text/html", "css": "text/css",
         "js": "text/javascript", "json": "application/json", "xml": "application/xml", "pdf": "application/pdf",
@@ -101,7 +101,7 @@ public enum MIMEType {
         "md": "text/markdown", "yaml": "application/yaml", "yml": "application/yaml", "wasm": "application/wasm",
     ]
 
-    public static func guess(forPath path: String) -> String {
+    package static func guess(forPath path: String) -> String {
         let ext = (path as NSString).pathExtension.lowercased()
         return byExtension[ext] ?? "application/octet-stream"
     }

@@ -2,31 +2,31 @@ import Foundation
 
 /// The S3 operations transferd uses, each one signed request with retries
 /// (network errors, 5xx including 503 SlowDown, 429) by the retry policy.
-public final class S3Client: Sendable {
-    public let configuration: S3Configuration
+package final class S3Client: Sendable {
+    package let configuration: S3Configuration
     let transport: Transport
     let retry: RetryPolicy
     let tls: TLSOptions
     var signer: SigV4Signer { SigV4Signer(credentials: configuration.credentials, region: configuration.region) }
 
-    public init(configuration: S3Configuration, transport: Transport, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions()) {
+    package init(configuration: S3Configuration, transport: Transport, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions()) {
         self.configuration = configuration
         self.transport = transport
         self.retry = retry
         self.tls = tls
     }
 
-    public struct Response: Sendable {
-        public var status: Int
-        public var headers: HTTPHeaders
-        public var body: String
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: HTTPHeaders
+        package var body: String
     }
 
     // MARK: Operations
 
     /// Starts a multipart upload; with `crc32`, every part must carry its CRC-32
     /// (S3 checks each, and keeps a composite checksum of the object).
-    public func createMultipartUpload(bucket: String, key: String, contentType: String, crc32: Bool = true) async throws -> String {
+    package func createMultipartUpload(bucket: String, key: String, contentType: String, crc32: Bool = true) async throws -> String {
         var headers: HTTPHeaders = ["Content-Type": contentType]
         if crc32 { headers.add("x-amz-checksum-algorithm", "CRC32") }
         // Not repeated after a connection failure: the first request may have created an upload whose
@@ -42,7 +42,7 @@ public final class S3Client: Sendable {
 
     /// Sends one part with its Content-MD5 and, when given, its CRC-32 (S3
     /// checks both) and returns the ETag and the CRC-32 the server computed.
-    public func uploadPart(bucket: String, key: String, uploadID: String, number: Int, path: String, offset: Int64,
+    package func uploadPart(bucket: String, key: String, uploadID: String, number: Int, path: String, offset: Int64,
                            length: Int64, md5: [UInt8], crc32: String? = nil, rate: SendRate = SendRate(), inFlight: Int = 1,
                            onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> (etag: String, crc32: String?) {
         let query = "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))"
@@ -56,14 +56,14 @@ public final class S3Client: Sendable {
         return (etag, response.headers["x-amz-checksum-crc32"])
     }
 
-    public struct ListedPart: Sendable, Equatable {
-        public var number: Int
-        public var etag: String
-        public var size: Int64
+    package struct ListedPart: Sendable, Equatable {
+        package var number: Int
+        package var etag: String
+        package var size: Int64
     }
 
     /// Every part the server holds for the upload (follows pagination).
-    public func listParts(bucket: String, key: String, uploadID: String) async throws -> [ListedPart] {
+    package func listParts(bucket: String, key: String, uploadID: String) async throws -> [ListedPart] {
         var parts: [ListedPart] = []
         var marker = 0
         while true {
@@ -88,7 +88,7 @@ public final class S3Client: Sendable {
     }
 
     /// Joins the parts; returns the object's ETag.
-    public func completeMultipartUpload(bucket: String, key: String, uploadID: String,
+    package func completeMultipartUpload(bucket: String, key: String, uploadID: String,
                                         parts: [(number: Int, etag: String, crc32: String?)]) async throws -> String {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts.sorted(by: { $0.number < $1.number }) {
@@ -122,13 +122,13 @@ public final class S3Client: Sendable {
         return etag
     }
 
-    public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
+    package func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
         _ = try await send("AbortMultipartUpload", method: "DELETE", bucket: bucket, key: key,
                            query: "uploadId=\(AWSEncoding.encode(uploadID))", accept: [204, 200, 404])
     }
 
     /// A whole file in one PUT, with Content-MD5; returns the ETag.
-    public func putObject(bucket: String, key: String, path: String, length: Int64, md5: [UInt8], contentType: String,
+    package func putObject(bucket: String, key: String, path: String, length: Int64, md5: [UInt8], contentType: String,
                           rate: SendRate = SendRate(), onProgress: (@Sendable (Int64) -> Void)? = nil) async throws -> String {
         let response = try await send("PutObject", method: "PUT", bucket: bucket, key: key,
                                       headers: ["Content-MD5": Data(md5).base64EncodedString(), "Content-Type": contentType],
@@ -137,13 +137,13 @@ public final class S3Client: Sendable {
     }
 
     /// Size and ETag of an object.
-    public func headObject(bucket: String, key: String) async throws -> (size: Int64, etag: String) {
+    package func headObject(bucket: String, key: String) async throws -> (size: Int64, etag: String) {
         let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key)
         return (response.headers["Content-Length"].flatMap(Int64.init) ?? -1, response.headers["ETag"] ?? "")
     }
 
     /// Size and ETag of an object, or nil when there is none (404).
-    public func headObjectIfPresent(bucket: String, key: String) async throws -> (size: Int64, etag: String)? {
+    package func headObjectIfPresent(bucket: String, key: String) async throws -> (size: Int64, etag: String)? {
         let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, accept: [200, 404])
         guard response.status == 200 else { return nil }
         return (response.headers["Content-Length"].flatMap(Int64.init) ?? -1, response.headers["ETag"] ?? "")
@@ -151,7 +151,7 @@ public final class S3Client: Sendable {
 
     /// The size of an object's first part (`HEAD ?partNumber=1`), for an object sent in parts;
     /// nil when the server does not say (a single-part object, or no part support).
-    public func firstPartSize(bucket: String, key: String) async throws -> Int64? {
+    package func firstPartSize(bucket: String, key: String) async throws -> Int64? {
         let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, query: "partNumber=1",
                                       accept: [200, 206, 400, 404, 416])
         guard response.status == 206 || response.status == 200,
@@ -162,7 +162,7 @@ public final class S3Client: Sendable {
         return response.headers["Content-Length"].flatMap(Int64.init)
     }
 
-    public func createBucket(_ bucket: String) async throws {
+    package func createBucket(_ bucket: String) async throws {
         _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: "", accept: [200, 409])
     }
 
@@ -172,10 +172,10 @@ public final class S3Client: Sendable {
     /// machine, twice 6 interleaved rounds: medians 1.13 and 1.13 s with 16 MiB requests, 0.99
     /// and 1.08 s with 64 MiB (s5cmd 1.12 and 1.10 s). In bench/s3.sh SeaweedFS had spent 1.59 s
     /// of CPU serving the 16 MiB requests against 1.31 s for s5cmd's.
-    public static let requestFloor: Int64 = 64 << 20
+    package static let requestFloor: Int64 = 64 << 20
 
     /// What the download engine needs to fetch `bucket/key` (see `S3DownloadSource`).
-    public func downloadSource(bucket: String, key: String) -> S3DownloadSource {
+    package func downloadSource(bucket: String, key: String) -> S3DownloadSource {
         let signer = self.signer
         return S3DownloadSource(url: configuration.url(bucket: bucket, key: key), signer: { method, url, headers in
             // Asks for the object's stored checksum (`x-amz-checksum-*`), which the download then
@@ -187,7 +187,7 @@ public final class S3Client: Sendable {
     }
 
     /// A signed request for `GET bucket/key` (S3 downloads run through the download engine with these headers).
-    public func signedGetHeaders(bucket: String, key: String, extra: HTTPHeaders = [:]) -> (URL, HTTPHeaders) {
+    package func signedGetHeaders(bucket: String, key: String, extra: HTTPHeaders = [:]) -> (URL, HTTPHeaders) {
         let url = configuration.url(bucket: bucket, key: key)
         return (url, signer.sign(method: "GET", url: url, headers: extra, payloadHash: SigV4Signer.unsignedPayload).headers)
     }
@@ -196,7 +196,7 @@ public final class S3Client: Sendable {
 
     /// One operation, retried by the policy. The payload is not hashed for
     /// files (`UNSIGNED-PAYLOAD`; Content-MD5 protects it) but is for XML.
-    public func send(_ operation: String, method: String, bucket: String, key: String, query: String = "",
+    package func send(_ operation: String, method: String, bucket: String, key: String, query: String = "",
               headers: HTTPHeaders = [:], body: RequestBody = .none, accept: Set<Int> = [200, 204],
               rate: SendRate = SendRate(), inFlight: Int = 1, responseLimit: Int = 1 << 20,
               repeatAfterConnectionFailure: Bool = true,
@@ -256,12 +256,12 @@ public final class S3Client: Sendable {
 
 /// An object as the download engine fetches it: its URL, and what every download from it sets
 /// in its options (`configure`), so that no caller signs its requests but forgets their size.
-public struct S3DownloadSource: Sendable {
-    public let url: URL
+package struct S3DownloadSource: Sendable {
+    package let url: URL
     let signer: @Sendable (String, URL, HTTPHeaders) -> HTTPHeaders
 
     /// Signs each request of `options` and asks S3 for `S3Client.requestFloor` at a time.
-    public func configure(_ options: inout DownloadOptions) {
+    package func configure(_ options: inout DownloadOptions) {
         options.signer = signer
         options.requestFloor = S3Client.requestFloor
     }

@@ -2,14 +2,14 @@ import Foundation
 
 /// Where an S3 object lives and how to reach it: endpoint, region,
 /// credentials and addressing style, resolved the way the AWS SDKs do.
-public struct S3Configuration: Sendable {
-    public var endpoint: URL
-    public var region: String
-    public var credentials: AWSCredentials
+package struct S3Configuration: Sendable {
+    package var endpoint: URL
+    package var region: String
+    package var credentials: AWSCredentials
     /// `https://endpoint/bucket/key` (path style) instead of `https://bucket.endpoint/key`.
-    public var pathStyle: Bool
+    package var pathStyle: Bool
 
-    public init(endpoint: URL, region: String, credentials: AWSCredentials, pathStyle: Bool) {
+    package init(endpoint: URL, region: String, credentials: AWSCredentials, pathStyle: Bool) {
         self.endpoint = endpoint
         self.region = region
         self.credentials = credentials
@@ -22,7 +22,7 @@ public struct S3Configuration: Sendable {
     /// `AWS_SESSION_TOKEN`, then the `~/.aws/credentials` profile
     /// (`AWS_PROFILE`, default `default`) and `~/.aws/config`. Custom
     /// endpoints use path-style addressing; AWS itself virtual-hosted.
-    public static func resolve(endpoint: String? = nil, region: String? = nil, profile: String? = nil,
+    package static func resolve(endpoint: String? = nil, region: String? = nil, profile: String? = nil,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Configuration {
         let profileName = profile ?? environment["AWS_PROFILE"] ?? "default"
         let home = environment["HOME"] ?? NSHomeDirectory()
@@ -71,11 +71,11 @@ public struct S3Configuration: Sendable {
 }
 
 /// An `s3://bucket/key` address.
-public struct S3Location: Sendable, Equatable {
-    public var bucket: String
-    public var key: String
+package struct S3Location: Sendable, Equatable {
+    package var bucket: String
+    package var key: String
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard text.hasPrefix("s3://") else { return nil }
         let rest = text.dropFirst(5)
         guard let slash = rest.firstIndex(of: "/"), slash != rest.startIndex else { return nil }
@@ -87,7 +87,7 @@ public struct S3Location: Sendable, Equatable {
     /// Why `text` cannot be downloaded as one object: no key, or a key ending
     /// in `/` (a prefix: S3 would answer with an empty "folder" object or an
     /// error, and either must not be saved as a file; `S3Prefix` takes it).
-    public static func downloadProblem(_ text: String) -> String? {
+    package static func downloadProblem(_ text: String) -> String? {
         guard let location = S3Location(text) else { return "\(text) names a bucket, not an object" }
         if location.key.hasSuffix("/") {
             return "\(text) names a prefix (it ends with /), not an object"
@@ -99,17 +99,17 @@ public struct S3Location: Sendable, Equatable {
 /// `s3://bucket/`, `s3://bucket` or `s3://bucket/some/prefix/`: every object
 /// whose key starts with the prefix. The trailing `/` is what marks a prefix
 /// (`s3://bucket/photos` names one object).
-public struct S3Prefix: Sendable, Equatable {
-    public var bucket: String
+package struct S3Prefix: Sendable, Equatable {
+    package var bucket: String
     /// Empty (the whole bucket) or ending with `/`.
-    public var prefix: String
+    package var prefix: String
 
-    public init(bucket: String, prefix: String) {
+    package init(bucket: String, prefix: String) {
         self.bucket = bucket
         self.prefix = prefix
     }
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard text.hasPrefix("s3://") else { return nil }
         let rest = text.dropFirst(5)
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
@@ -144,14 +144,14 @@ enum INIFile {
 }
 
 /// S3 failures, each saying what to do. Secrets never appear.
-public enum S3Error: Error, CustomStringConvertible, Sendable {
+package enum S3Error: Error, CustomStringConvertible, Sendable {
     case noCredentials(profile: String)
     case badEndpoint(String)
     case rejectedCredentials(endpoint: String, code: String, accessKey: String)
     case service(status: Int, code: String, message: String, operation: String, endpoint: String)
     case verification(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .noCredentials(let profile):
             return "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add them to the [\(profile)] profile in ~/.aws/credentials"

@@ -1,13 +1,13 @@
 import Foundation
 
 /// One object in a listing.
-public struct S3ListedObject: Sendable, Equatable, Codable {
-    public var key: String
-    public var size: Int64
+package struct S3ListedObject: Sendable, Equatable, Codable {
+    package var key: String
+    package var size: Int64
     /// As listed, quotes removed: a plain MD5 in hex, or `MD5-N` for a multipart object.
-    public var etag: String
+    package var etag: String
 
-    public init(key: String, size: Int64, etag: String) {
+    package init(key: String, size: Int64, etag: String) {
         self.key = key
         self.size = size
         self.etag = etag
@@ -15,20 +15,20 @@ public struct S3ListedObject: Sendable, Equatable, Codable {
 }
 
 /// One page of ListObjectsV2: up to `max-keys` objects and where the next page starts.
-public struct S3ListPage: Sendable, Equatable {
-    public var objects: [S3ListedObject]
+package struct S3ListPage: Sendable, Equatable {
+    package var objects: [S3ListedObject]
     /// Where the next page starts: a continuation token, or (from a server that
     /// sends none although the page is truncated) the last key, for `start-after`.
-    public var next: S3ListCursor?
+    package var next: S3ListCursor?
 
-    public init(objects: [S3ListedObject], next: S3ListCursor?) {
+    package init(objects: [S3ListedObject], next: S3ListCursor?) {
         self.objects = objects
         self.next = next
     }
 
     /// Reads a ListObjectsV2 answer asked with `encoding-type=url` (keys come
     /// percent-encoded, `+` for a space: a key may hold characters XML cannot).
-    public static func parse(_ body: String) throws -> S3ListPage {
+    package static func parse(_ body: String) throws -> S3ListPage {
         guard let root = S3XMLElement.parse(body), root.name == "ListBucketResult" else {
             throw S3Error.verification("ListObjectsV2 answered with something that is not a ListBucketResult: "
                                        + HTTPHeaders.visible(String(body.prefix(300))))
@@ -70,7 +70,7 @@ public struct S3ListPage: Sendable, Equatable {
 }
 
 /// Where a listing resumes.
-public enum S3ListCursor: Sendable, Hashable, Codable {
+package enum S3ListCursor: Sendable, Hashable, Codable {
     case token(String)
     case startAfter(String)
 }
@@ -78,7 +78,7 @@ public enum S3ListCursor: Sendable, Hashable, Codable {
 extension S3Client {
     /// One page of the objects whose keys start with `prefix` (ListObjectsV2,
     /// `encoding-type=url`), from `cursor` (nil: the first page).
-    public func listObjects(bucket: String, prefix: String, cursor: S3ListCursor?, maxKeys: Int = 1000) async throws -> S3ListPage {
+    package func listObjects(bucket: String, prefix: String, cursor: S3ListCursor?, maxKeys: Int = 1000) async throws -> S3ListPage {
         // Query parameters in name order, encoded as SigV4 canonicalises them.
         var items: [(String, String)] = [("encoding-type", "url"), ("list-type", "2"), ("max-keys", String(maxKeys))]
         switch cursor {
@@ -124,7 +124,7 @@ struct S3OpenUploadsPage: Sendable {
 
 extension S3Client {
     /// The ids of the multipart uploads open for exactly `key` (follows pagination, at most 100 pages).
-    public func openUploads(bucket: String, key: String) async throws -> [String] {
+    package func openUploads(bucket: String, key: String) async throws -> [String] {
         var ids: [String] = []
         var marker: (keyMarker: String, uploadIDMarker: String)?
         for _ in 0..<100 {

@@ -2,18 +2,18 @@ import Foundation
 
 /// Credentials for AWS Signature Version 4. The secret never appears in
 /// descriptions, logs or errors.
-public struct AWSCredentials: Sendable, CustomStringConvertible {
-    public var accessKeyID: String
-    public var secretAccessKey: String
-    public var sessionToken: String?
+package struct AWSCredentials: Sendable, CustomStringConvertible {
+    package var accessKeyID: String
+    package var secretAccessKey: String
+    package var sessionToken: String?
 
-    public init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
+    package init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
         self.accessKeyID = accessKeyID
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
     }
 
-    public var description: String { "AWSCredentials(\(accessKeyID), secret REDACTED)" }
+    package var description: String { "AWSCredentials(\(accessKeyID), secret REDACTED)" }
 }
 
 /// AWS Signature Version 4 with the `Authorization` header. A pure value:
@@ -22,33 +22,33 @@ public struct AWSCredentials: Sendable, CustomStringConvertible {
 /// S3 flavour (`service == "s3"`): the path is used as sent (no
 /// normalisation, no double encoding) and `x-amz-content-sha256` is always
 /// signed, holding the payload hash or `UNSIGNED-PAYLOAD`.
-public struct SigV4Signer: Sendable {
-    public var credentials: AWSCredentials
-    public var region: String
-    public var service: String
+package struct SigV4Signer: Sendable {
+    package var credentials: AWSCredentials
+    package var region: String
+    package var service: String
 
-    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
-    public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    package static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    package static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-    public init(credentials: AWSCredentials, region: String, service: String = "s3") {
+    package init(credentials: AWSCredentials, region: String, service: String = "s3") {
         self.credentials = credentials
         self.region = region
         self.service = service
     }
 
     /// The intermediate strings, for tests and the debug log (no secret in them).
-    public struct Signature: Sendable {
-        public var canonicalRequest: String
-        public var stringToSign: String
-        public var signature: String
-        public var headers: HTTPHeaders
+    package struct Signature: Sendable {
+        package var canonicalRequest: String
+        package var stringToSign: String
+        package var signature: String
+        package var headers: HTTPHeaders
     }
 
     /// Signs `method url` with `headers` (Host is derived from the URL).
     /// - Parameter payloadHash: hex SHA-256 of the body, or `UNSIGNED-PAYLOAD`.
     /// - Returns: the headers to send (the given ones plus Host, X-Amz-Date,
     ///   X-Amz-Content-Sha256 for S3, X-Amz-Security-Token, Authorization).
-    public func sign(method: String, url: URL, headers: HTTPHeaders = [:], payloadHash: String, date: Date = Date()) -> Signature {
+    package func sign(method: String, url: URL, headers: HTTPHeaders = [:], payloadHash: String, date: Date = Date()) -> Signature {
         let amzDate = Self.timestamp(date)
         let day = String(amzDate.prefix(8))
         var all = headers
@@ -181,7 +181,7 @@ public struct SigV4Signer: Sendable {
 }
 
 /// RFC 3986 percent-encoding as AWS wants it: everything but A–Z a–z 0–9 - _ . ~
-public enum AWSEncoding {
+package enum AWSEncoding {
     static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
@@ -193,7 +193,7 @@ public enum AWSEncoding {
     }
 
     /// By bytes into one buffer (every key of every request passes here).
-    public static func encode(_ text: String, keepSlash: Bool = false) -> String {
+    package static func encode(_ text: String, keepSlash: Bool = false) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var result: [UInt8] = []
         result.reserveCapacity(text.utf8.count)

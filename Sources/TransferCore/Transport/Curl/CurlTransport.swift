@@ -42,7 +42,7 @@ public final class CurlTransport: Transport, Sendable {
     }
 
     /// The libcurl version string, e.g. `libcurl/7.88.1 OpenSSL/3.0.19 ...`.
-    public static var libraryVersion: String {
+    package static var libraryVersion: String {
         String(cString: curl_version())
     }
 
