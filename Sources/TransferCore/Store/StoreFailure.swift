@@ -228,24 +228,15 @@ package enum CertificateProblem: Equatable, Sendable {
     init?(message: String) {
         if message.contains("certificate verify failed") {
             self = .untrusted
-        } else if message.contains("does not match host name"), let name = Self.lastQuoted(message, before: "does not match") {
+        } else if let name = StoreFailure.quoted(after: "does not match host name ", in: message) {
             self = .wrongHost(name)
-        } else if let range = message.range(of: "root certificate file \""),
-                  let end = message[range.upperBound...].firstIndex(of: "\"") {
-            self = .noRootCertificate(String(message[range.upperBound..<end]))
+        } else if let path = StoreFailure.quoted(after: "root certificate file ", in: message) {
+            self = .noRootCertificate(path)
         } else if message.contains("server does not support SSL") {
             self = .serverWithoutTLS
         } else {
             return nil
         }
-    }
-
-    /// The host name quoted after `marker` (`… does not match host name "db.example"`).
-    private static func lastQuoted(_ message: String, before marker: String) -> String? {
-        guard let range = message.range(of: marker) else { return nil }
-        let rest = message[range.upperBound...]
-        guard let open = rest.firstIndex(of: "\""), let close = rest[rest.index(after: open)...].firstIndex(of: "\"") else { return nil }
-        return String(rest[rest.index(after: open)..<close])
     }
 
     var what: String {
