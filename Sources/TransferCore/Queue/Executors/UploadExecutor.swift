@@ -66,7 +66,7 @@ struct UploadExecutor: JobExecutor {
                 s3 = (upload, client, state)
                 let result = try await upload.run()
                 return .completed(size: result.size)
-            case .download:
+            case .download, .s3Copy:
                 return .failed("not an upload")
             }
         } catch {
