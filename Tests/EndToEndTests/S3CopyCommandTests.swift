@@ -66,7 +66,25 @@ final class S3CopyCommandTests: XCTestCase {
             let one = try TransferdProcess.run(["copy", "s3://\(bucket)/data/a.bin", "s3://\(bucket)/single/"],
                                                directory: directory, environment: environment)
             XCTAssertEqual(one.status, 0, "\(target.name): \(one.stderr)")
-            XCTAssertTrue(one.stderr.contains("s3://\(bucket)/single/a.bin") && one.stderr.contains("verified"), one.stderr)
+            XCTAssertTrue(one.stderr.contains("s3://\(bucket)/single/a.bin") && one.stderr.contains("verified, the source's own"), one.stderr)
+        }
+    }
+
+    /// `transferd copy https://… s3://…/`: streamed, the object named after the URL's file.
+    func testCopyFromAWebServerIsStreamed() throws {
+        let servers = try TestServers.current()
+        for target in try UploadServers.current().s3Targets {
+            let bucket = "web-\(UUID().uuidString.prefix(8).lowercased())"
+            let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+            try blocking { try await client.createBucket(bucket) }
+            let directory = try scratchDirectory("web-\(target.name)")
+            var environment = target.environment
+            environment["HOME"] = directory
+            let copied = try TransferdProcess.run(["copy", "\(servers.http.absoluteString)/64m.bin", "s3://\(bucket)/in/", "--parts", "2"],
+                                                  directory: directory, environment: environment)
+            XCTAssertEqual(copied.status, 0, "\(target.name): \(copied.stderr)")
+            XCTAssertTrue(copied.stderr.contains("s3://\(bucket)/in/64m.bin 64.0 MiB streamed in 8 parts"), copied.stderr)
+            XCTAssertEqual(try size(target, bucket: bucket, key: "in/64m.bin"), 64 << 20, target.name)
         }
     }
 
@@ -75,7 +93,8 @@ final class S3CopyCommandTests: XCTestCase {
         let target = try UploadServers.current().s3Targets[0]
         let directory = try scratchDirectory()
         let cases: [([String], String)] = [
-            (["copy", "local.bin", "s3://b/x"], "is not an s3:// URL"),
+            (["copy", "local.bin", "s3://b/x"], "is not an s3:// or http(s):// URL"),
+            (["copy", "s3://b/x", "/tmp/x"], "copy writes to S3"),
             (["copy", "s3://b/a/", "s3://b/a/deeper/"], "overlap"),
             (["copy", "s3://b/k", "s3://b/k"], "is the source itself"),
             (["copy", "s3://b/k", "s3://b/other", "--include", "*.bin"], "--include is for a prefix copy"),
@@ -101,15 +120,18 @@ final class S3CopyCommandTests: XCTestCase {
                 ["id": "all", "type": "s3-copy", "url": "s3://\(bucket)/mirror/", "source": "s3://\(bucket)/data/", "include": ["*.bin"],
                  "exclude": ["tmp/*"]],
                 ["id": "one", "type": "s3-copy", "url": "s3://\(bucket)/single.bin", "source": "s3://\(bucket)/data/logs/b.bin"],
+                ["id": "web", "type": "s3-copy", "url": "s3://\(bucket)/web/", "source": "\(try TestServers.current().http.absoluteString)/64m.bin",
+                 "part_size": "16M"],
             ])
             let run = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
             XCTAssertEqual(run.status, 0, "\(target.name): \(run.stderr)")
-            XCTAssertEqual(try fixture.store().counts(), [.done: 2], target.name)
+            XCTAssertEqual(try fixture.store().counts(), [.done: 3], target.name)
+            XCTAssertEqual(try size(target, bucket: bucket, key: "web/64m.bin"), 64 << 20, "\(target.name): streamed from nginx")
             XCTAssertEqual(try fixture.store().job("all")?.bytesDone, Int64(files["a.bin"]!.count + files["logs/b.bin"]!.count), target.name)
             XCTAssertNotNil(try size(target, bucket: bucket, key: "mirror/logs/b.bin"), target.name)
             XCTAssertNil(try size(target, bucket: bucket, key: "mirror/tmp/c.bin"), target.name)
             XCTAssertEqual(try size(target, bucket: bucket, key: "single.bin"), files["logs/b.bin"]?.count, target.name)
-            XCTAssertEqual(try fixture.results("done", "copies.json").count, 2, target.name)
+            XCTAssertEqual(try fixture.results("done", "copies.json").count, 3, target.name)
         }
     }
 }

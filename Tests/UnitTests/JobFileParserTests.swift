@@ -231,10 +231,15 @@ final class JobFileParserTests: XCTestCase {
         let jobs = try parse("""
             {"jobs": [
               {"type": "s3-copy", "url": "s3://backup/2026/", "source": "s3://data/2026/", "exclude": ["tmp/*"], "skip_unchanged": true},
-              {"type": "s3-copy", "url": "s3://backup/one.bin", "source": "s3://data/one.bin", "part_size": "16M"}
+              {"type": "s3-copy", "url": "s3://backup/one.bin", "source": "s3://data/one.bin", "part_size": "16M"},
+              {"type": "s3-copy", "url": "s3://backup/", "source": "https://example.com/a.iso"},
+              {"type": "s3-copy", "url": "s3://backup/b", "source": "s3://data/b", "source_endpoint": "http://other:9000", "source_profile": "old"}
             ]}
             """).get()
-        XCTAssertEqual(jobs.map(\.kind), [.s3Copy, .s3Copy])
+        XCTAssertEqual(jobs.map(\.kind), [.s3Copy, .s3Copy, .s3Copy, .s3Copy])
+        XCTAssertEqual(jobs[2].source, "https://example.com/a.iso")
+        XCTAssertEqual(jobs[3].sourceEndpoint, "http://other:9000")
+        XCTAssertEqual(jobs[3].sourceProfile, "old")
         XCTAssertEqual(jobs[0].source, "s3://data/2026/")
         XCTAssertEqual(jobs[0].exclude, ["tmp/*"])
         XCTAssertEqual(jobs[1].partSize, 16 << 20)
@@ -245,11 +250,15 @@ final class JobFileParserTests: XCTestCase {
             (#"{"type": "s3-copy", "url": "s3://b/k", "source": "s3://b/k"}"#, "url", "is the source itself"),
             (#"{"type": "s3-copy", "url": "s3://b/a/b/", "source": "s3://b/a/"}"#, "url", "overlap"),
             (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "s3://b/k", "include": ["*.bin"]}"#, "include", "only a prefix copy"),
-            (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "s3://b/k", "dest": "x"}"#, "dest", "not a field"),
+            (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "s3://b/k", "dest": "x"}"#, "dest", "unknown key for a s3-copy job"),
+            (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "https://e.com/a", "source_profile": "p"}"#, "source_profile",
+             "is for an s3:// source"),
+            (#"{"type": "s3-copy", "url": "s3://c/", "source": "s3://b/a/", "source_endpoint": "http://x"}"#, "source_endpoint",
+             "one endpoint only"),
         ]
         for (text, field, message) in cases {
             let found = errors(text)
-            XCTAssertTrue(found.contains { $0.field == field && ($0.message.contains(message) || message == "not a field") },
+            XCTAssertTrue(found.contains { $0.field == field && $0.message.contains(message) },
                           "\(text): \(found.map(\.description))")
         }
     }

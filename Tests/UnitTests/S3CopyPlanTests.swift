@@ -62,6 +62,29 @@ final class S3CopyPlanTests: XCTestCase {
                                           method: parts, partETags: [md5A, md5B]), .sameETag)
     }
 
+    func testEncryptedObjectsAndDoubtfulPartsAreNeverTakenForProof() {
+        // SSE-KMS ETags are 32 hex digits but no MD5s: neither a match nor a mismatch proves anything.
+        guard case .sizeOnly = S3CopyPlan.verdict(sourceSize: 10, sourceETag: md5A, copySize: 10, copyETag: md5B, method: .whole,
+                                                  digests: false) else { return XCTFail("no MD5s under SSE-KMS") }
+        guard case .sizeOnly = S3CopyPlan.verdict(sourceSize: 10, sourceETag: md5A, copySize: 10, copyETag: md5A, method: .whole,
+                                                  digests: false) else { return XCTFail("no proof under SSE-KMS either") }
+        // Parts whose MD5 ETags join to the copy's ETag, which is not the source's: other bytes or uneven parts.
+        let parts = S3CopyPlan.Method.parts(partSize: 5 << 20, parts: 2, sourceLayout: true)
+        let joined = S3MultipartUpload.multipartETag([md5A, md5B])
+        guard case .partsInDoubt = S3CopyPlan.verdict(sourceSize: 10, sourceETag: "\(md5A)-2", copySize: 10, copyETag: joined,
+                                                      method: parts, partETags: [md5A, md5B]) else {
+            return XCTFail("the source's part lengths must decide")
+        }
+        // A weak mark is no part of the tag.
+        XCTAssertEqual(S3CopyPlan.verdict(sourceSize: 10, sourceETag: "W/\"\(md5A)\"", copySize: 10, copyETag: md5A, method: .whole), .sameETag)
+        XCTAssertFalse(S3CopyPlan.holds(size: -1, etag: md5A, sourceSize: -1, sourceETag: md5A), "an unknown size is no match")
+    }
+
+    func testOverlapIsJudgedByBytes() {
+        // "x/" followed by a combining mark: String.hasPrefix says no, the bytes say yes.
+        XCTAssertNotNil(S3PrefixCopy.overlapProblem(source: S3Location(bucket: "b", key: "x/"), bucket: "b", prefix: "x/\u{301}y/"))
+    }
+
     func testWhatACopyNames() {
         XCTAssertEqual(S3CopyTarget(source: "s3://a/x/y.bin", destination: "s3://b/z/"),
                        .object(S3Location(bucket: "a", key: "x/y.bin"), bucket: "b", key: "z/y.bin"))
@@ -70,6 +93,8 @@ final class S3CopyPlanTests: XCTestCase {
         XCTAssertEqual(S3CopyTarget(source: "s3://a", destination: "s3://b/"),
                        .prefix(S3Location(bucket: "a", key: ""), bucket: "b", prefix: ""))
         XCTAssertNil(S3CopyTarget(source: "s3://a/x", destination: "https://b/z"))
+        XCTAssertEqual(S3CopyTarget(source: "https://e.com/d/a.iso?token=1", destination: "s3://b/in/"),
+                       .web(URL(string: "https://e.com/d/a.iso?token=1")!, bucket: "b", key: "in/a.iso"))
         XCTAssertNotNil(S3CopyTarget(source: "s3://a/x/", destination: "s3://a/x/y/")?.problem)
         XCTAssertNotNil(S3CopyTarget(source: "s3://a/x/", destination: "s3://a/")?.problem, "the destination holds the source")
         XCTAssertNil(S3CopyTarget(source: "s3://a/x/", destination: "s3://a/xy/")?.problem, "x/ and xy/ do not overlap")

@@ -243,7 +243,8 @@ struct Context {
         .form: ["fields", "files"],
         .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type",
                     "skip_unchanged", "include", "exclude"],
-        .s3Copy: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "skip_unchanged", "include", "exclude"],
+        .s3Copy: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "skip_unchanged", "include", "exclude",
+                  "source_endpoint", "source_region", "source_profile"],
     ]
 
     mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
@@ -438,9 +439,11 @@ struct Context {
             spec.skipUnchanged = reader.bool("skip_unchanged")
             spec.include = reader.stringList("include")
             spec.exclude = reader.stringList("exclude")
-            if kind == .s3Copy, spec.include != nil || spec.exclude != nil, let source = spec.source, S3Prefix(source) == nil {
-                fail(spec.include != nil ? "include" : "exclude", "only a prefix copy (a source ending with /) takes globs",
-                     fix: "end the source with / to copy the whole prefix, or remove it")
+            if kind == .s3Copy {
+                spec.sourceEndpoint = reader.string("source_endpoint")
+                spec.sourceRegion = reader.string("source_region")
+                spec.sourceProfile = reader.string("source_profile")
+                checkCopyFields(spec, job: number, id: display)
             }
         }
         reportTypeErrors(reader, number: number, id: display)
@@ -560,15 +563,24 @@ struct Context {
         return resolved
     }
 
-    /// An `s3-copy` job's source: an s3:// object or prefix that, with the destination, makes a
-    /// copy (`S3CopyTarget`), or nil after recording why not.
+    /// An `s3-copy` job's source: an s3:// object or prefix, or an http(s):// URL, that with the
+    /// destination makes a copy (`S3CopyTarget`), or nil after recording why not.
     mutating func checkCopySource(_ source: String?, destination: String, job: Int, id: String?) -> String? {
         guard let source, !source.isEmpty else {
-            fail(job, id, "source", "is missing", fix: "name the object (s3://bucket/key) or prefix (s3://bucket/prefix/) to copy")
+            fail(job, id, "source", "is missing",
+                 fix: "name the object (s3://bucket/key), prefix (s3://bucket/prefix/) or http(s):// URL to copy")
             return nil
         }
+        if source.hasPrefix("http://") || source.hasPrefix("https://") {
+            guard let url = URL(string: source), url.host?.isEmpty == false,
+                  !source.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                fail(job, id, "source", "\"\(source)\" is not a URL with a host", fix: "write the whole address, https://host/path")
+                return nil
+            }
+            return source
+        }
         guard S3Prefix(source) != nil || S3Location(source) != nil else {
-            fail(job, id, "source", "\"\(source)\" is not an s3:// object or prefix",
+            fail(job, id, "source", "\"\(source)\" is not an s3:// object or prefix, nor an http(s):// URL",
                  fix: "write s3://bucket/key for an object, s3://bucket/prefix/ for a prefix")
             return nil
         }
@@ -578,6 +590,27 @@ struct Context {
             return nil
         }
         return source
+    }
+
+    /// The fields of an `s3-copy` that only some sources take.
+    mutating func checkCopyFields(_ spec: JobSpec, job: Int, id: String?) {
+        guard let source = spec.source else { return }
+        let prefix = S3Prefix(source) != nil
+        let web = !source.hasPrefix("s3://")
+        if spec.include != nil || spec.exclude != nil, !prefix {
+            fail(job, id, spec.include != nil ? "include" : "exclude", "only a prefix copy (a source ending with /) takes globs",
+                 fix: "end the source with / to copy the whole prefix, or remove it")
+        }
+        let other = [("source_endpoint", spec.sourceEndpoint), ("source_region", spec.sourceRegion), ("source_profile", spec.sourceProfile)]
+            .filter { $0.1 != nil }.map(\.0)
+        if let field = other.first {
+            if web {
+                fail(job, id, field, "is for an s3:// source; an http(s) source is read as it is", fix: "remove it")
+            } else if prefix {
+                fail(job, id, field, "a prefix is copied on one endpoint only: a prefix copy between endpoints is not supported yet",
+                     fix: "copy the objects one by one, or get the prefix and put the folder")
+            }
+        }
     }
 
     mutating func resolveSource(_ source: String?, job: Int, id: String?, required: Bool) -> String? {

@@ -47,6 +47,9 @@ extension JobSpec {
         if let checksumsName { object.add("checksumsName", checksumsName) }
         if let skipUnchanged { object.add("skipUnchanged", .bool(skipUnchanged)) }
         if let source { object.add("source", source) }
+        if let sourceEndpoint { object.add("sourceEndpoint", sourceEndpoint) }
+        if let sourceProfile { object.add("sourceProfile", sourceProfile) }
+        if let sourceRegion { object.add("sourceRegion", sourceRegion) }
         if let transport { object.add("transport", transport) }
         object.add("url", url)
         return object.serialized()
@@ -137,6 +140,9 @@ extension JobSpec {
                 return FormFile(field: field, path: path, filename: filename, contentType: contentType)
             }
         }
+        sourceEndpoint = try string("sourceEndpoint")
+        sourceProfile = try string("sourceProfile")
+        sourceRegion = try string("sourceRegion")
         partSize = try integer("partSize")
         partsInFlight = try integer("partsInFlight").map(Int.init)
         region = try string("region")

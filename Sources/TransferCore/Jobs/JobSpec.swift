@@ -67,6 +67,11 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var region: String?
     public var endpoint: String?
     public var profile: String?
+    /// An `s3-copy` from an S3 object on another endpoint (or with other credentials):
+    /// `source_endpoint`, `source_region`, `source_profile`. The copy is then streamed.
+    public var sourceEndpoint: String?
+    public var sourceRegion: String?
+    public var sourceProfile: String?
 
     public init(id: String, kind: Kind, url: String, destination: String? = nil, source: String? = nil,
                 headers: [String: String] = [:], priority: Int = 0) {

@@ -1,12 +1,13 @@
 import Foundation
 import TransferCore
 
-/// `transferd copy s3://SRC s3://DST`: a copy the S3 server makes, of one object or of
-/// every object under a prefix, to another key or prefix on the same endpoint.
+/// `transferd copy SRC s3://DST`: a copy the S3 server makes, of one object or of every
+/// object under a prefix, to another key or prefix on the same endpoint; or a copy
+/// streamed through memory, from an http(s) URL or an object on another endpoint.
 enum CopyCommand {
     static let specs: [OptionSpec] = [
-        OptionSpec("--part-size", value: "SIZE", help: "part size of a copy in parts that are not the source's own (default 64M)"),
-        OptionSpec("--parts", value: "N", help: "parts copied at once (default: 10)"),
+        OptionSpec("--part-size", value: "SIZE", help: "part size of a copy in parts that are not the source's own (default 64M; streamed: 8M)"),
+        OptionSpec("--parts", value: "N", help: "parts copied at once (default: 10; streamed: 4, memory is part size x parts)"),
         OptionSpec("-j", "--jobs", value: "N", help: "prefix copy: objects copied at once (default: 8)"),
         OptionSpec("--skip-unchanged", help: "copy nothing the destination already holds (same size and ETag)"),
         OptionSpec("--include", value: "GLOB", help: "prefix copy: only keys (below the prefix) matching GLOB (repeatable)"),
@@ -14,18 +15,23 @@ enum CopyCommand {
         OptionSpec("--endpoint", value: "URL", help: "S3 endpoint of both sides (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
         OptionSpec("--region", value: "REGION", help: "region (default: AWS_REGION, the profile, or us-east-1)"),
         OptionSpec("--profile", value: "NAME", help: "credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
+        OptionSpec("--source-endpoint", value: "URL", help: "the source object's endpoint when it is another: the copy is streamed"),
+        OptionSpec("--source-region", value: "REGION", help: "the source object's region (default: --region's)"),
+        OptionSpec("--source-profile", value: "NAME", help: "the source object's credentials profile (default: --profile's)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
-    ] + TransferFlags.specs.filter { !["--header", "--limit-rate", "--max-redirects", "--speed-limit", "--speed-time"].contains($0.key) }
+    ] + TransferFlags.specs.filter { !["--limit-rate", "--speed-limit", "--speed-time"].contains($0.key) }
 
-    static let usage = "transferd copy s3://BUCKET/KEY s3://BUCKET/KEY [options]"
+    static let usage = "transferd copy s3://BUCKET/KEY|https://HOST/PATH s3://BUCKET/KEY [options]"
 
     static let help = CommandHelp(name: "copy", usage: usage, summary: """
         Copies an S3 object, or every object under a prefix (a source ending with /), to another
         key or prefix on the same endpoint. The server copies the bytes: none pass through this
         machine. A destination ending with / takes the source object's name. Metadata and
         Content-Type go with the copy; a copy in parts resumes after an interruption when the
-        same command is run again.
+        same command is run again. From an http(s) URL, or an object on another endpoint
+        (--source-endpoint, --source-profile), the copy is streamed: each part is a ranged GET
+        of the source and an UploadPart, in memory, never on disk; it resumes too.
         """, options: specs)
 
     static func run(_ argv: [String]) async -> ExitCode {
@@ -40,16 +46,28 @@ enum CopyCommand {
             }
             guard arguments.positionals.count == 2 else { throw UsageError("need a source and a destination; usage: \(usage)") }
             let (source, destination) = (arguments.positionals[0], arguments.positionals[1])
-            for text in [source, destination] where !text.hasPrefix("s3://") {
-                throw UsageError("'\(text)' is not an s3:// URL: copy works between S3 objects (get downloads, put uploads)")
+            guard destination.hasPrefix("s3://") else {
+                throw UsageError("'\(destination)' is not an s3:// URL: copy writes to S3 (get downloads to this machine)")
+            }
+            guard source.hasPrefix("s3://") || source.hasPrefix("http://") || source.hasPrefix("https://") else {
+                throw UsageError("'\(source)' is not an s3:// or http(s):// URL (put uploads a local file)")
             }
             guard let made = S3CopyTarget(source: source, destination: destination) else {
                 throw UsageError("'\(source)' or '\(destination)' names no bucket: write s3://bucket/key or s3://bucket/prefix/")
             }
             if let problem = made.problem { throw UsageError(problem) }
-            if case .object = made {
+            if case .prefix = made {
+                for option in ["--source-endpoint", "--source-region", "--source-profile"] where arguments.has(option) {
+                    throw UsageError("\(option): a prefix is copied on one endpoint only; a prefix copy between endpoints is not supported yet")
+                }
+            } else {
                 for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
                     throw UsageError("\(option) is for a prefix copy; \(source) names one object (end it with / for a prefix)")
+                }
+            }
+            if case .web = made {
+                for option in ["--source-endpoint", "--source-region", "--source-profile", "--skip-unchanged"] where arguments.has(option) {
+                    throw UsageError("\(option) is for an s3:// source")
                 }
             }
             target = made
@@ -65,17 +83,54 @@ enum CopyCommand {
         let quiet = arguments.has("--quiet")
         let source = arguments.positionals[0]
         do {
-            let partSize = try arguments.byteSize("--part-size") ?? 64 << 20
-            guard partSize >= 5 << 20 else { throw UsageError("--part-size must be at least 5M (S3's smallest part)") }
-            let parts = try arguments.integer("--parts", range: 1...64) ?? 10
-            let started = Date()
-            let line = UploadLine(name: source, quiet: quiet, verb: "copying")
+            let streamedAcross = arguments.has("--source-endpoint") || arguments.has("--source-region") || arguments.has("--source-profile")
+            var streamedTo: (source: StreamSource, bucket: String, key: String)?
             switch target {
+            case .web(let url, let bucket, let key):
+                var from = StreamSource(url: url, headers: try TransferFlags.headers(arguments), tls: try TransferFlags.tls(arguments))
+                from.connectTimeout = try arguments.seconds("--connect-timeout") ?? 15
+                from.idleTimeout = try arguments.seconds("--idle-timeout") ?? 30
+                from.maxRedirects = try arguments.integer("--max-redirects", range: 0...50) ?? 10
+                streamedTo = (from, bucket, key)
+            case .object(let from, let bucket, let key) where streamedAcross:
+                let configuration = try S3Configuration.resolve(
+                    endpoint: arguments.value("--source-endpoint") ?? arguments.value("--endpoint"),
+                    region: arguments.value("--source-region") ?? arguments.value("--region"),
+                    profile: arguments.value("--source-profile") ?? arguments.value("--profile"))
+                let sourceClient = S3Client(configuration: configuration, transport: client.transport, retry: client.retry, tls: client.tls)
+                streamedTo = (StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key), bucket, key)
+            default:
+                break
+            }
+            let partSize = try arguments.byteSize("--part-size") ?? (streamedTo == nil ? 64 << 20 : 8 << 20)
+            guard partSize >= 5 << 20 else { throw UsageError("--part-size must be at least 5M (S3's smallest part)") }
+            let parts = try arguments.integer("--parts", range: 1...64) ?? (streamedTo == nil ? 10 : 4)
+            // The record of a copy names its destination's endpoint too: the same names on two servers are two copies.
+            let recordName = client.configuration.endpoint.absoluteString + " " + source
+            let started = Date()
+            let line = UploadLine(name: streamedTo.map { Redaction.url($0.source.url) } ?? source, quiet: quiet, verb: "copying")
+            if let (from, bucket, key) = streamedTo {
+                let copy = StreamedCopy(client: client, transport: client.transport, retry: client.retry,
+                                        options: StreamedCopyOptions(source: from, bucket: bucket, key: key, partSize: partSize,
+                                                                     partsInFlight: parts),
+                                        state: FileUploadStateStore(source: recordName, bucket: bucket, key: key)) { line.handle($0) }
+                let result = try await SignalHandler.cancelling { try await copy.run() }
+                line.clear()
+                if !quiet {
+                    let resumed = result.resumed ? ", resumed: \(result.partsSent) of \(result.parts) parts sent now" : ""
+                    Output.err("\(Redaction.url(from.url)): s3://\(bucket)/\(key) \(Format.bytes(result.size)) streamed in \(result.parts) "
+                               + "part\(result.parts == 1 ? "" : "s") (\(String(format: "%.2f", result.elapsed)) s\(resumed)), ETag \(result.etag) verified\n")
+                }
+                return .success
+            }
+            switch target {
+            case .web:
+                return .success
             case .object(let from, let bucket, let key):
                 var options = S3CopyOptions(source: from, bucket: bucket, key: key, partSize: partSize, partsInFlight: parts)
                 options.skipUnchanged = arguments.has("--skip-unchanged")
                 let copy = S3ObjectCopy(client: client, options: options,
-                                        state: FileUploadStateStore(source: source, bucket: bucket, key: key)) { line.handle($0) }
+                                        state: FileUploadStateStore(source: recordName, bucket: bucket, key: key)) { line.handle($0) }
                 let result = try await SignalHandler.cancelling { try await copy.run() }
                 line.clear()
                 guard !quiet else { return .success }
@@ -94,10 +149,9 @@ enum CopyCommand {
                     objectsInFlight: try arguments.integer("--jobs", range: 1...256) ?? 8,
                     filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
                     skipUnchanged: arguments.has("--skip-unchanged"),
-                    // Other filters are another copy: never resumed from this one's record.
-                    store: FileUploadStateStore(source: ([source] + arguments.all("--include").map { "+" + $0 }
-                                                         + arguments.all("--exclude").map { "-" + $0 }).joined(separator: "\n"),
-                                                bucket: bucket, key: prefix)) { line.handle($0) }
+                    // One record per source and destination, whatever the filters: objects they no longer
+                    // take have their unfinished copies aborted at the end, never left stored.
+                    store: FileUploadStateStore(source: recordName, bucket: bucket, key: prefix)) { line.handle($0) }
                 let result = try await SignalHandler.cancelling { try await copy.run() }
                 line.clear()
                 guard !quiet else { return .success }
@@ -113,7 +167,7 @@ enum CopyCommand {
             }
             return .success
         } catch is CancellationError {
-            Output.err("transferd copy: interrupted; copied parts are recorded — run the same command to continue\n")
+            Output.err("transferd copy: interrupted; what was copied in parts is recorded — run the same command to continue\n")
             return .interrupted
         } catch let error as UsageError {
             Output.err("transferd copy: \(error)\n")
@@ -128,7 +182,7 @@ enum CopyCommand {
     static func describe(_ verdict: S3CopyPlan.Verdict, etag: String) -> String {
         switch verdict {
         case .sameETag: return "ETag \(etag) verified, the source's own"
-        case .sizeOnly(let why): return "size verified; \(why)"
+        case .sizeOnly(let why), .partsInDoubt(let why): return "size verified; \(why)"
         case .differs(let why): return "differs: \(why)"
         }
     }

@@ -15,6 +15,8 @@ package enum S3CopyPlan {
 
     /// The largest object CopyObject takes (S3's limit), and the largest part.
     package static let wholeCopyLimit: Int64 = 5 << 30
+    /// The largest object S3 holds: a size past it is a server's lie, never planned for.
+    package static let largestObject: Int64 = 5 << 40
     static let largestPart: Int64 = 5 << 30
 
     /// The method for an object of `size` bytes with ETag `etag`; `firstPartSize` is the size of
@@ -29,7 +31,7 @@ package enum S3CopyPlan {
     package static func method(size: Int64, etag: String, firstPartSize: Int64?, requestedPartSize: Int64) -> Method {
         if let count = ETagShape(etag).partCount, let partSize = firstPartSize, partSize > 0, partSize <= largestPart,
            count <= Int(S3UploadOptions.maximumParts), Int64(count - 1) * partSize < size, size <= Int64(count) * partSize,
-           count == 1 || partSize >= S3UploadOptions.minimumPart {
+           partSize >= S3UploadOptions.minimumPart || size <= partSize {
             return .parts(partSize: partSize, parts: count, sourceLayout: true)
         }
         if size <= wholeCopyLimit { return .whole }
@@ -41,6 +43,7 @@ package enum S3CopyPlan {
     /// the same size and the same ETag, where that ETag is a digest (an MD5, or a multipart
     /// `MD5-N`). Any other ETag (SSE-KMS, SSE-C, a server's own) is never taken for one.
     package static func holds(size: Int64, etag: String, sourceSize: Int64, sourceETag: String) -> Bool {
+        guard size >= 0 else { return false }
         let copy = ETagShape(etag)
         return size == sourceSize && copy.isDigest && copy.normalized == ETagShape(sourceETag).normalized
     }
@@ -51,19 +54,28 @@ package enum S3CopyPlan {
         case sameETag
         /// Its size is the source's; the ETags say nothing more, for the reason given.
         case sizeOnly(String)
+        /// Copied along the source's parts, whose ETags are MD5s joining to the copy's ETag, yet that is
+        /// not the source's: other bytes, unless the source's parts are not as even as assumed. The
+        /// source's part lengths decide (`S3ObjectCopy` asks for them).
+        case partsInDoubt(String)
         /// It is not the source: the reason says how it differs.
         case differs(String)
     }
 
     /// The verdict on a copy (`copySize`, `copyETag`) of a source (`sourceSize`, `sourceETag`)
     /// made by `method`; `partETags` are the ETags the server gave the copied parts.
+    /// `digests`: false when either side is encrypted with SSE-KMS or SSE-C, whose ETags
+    /// are 32 hex digits that are no MD5s.
     package static func verdict(sourceSize: Int64, sourceETag: String, copySize: Int64, copyETag: String,
-                                method: Method, partETags: [String] = []) -> Verdict {
+                                method: Method, partETags: [String] = [], digests: Bool = true) -> Verdict {
         guard copySize == sourceSize else {
             return .differs("the copy holds \(copySize) bytes, the source \(sourceSize)")
         }
         let source = ETagShape(sourceETag)
         let copy = ETagShape(copyETag)
+        guard digests else {
+            return .sizeOnly("an object encrypted with SSE-KMS or SSE-C has an ETag that is no MD5 of its bytes")
+        }
         if source.isDigest && copy.normalized == source.normalized { return .sameETag }
         switch method {
         case .whole:
@@ -73,15 +85,12 @@ package enum S3CopyPlan {
             }
             return .sizeOnly("the server gave the copy an ETag of its own (\(copy.normalized), the source's \(source.normalized))")
         case .parts(_, _, let sourceLayout):
-            // Parts whose ETags are their bytes' MD5s, copied along the source's layout, join to
-            // the source's ETag; when they do not, the server's part ETags are no MD5s, or the
-            // source's parts were not as even as its first part and count suggested.
             guard sourceLayout else {
                 return .sizeOnly("copied in parts of its own size, the copy's multipart ETag \(copy.normalized) says nothing of the source's \(source.normalized)")
             }
-            if partETags.allSatisfy({ ETagShape($0).isPlainMD5 }),
+            if !partETags.isEmpty, partETags.allSatisfy({ ETagShape($0).isPlainMD5 }),
                S3MultipartUpload.multipartETag(partETags) == copy.normalized {
-                return .sizeOnly("the source's parts are not all as long as its first (the copy's ETag \(copy.normalized), the source's \(source.normalized))")
+                return .partsInDoubt("the copy's ETag \(copy.normalized) is not the source's \(source.normalized)")
             }
             return .sizeOnly("the server's part ETags are not MD5s of their bytes (the copy's ETag \(copy.normalized), the source's \(source.normalized))")
         }
@@ -92,7 +101,11 @@ package enum S3CopyPlan {
         /// Lower case, quotes removed.
         let normalized: String
 
-        init(_ etag: String) { normalized = S3MultipartUpload.unquote(etag).lowercased() }
+        /// A weak mark (`W/`) is dropped: S3 never sends one, a proxy might.
+        init(_ etag: String) {
+            let text = etag.hasPrefix("W/") ? String(etag.dropFirst(2)) : etag
+            normalized = S3MultipartUpload.unquote(text).lowercased()
+        }
 
         private var pieces: [Substring] { normalized.split(separator: "-", omittingEmptySubsequences: false) }
         private static func isMD5(_ text: Substring) -> Bool { text.count == 32 && text.allSatisfy(\.isHexDigit) }

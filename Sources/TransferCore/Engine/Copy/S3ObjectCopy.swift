@@ -32,6 +32,8 @@ package struct S3CopyResult: Sendable {
     package var unchanged = false
     /// What the copy was checked against (`.sameETag`, or `.sizeOnly` with why).
     package var verdict: S3CopyPlan.Verdict
+    /// The source's ETag: the version copied.
+    package var sourceETag = ""
 }
 
 /// What an interrupted multipart copy needs to continue in another process.
@@ -86,7 +88,8 @@ package final class S3ObjectCopy: Sendable {
         self.onEvent = onEvent
     }
 
-    /// The source changed while it was being copied (its ETag, or a 412 to the copy's condition).
+    /// The copy must start again: its source changed (its ETag, or a 412 to the copy's condition),
+    /// or its multipart upload was aborted on the server.
     struct SourceChanged: Error {
         var detail: String
     }
@@ -103,8 +106,8 @@ package final class S3ObjectCopy: Sendable {
                 restarts += 1
                 await abandon()
                 guard restarts <= Self.restartsForChangedSource else {
-                    throw S3Error.verification("\(describeSource) kept changing while it was copied (\(changed.detail)); "
-                                               + "copied again \(Self.restartsForChangedSource) times, then given up: run it again once it is written")
+                    throw UploadError.sourceChanged(path: describeSource, detail: "\(changed.detail); copied again "
+                                                    + "\(Self.restartsForChangedSource) times, then given up")
                 }
             }
         }
@@ -121,7 +124,7 @@ package final class S3ObjectCopy: Sendable {
            S3CopyPlan.holds(size: held.size, etag: held.etag, sourceSize: source.size, sourceETag: source.etag) {
             await abandon()
             return S3CopyResult(etag: held.etag, size: held.size, parts: 0, partsCopied: 0, resumed: false, elapsed: 0,
-                                unchanged: true, verdict: .sameETag)
+                                unchanged: true, verdict: .sameETag, sourceETag: source.etag)
         }
         let firstPart = S3CopyPlan.ETagShape(source.etag).partCount.map { $0 > 1 } == true
             ? try await client.firstPartSize(bucket: options.source.bucket, key: options.source.key) : nil
@@ -130,11 +133,13 @@ package final class S3ObjectCopy: Sendable {
         onEvent(.started(totalSize: source.size))
         switch method {
         case .whole:
+            // A copy in parts an earlier run began (of another version, say) is not left open.
+            await abandon()
             let etag: String
             do {
                 etag = try await client.copyObject(from: options.source, ifMatch: source.etag, toBucket: options.bucket, key: options.key)
             } catch let error as S3Error where Self.isChangedSource(error) {
-                throw SourceChanged(detail: "the server refused the copy of ETag \(source.etag)")
+                throw await refusedCondition(source)
             } catch let error as S3Error {
                 if let changed = await changeOf(source) { throw changed }
                 throw error
@@ -187,8 +192,11 @@ package final class S3ObjectCopy: Sendable {
                                     parts: count, copied: missing.count, resumed: resumed)
         } catch {
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
-            if let error = error as? S3Error, Self.isChangedSource(error) {
-                throw SourceChanged(detail: "the server refused a part of ETag \(source.etag)")
+            if let error = error as? S3Error, Self.isChangedSource(error) { throw await refusedCondition(source) }
+            if let error = error as? S3Error, S3MultipartUpload.uploadIsGone(error) {
+                // Aborted by someone else (a lifecycle rule, an operator): started again with a new upload.
+                try? state.remove()
+                throw SourceChanged(detail: "the multipart upload \(uploadID) was aborted on the server meanwhile")
             }
             if error is SourceChanged { throw error }
             // A part refused for a range the source no longer has, say: a changed source is copied again.
@@ -201,17 +209,42 @@ package final class S3ObjectCopy: Sendable {
         }
     }
 
+    /// What a 412 to the copy's condition means: the source changed (start again), or, when the
+    /// source still has the ETag named, a server that refuses its own ETag (a failure, said so).
+    private func refusedCondition(_ source: S3ObjectHead) async -> Error {
+        if let changed = await changeOf(source) { return changed }
+        return S3Error.verification("the server refused x-amz-copy-source-if-match with the ETag \(source.etag) that its own HEAD "
+                                    + "of \(describeSource) reports; this server cannot copy with a condition")
+    }
+
     /// Checks the copy against the source and returns the result (or throws when it differs).
     private func finish(source: S3ObjectHead, etag: String, method: S3CopyPlan.Method, partETags: [String],
                         parts: Int, copied: Int, resumed: Bool) async throws -> S3CopyResult {
-        let copy = try await client.headObject(bucket: options.bucket, key: options.key)
-        let verdict = S3CopyPlan.verdict(sourceSize: source.size, sourceETag: source.etag, copySize: copy.size,
-                                         copyETag: copy.etag.isEmpty ? etag : copy.etag, method: method, partETags: partETags)
-        if case .differs(let reason) = verdict {
-            throw S3Error.verification("the copy s3://\(options.bucket)/\(options.key) is not \(describeSource): \(reason)")
+        let shown = "s3://\(options.bucket)/\(options.key)"
+        guard let copy = try await client.headForCopy(bucket: options.bucket, key: options.key) else {
+            throw S3Error.verification("the copy \(shown) is not there after the server said it was made (HeadObject answered 404)")
         }
-        return S3CopyResult(etag: copy.etag.isEmpty ? etag : copy.etag, size: copy.size, parts: parts, partsCopied: copied,
-                            resumed: resumed, elapsed: 0, verdict: verdict)
+        var verdict = S3CopyPlan.verdict(sourceSize: source.size, sourceETag: source.etag, copySize: copy.size, copyETag: copy.etag,
+                                         method: method, partETags: partETags, digests: !source.encrypted && !copy.encrypted)
+        if case .partsInDoubt(let reason) = verdict, case .parts(let partSize, let count, _) = method {
+            // Other bytes, unless the source's parts are not as even as its first part and count made them seem.
+            var even = true
+            for number in 1...count {
+                let expected = number < count ? partSize : source.size - Int64(count - 1) * partSize
+                guard let length = try await client.partLength(bucket: options.source.bucket, key: options.source.key, number: number),
+                      length == expected else {
+                    even = false
+                    break
+                }
+            }
+            verdict = even ? .differs("\(reason), though it was copied along the source's own \(count) parts")
+                : .sizeOnly("the source's parts are not all as long as its first (\(reason))")
+        }
+        if case .differs(let reason) = verdict {
+            throw S3Error.verification("the copy \(shown) is not \(describeSource): \(reason)")
+        }
+        return S3CopyResult(etag: copy.etag, size: copy.size, parts: parts, partsCopied: copied,
+                            resumed: resumed, elapsed: 0, verdict: verdict, sourceETag: source.etag)
     }
 
     /// Throws `SourceChanged` when the source's ETag is no longer `source.etag`.
@@ -284,10 +317,10 @@ package final class S3ObjectCopy: Sendable {
 
     /// Aborts the recorded multipart copy, if any, and forgets it (a cancelled job, a changed source).
     package func abandon() async {
-        if let saved = state.decoded(S3CopyCheckpoint.self) {
-            await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-        }
-        try? state.remove()
+        guard let saved = state.decoded(S3CopyCheckpoint.self) else { return }
+        // Forgotten first: a store that fenced this worker off refuses it, and the upload, the new owner's, is left alone.
+        do { try state.remove() } catch { return }
+        await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
     }
 
     private func save(_ checkpoint: S3CopyCheckpoint) throws {

@@ -42,7 +42,10 @@ package final class S3PrefixCopy: Sendable {
     package static func overlapProblem(source: S3Location, bucket: String, prefix: String) -> String? {
         let from = asPrefix(source.key)
         let to = asPrefix(prefix)
-        guard source.bucket == bucket, to.hasPrefix(from) || from.hasPrefix(to) else { return nil }
+        // By bytes: a `/` followed by a combining mark is one Character, and String.hasPrefix would miss it.
+        guard source.bucket == bucket, PathNormalization.hasBytePrefix(to, from) || PathNormalization.hasBytePrefix(from, to) else {
+            return nil
+        }
         return "s3://\(bucket)/\(to) and s3://\(source.bucket)/\(from) overlap: a prefix copy never writes into what it reads"
     }
 
@@ -64,11 +67,15 @@ package final class S3PrefixCopy: Sendable {
         var objects: [(relative: String, object: S3ListedObject)] = []
         try await client.forEachListedPage(bucket: source.bucket, prefix: source.key) { page in
             for object in page where PathNormalization.hasBytePrefix(object.key, source.key) {
+                guard object.size >= 0, object.size <= S3CopyPlan.largestObject else {
+                    throw S3Error.verification("ListObjectsV2 lists s3://\(source.bucket)/\(object.key) with \(object.size) bytes, "
+                                               + "a size no S3 object has; check that the endpoint is an S3 server")
+                }
                 let relative = String(decoding: object.key.utf8.dropFirst(source.key.utf8.count), as: UTF8.self)
                 if !relative.isEmpty, filter.takes(relative) { objects.append((relative, object)) }
             }
         }
-        var pending = objects.filter { !state.isDone($0.relative) }
+        var pending = objects.filter { !state.isDone($0.relative, version: S3CopyPlan.ETagShape($0.object.etag).normalized) }
         var unchanged = 0
         if skipUnchanged && !pending.isEmpty {
             // Keys compared by their bytes (String equality merges Unicode normalisation forms).
@@ -86,7 +93,10 @@ package final class S3PrefixCopy: Sendable {
                 return false
             }
         }
-        let total = pending.reduce(Int64(0)) { $0 + $1.object.size }
+        let total = pending.reduce(Int64(0)) { sum, item in
+            let (added, overflow) = sum.addingReportingOverflow(item.object.size)
+            return overflow ? .max : added
+        }
         let copied = Locked<Int64>(0)
         onEvent(.started(totalSize: total))
         var bytes: Int64 = 0
@@ -104,6 +114,9 @@ package final class S3PrefixCopy: Sendable {
                 launch()
             }
         }
+        // Copies in parts begun by an earlier run for objects not taken now (deleted, filtered out,
+        // or copied whole) are aborted, not left stored.
+        await abandonUnfinished()
         state.forget()
         return Result(objects: objects.count, bytes: bytes, skippedAsDone: objects.count - pending.count - unchanged,
                       unchanged: unchanged, checkedBySizeOnly: sizeOnly)
@@ -126,7 +139,21 @@ package final class S3PrefixCopy: Sendable {
             events(.progress(sent: now, totalSize: total))
         }
         let result = try await copy.run()
-        try state.markDone(relative)
+        try state.markDone(relative, version: S3CopyPlan.ETagShape(result.sourceETag).normalized)
         return result
+    }
+
+    /// Aborts every copy in parts the record holds unfinished (a cancelled job, objects no longer taken)
+    /// and forgets it; a store that fenced this worker off refuses that, and nothing is aborted.
+    package func abandonUnfinished() async {
+        for (relative, json) in state.unfinished {
+            let view = state.view(relative)
+            guard let saved = try? JSONDecoder().decode(S3CopyCheckpoint.self, from: Data(json.utf8)) else {
+                try? view.remove()
+                continue
+            }
+            do { try view.remove() } catch { return }
+            await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+        }
     }
 }

@@ -9,6 +9,9 @@ final class BatchUploadState: Sendable {
         var done: Set<String> = []
         /// Unfinished items' checkpoints (JSON), by name.
         var files: [String: String] = [:]
+        /// The version (an ETag) each done item was made from, where it has one: an item whose
+        /// source is another version now is not done.
+        var versions: [String: String]?
     }
 
     let store: UploadStateStore
@@ -20,10 +23,25 @@ final class BatchUploadState: Sendable {
         record = Locked(saved ?? Record())
     }
 
-    func isDone(_ name: String) -> Bool { record.current.done.contains(name) }
+    /// Whether `name` is done, from `version` when one is given.
+    func isDone(_ name: String, version: String? = nil) -> Bool {
+        let current = record.current
+        guard current.done.contains(name) else { return false }
+        guard let version else { return true }
+        return current.versions?[name] == version
+    }
 
-    /// Records `name` as done, dropping its checkpoint.
-    func markDone(_ name: String) throws { try update { $0.files[name] = nil; $0.done.insert(name) } }
+    /// Records `name` as done (from `version`), dropping its checkpoint.
+    func markDone(_ name: String, version: String? = nil) throws {
+        try update {
+            $0.files[name] = nil
+            $0.done.insert(name)
+            if let version { $0.versions = ($0.versions ?? [:]).merging([name: version]) { $1 } }
+        }
+    }
+
+    /// The unfinished items' checkpoints (JSON), by name.
+    var unfinished: [String: String] { record.current.files }
 
     /// The record has done its work: kept, it would make the next batch skip every item, changed or not.
     func forget() { try? store.remove() }

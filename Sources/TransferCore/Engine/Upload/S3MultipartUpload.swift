@@ -340,10 +340,10 @@ package final class S3MultipartUpload: Sendable {
 
     /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).
     package func abandon() async {
-        if let saved = state.decoded(S3UploadCheckpoint.self) {
-            await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-        }
-        try? state.remove()
+        guard let saved = state.decoded(S3UploadCheckpoint.self) else { return }
+        // Forgotten first: a store that fenced this worker off refuses it, and the upload, the new owner's, is left alone.
+        do { try state.remove() } catch { return }
+        await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
     }
 
     private func save(_ checkpoint: S3UploadCheckpoint) throws {
@@ -404,7 +404,7 @@ package final class S3MultipartUpload: Sendable {
     }
 
     /// S3's multipart ETag: MD5 of the concatenated binary part MD5s, then `-N`.
-    static func multipartETag(_ partETags: [String]) -> String {
+    package static func multipartETag(_ partETags: [String]) -> String {
         var digest = Digest(.md5)
         for etag in partETags {
             let hex = Array(unquote(etag).utf8)

@@ -17,29 +17,55 @@ package struct S3ObjectHead: Sendable, Equatable {
                                             "x-amz-website-redirect-location", "x-amz-server-side-encryption",
                                             "x-amz-server-side-encryption-aws-kms-key-id"]
 
-    package init(size: Int64, etag: String, carried: HTTPHeaders = [:]) {
+    /// Encrypted with SSE-KMS (or DSSE-KMS) or SSE-C: the ETag is 32 hex digits that are no MD5 of the bytes.
+    package var encrypted: Bool
+
+    package init(size: Int64, etag: String, carried: HTTPHeaders = [:], encrypted: Bool = false) {
         self.size = size
         self.etag = etag
         self.carried = carried
+        self.encrypted = encrypted
     }
 
-    init(headers: HTTPHeaders) {
-        size = headers["Content-Length"].flatMap(Int64.init) ?? -1
-        etag = headers["ETag"] ?? ""
+    /// The object a HEAD answer describes, or why it cannot be trusted: without a size (or with one
+    /// no S3 object has) or an ETag, no copy of it could be checked.
+    init(headers: HTTPHeaders, object: String) throws {
+        guard let size = headers["Content-Length"].flatMap(Int64.init), size >= 0, size <= S3CopyPlan.largestObject else {
+            throw S3Error.verification("HeadObject of \(object) gave no size S3 could hold (Content-Length: "
+                                       + "\(headers["Content-Length"].map(HTTPHeaders.visible) ?? "none")); check that the endpoint is an S3 server")
+        }
+        guard let etag = headers["ETag"], !etag.isEmpty else {
+            throw S3Error.verification("HeadObject of \(object) gave no ETag: no copy of it could be checked; check that the endpoint is an S3 server")
+        }
+        self.size = size
+        self.etag = etag
         carried = HTTPHeaders()
         for (name, value) in headers {
             let lower = name.lowercased()
             if Self.carriedNames.contains(lower) || lower.hasPrefix("x-amz-meta-") { carried.add(name, value) }
         }
+        encrypted = headers["x-amz-server-side-encryption"].map { $0.lowercased().hasPrefix("aws:kms") } == true
+            || headers.contains("x-amz-server-side-encryption-customer-algorithm")
     }
 }
 
 extension S3Client {
-    /// The object's size, ETag and carried headers, or nil when there is none (404).
+    /// The object's size, ETag and carried headers, or nil when there is none (404). Throws when the
+    /// answer lacks a size or an ETag (`S3ObjectHead.init(headers:object:)`).
     package func headForCopy(bucket: String, key: String) async throws -> S3ObjectHead? {
         let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, accept: [200, 404])
         guard response.status == 200 else { return nil }
-        return S3ObjectHead(headers: response.headers)
+        return try S3ObjectHead(headers: response.headers, object: "s3://\(bucket)/\(key)")
+    }
+
+    /// The length of part `number` of an object sent in parts (`HEAD ?partNumber=N`), or nil
+    /// when the server does not say.
+    package func partLength(bucket: String, key: String, number: Int) async throws -> Int64? {
+        let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, query: "partNumber=\(number)",
+                                      accept: Set(200..<500))
+        guard response.status == 200 || response.status == 206 else { return nil }
+        if let range = response.headers["Content-Range"].flatMap(ContentRange.init(header:)) { return range.last - range.first + 1 }
+        return response.headers["Content-Length"].flatMap(Int64.init)
     }
 
     /// `x-amz-copy-source`: the source's bucket and key, percent-encoded with the slashes kept.
@@ -58,7 +84,8 @@ extension S3Client {
         let result = try await sendForResult("CopyObject", method: "PUT", bucket: bucket, key: key, headers: headers,
                                              root: "CopyObjectResult")
         guard let etag = result.value("ETag"), !etag.isEmpty else {
-            throw S3Error.verification("CopyObject answered without the copy's ETag")
+            throw S3Error.verification("CopyObject of s3://\(source.bucket)/\(source.key) to s3://\(bucket)/\(key) answered without the copy's ETag; "
+                                       + "check that the endpoint is an S3 server")
         }
         return etag
     }
@@ -74,7 +101,8 @@ extension S3Client {
                                              query: "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))",
                                              headers: headers, root: "CopyPartResult")
         guard let etag = result.value("ETag"), !etag.isEmpty else {
-            throw S3Error.verification("UploadPartCopy \(number) answered without the part's ETag")
+            throw S3Error.verification("UploadPartCopy \(number) of s3://\(source.bucket)/\(source.key) to s3://\(bucket)/\(key) answered "
+                                       + "without the part's ETag; check that the endpoint is an S3 server")
         }
         return etag
     }

@@ -4,9 +4,9 @@ import Foundation
 /// (network errors, 5xx including 503 SlowDown, 429) by the retry policy.
 package final class S3Client: Sendable {
     package let configuration: S3Configuration
-    let transport: Transport
-    let retry: RetryPolicy
-    let tls: TLSOptions
+    package let transport: Transport
+    package let retry: RetryPolicy
+    package let tls: TLSOptions
     var signer: SigV4Signer { SigV4Signer(credentials: configuration.credentials, region: configuration.region) }
 
     package init(configuration: S3Configuration, transport: Transport, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions()) {
@@ -138,8 +138,9 @@ package final class S3Client: Sendable {
     /// The size of an object's first part (`HEAD ?partNumber=1`), for an object sent in parts;
     /// nil when the server does not say (a single-part object, or no part support).
     package func firstPartSize(bucket: String, key: String) async throws -> Int64? {
+        // Any answer but a 5xx (retried first) is taken: a server without part support may say 400, 403, 404, 416 or 501.
         let response = try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, query: "partNumber=1",
-                                      accept: [200, 206, 400, 404, 416])
+                                      accept: Set(200..<500).union([501]))
         guard response.status == 206 || response.status == 200,
               let count = response.headers["x-amz-mp-parts-count"].flatMap(Int.init), count > 1 else { return nil }
         if let range = response.headers["Content-Range"].flatMap(ContentRange.init(header:)), range.first == 0 {

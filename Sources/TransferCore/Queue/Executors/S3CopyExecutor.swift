@@ -1,8 +1,9 @@
 import Foundation
 
 /// Runs an `s3-copy` job: one object, or every object under a prefix, copied by the
-/// server to the job's `url` on the same endpoint. The multipart copies' ids and
-/// copied parts live in the job's row, so a later attempt, run or worker continues them.
+/// server to the job's `url` on the same endpoint; or an http(s) URL, or an object on
+/// another endpoint, streamed through memory (`StreamedCopy`). The multipart uploads'
+/// ids and parts live in the job's row, so a later attempt, run or worker continues them.
 struct S3CopyExecutor: JobExecutor {
     let context: ExecutionContext
 
@@ -11,6 +12,8 @@ struct S3CopyExecutor: JobExecutor {
         let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
         let retry = RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay)
         var single: S3ObjectCopy?
+        var streamed: StreamedCopy?
+        var prefixCopy: S3PrefixCopy?
         do {
             guard let source = spec.source, let target = S3CopyTarget(source: source, destination: spec.url) else {
                 throw QueueError.unknownJob(spec.id)
@@ -22,12 +25,39 @@ struct S3CopyExecutor: JobExecutor {
             let progress = context.progressRecorder(job)
             switch target {
             case .prefix(let from, let bucket, let prefix):
-                let result = try await S3PrefixCopy(
+                let copy = S3PrefixCopy(
                     client: client, source: from, bucket: bucket, prefix: prefix, partSize: spec.partSize ?? 64 << 20,
                     partsInFlight: spec.partsInFlight ?? 10, objectsInFlight: max(1, job.connections),
                     filter: S3PrefixPlan.Filter(include: spec.include ?? [], exclude: spec.exclude ?? []),
-                    skipUnchanged: spec.skipUnchanged ?? false, store: state, onEvent: progress).run()
-                return .completed(size: result.bytes)
+                    skipUnchanged: spec.skipUnchanged ?? false, store: state, onEvent: progress)
+                prefixCopy = copy
+                return .completed(size: try await copy.run().bytes)
+            case .web(let url, let bucket, let key):
+                var source = StreamSource(url: url, headers: try context.expandedHeaders(spec), tls: context.options.tls)
+                source.connectTimeout = context.options.connectTimeout
+                source.idleTimeout = context.options.idleTimeout
+                let copy = StreamedCopy(client: client, transport: transport, retry: retry,
+                                        options: StreamedCopyOptions(source: source, bucket: bucket, key: key,
+                                                                     partSize: spec.partSize ?? 8 << 20,
+                                                                     partsInFlight: spec.partsInFlight ?? 4),
+                                        state: state, onEvent: progress)
+                streamed = copy
+                return .completed(size: try await copy.run().size)
+            case .object(let from, let bucket, let key) where spec.sourceEndpoint != nil || spec.sourceProfile != nil
+                || spec.sourceRegion != nil:
+                // Another endpoint or other credentials: the bytes come through this machine, streamed.
+                let sourceConfiguration = try S3Configuration.resolve(
+                    endpoint: spec.sourceEndpoint ?? spec.endpoint, region: spec.sourceRegion ?? spec.region,
+                    profile: spec.sourceProfile ?? spec.profile, environment: context.environment)
+                let sourceClient = S3Client(configuration: sourceConfiguration, transport: transport, retry: retry,
+                                            tls: context.options.tls)
+                let copy = StreamedCopy(client: client, transport: transport, retry: retry,
+                                        options: StreamedCopyOptions(source: StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key),
+                                                                     bucket: bucket, key: key, partSize: spec.partSize ?? 8 << 20,
+                                                                     partsInFlight: spec.partsInFlight ?? 4),
+                                        state: state, onEvent: progress)
+                streamed = copy
+                return .completed(size: try await copy.run().size)
             case .object(let from, let bucket, let key):
                 var options = S3CopyOptions(source: from, bucket: bucket, key: key, partSize: spec.partSize ?? 64 << 20,
                                             partsInFlight: spec.partsInFlight ?? 10)
@@ -42,8 +72,12 @@ struct S3CopyExecutor: JobExecutor {
                 guard job.cancelledByUser.current else { return .interrupted }
                 // A cancelled copy is aborted so no parts are left behind.
                 if let single { await single.abandon() }
+                if let streamed { await streamed.abandon() }
+                if let prefixCopy { await prefixCopy.abandonUnfinished() }
                 return .cancelled
             }
+            // A prefix copy that fails leaves none of its objects' copies in parts stored.
+            if let prefixCopy { await prefixCopy.abandonUnfinished() }
             return .failed(String(describing: error))
         }
     }
@@ -54,9 +88,20 @@ struct S3CopyExecutor: JobExecutor {
 package enum S3CopyTarget: Equatable, Sendable {
     case object(S3Location, bucket: String, key: String)
     case prefix(S3Location, bucket: String, prefix: String)
+    /// An http(s) URL to an object (a destination ending in `/` takes the URL's file name).
+    case web(URL, bucket: String, key: String)
 
     package init?(source: String, destination: String) {
-        if let from = S3Prefix(source) {
+        if source.hasPrefix("http://") || source.hasPrefix("https://") {
+            guard let url = URL(string: source), url.host?.isEmpty == false else { return nil }
+            if let to = S3Prefix(destination) {
+                self = .web(url, bucket: to.bucket, key: to.prefix + URLFileName.of(url))
+            } else if let to = S3Location(destination) {
+                self = .web(url, bucket: to.bucket, key: to.key)
+            } else {
+                return nil
+            }
+        } else if let from = S3Prefix(source) {
             guard let to = S3Prefix(destination) ?? S3Location(destination).map({ S3Prefix(bucket: $0.bucket, prefix: $0.key + "/") })
             else { return nil }
             self = .prefix(S3Location(bucket: from.bucket, key: from.prefix), bucket: to.bucket, prefix: to.prefix)
@@ -81,6 +126,8 @@ package enum S3CopyTarget: Equatable, Sendable {
             return from.bucket == bucket && from.key == key ? "s3://\(bucket)/\(key) is the source itself" : nil
         case .prefix(let from, let bucket, let prefix):
             return S3PrefixCopy.overlapProblem(source: from, bucket: bucket, prefix: prefix)
+        case .web:
+            return nil
         }
     }
 }
