@@ -9,6 +9,7 @@
 #   * sync of an unchanged 10,000-object prefix, down: transferd get --skip-unchanged | aws s3 sync | s5cmd sync | rclone sync
 #   * 1 GiB copied on the server (s3 to s3): transferd copy | s5cmd cp | aws s3 cp | rclone copyto
 #   * 1,000 x 256 KiB copied on the server (a prefix): transferd copy PREFIX/ | s5cmd cp '*' | aws s3 cp --recursive | rclone copy
+#   * 1 GiB streamed from nginx to S3 (no disk): transferd copy URL | rclone copyurl | curl | aws s3 cp - (s5cmd has no such copy)
 # Prints each run's wall time, then the medians, ratios to transferd and
 # peak RSS. Runs are interleaved (tool after tool in each round), each row
 # starting from another tool each round, with a `sync` (untimed) before every
@@ -21,13 +22,13 @@
 #   bench/s3.sh [RUNS]      (default 3)
 #   BENCH_S3_TOOLS="td s5" bench/s3.sh 10   only those tools (td s5 aws rclone):
 #                           ten rounds of transferd against s5cmd alone
-#   BENCH_S3_ROWS="copy copydir" bench/s3.sh   only those rows (up down put get sync copy copydir;
+#   BENCH_S3_ROWS="copy copydir" bench/s3.sh   only those rows (up down put get sync copy copydir stream;
 #                           the rows after the uploads need what those leave, made once when skipped)
 set -euo pipefail
 
 runs="${1:-3}"
 tools=" ${BENCH_S3_TOOLS:-td s5 aws rclone} "
-rows=" ${BENCH_S3_ROWS:-up down put get sync copy copydir} "
+rows=" ${BENCH_S3_ROWS:-up down put get sync copy copydir stream} "
 [[ $tools == *" td "* ]] || { echo "bench: BENCH_S3_TOOLS must include td (the ratios are to transferd)" >&2; exit 2; }
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -139,6 +140,10 @@ copydir_td() { measure "1,000 x 256 KiB copy on the server: transferd copy" "cou
 copydir_s5() { measure "1,000 x 256 KiB copy on the server: s5cmd cp" "count_ok copy-small-s5" $s5 cp 's3://bench/small-td/*' s3://bench/copy-small-s5/; }
 copydir_aws() { measure "1,000 x 256 KiB copy on the server: aws s3 cp" "count_ok copy-small-aws" $aws s3 cp s3://bench/small-td/ s3://bench/copy-small-aws/ --recursive --quiet; }
 copydir_rclone() { measure "1,000 x 256 KiB copy on the server: rclone copy" "count_ok copy-small-rclone" rclone copy sw:bench/small-td sw:bench/copy-small-rclone --transfers 16; }
+web="$TRANSFERD_TEST_HTTP/1g.bin"
+stream_td() { measure "1 GiB from nginx streamed: transferd copy URL" "object_ok web-td.bin" "$transferd" copy "$web" s3://bench/web-td.bin -q; }
+stream_aws() { measure "1 GiB from nginx streamed: curl | aws s3 cp -" "object_ok web-aws.bin" bash -c "curl -sf '$web' | $aws s3 cp - s3://bench/web-aws.bin --quiet"; }
+stream_rclone() { measure "1 GiB from nginx streamed: rclone copyurl" "object_ok web-rclone.bin" rclone copyurl "$web" sw:bench/web-rclone.bin; }
 sync_rclone() { measure "sync 10,000 unchanged: rclone sync" "true" rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16; }
 
 # Round 0 runs every row in the order printed (transferd first), which fixes the rows' order.
@@ -171,6 +176,10 @@ for ((r = 0; r < runs; r++)); do
     if [[ $rows == *" copy "* ]]; then
         for tool in td s5 aws rclone; do $s5 rm "s3://bench/copy-$tool.bin" >/dev/null 2>&1 || true; done
         in_turn "$r" copy_td copy_s5 copy_aws copy_rclone
+    fi
+    if [[ $rows == *" stream "* ]]; then
+        for tool in td aws rclone; do $s5 rm "s3://bench/web-$tool.bin" >/dev/null 2>&1 || true; done
+        in_turn "$r" stream_td stream_aws stream_rclone
     fi
     if [[ $rows == *" copydir "* ]]; then
         for tool in td s5 aws rclone; do $s5 rm "s3://bench/copy-small-$tool/*" >/dev/null 2>&1 || true; done

@@ -88,6 +88,59 @@ final class S3CopyCommandTests: XCTestCase {
         }
     }
 
+    /// `--dry-run` changes nothing; `--delete` removes what the source lacks (not what the filters
+    /// leave out), refuses to remove everything without `--force`; the same for a folder upload.
+    func testDryRunAndDelete() throws {
+        for target in try UploadServers.current().s3Targets {
+            let (bucket, _) = try seed(target)
+            let directory = try scratchDirectory("sync-\(target.name)")
+            var environment = target.environment
+            environment["HOME"] = directory
+            func transferd(_ arguments: [String]) throws -> TransferdProcess.Result {
+                try TransferdProcess.run(arguments, directory: directory, environment: environment)
+            }
+            XCTAssertEqual(try transferd(["copy", "s3://\(bucket)/data/", "s3://\(bucket)/mirror/"]).status, 0)
+            XCTAssertEqual(try transferd(["copy", "s3://\(bucket)/data/a.bin", "s3://\(bucket)/mirror/stale.bin"]).status, 0)
+            XCTAssertEqual(try transferd(["copy", "s3://\(bucket)/data/a.bin", "s3://\(bucket)/mirror/tmp/kept.bin"]).status, 0)
+
+            let dry = try transferd(["copy", "s3://\(bucket)/data/", "s3://\(bucket)/mirror/", "--skip-unchanged", "--delete",
+                                     "--exclude", "tmp/*", "--dry-run"])
+            XCTAssertEqual(dry.status, 0, dry.stderr)
+            XCTAssertTrue(dry.stdout.contains("would delete  stale.bin") && dry.stdout.contains("unchanged     a.bin"), dry.stdout)
+            XCTAssertTrue(dry.stdout.contains("dry run: 0 to copy (0 B), 2 unchanged, 1 to delete"), dry.stdout)
+            XCTAssertNotNil(try size(target, bucket: bucket, key: "mirror/stale.bin"), "\(target.name): a dry run deletes nothing")
+
+            let synced = try transferd(["copy", "s3://\(bucket)/data/", "s3://\(bucket)/mirror/", "--skip-unchanged", "--delete",
+                                        "--exclude", "tmp/*"])
+            XCTAssertEqual(synced.status, 0, synced.stderr)
+            XCTAssertTrue(synced.stderr.contains("1 deleted"), synced.stderr)
+            XCTAssertNil(try size(target, bucket: bucket, key: "mirror/stale.bin"), target.name)
+            XCTAssertNotNil(try size(target, bucket: bucket, key: "mirror/tmp/kept.bin"), "\(target.name): excluded, so kept")
+
+            let all = try transferd(["copy", "s3://\(bucket)/empty/", "s3://\(bucket)/mirror/", "--delete"])
+            XCTAssertEqual(all.status, 2, all.stderr)
+            XCTAssertTrue(all.stderr.contains("would remove all 4") && all.stderr.contains("--force"), all.stderr)
+            XCTAssertNotNil(try size(target, bucket: bucket, key: "mirror/a.bin"), target.name)
+            let forced = try transferd(["copy", "s3://\(bucket)/empty/", "s3://\(bucket)/mirror/", "--delete", "--force"])
+            XCTAssertEqual(forced.status, 0, forced.stderr)
+            XCTAssertNil(try size(target, bucket: bucket, key: "mirror/a.bin"), target.name)
+
+            // A folder to a prefix: the object the folder no longer holds goes.
+            let folder = directory + "/folder"
+            try FileManager.default.createDirectory(atPath: folder + "/sub", withIntermediateDirectories: true)
+            try Data("one".utf8).write(to: URL(fileURLWithPath: folder + "/one.txt"))
+            try Data("two".utf8).write(to: URL(fileURLWithPath: folder + "/sub/two.txt"))
+            XCTAssertEqual(try transferd(["put", folder, "s3://\(bucket)/up/"]).status, 0)
+            try FileManager.default.removeItem(atPath: folder + "/sub/two.txt")
+            try Data("three".utf8).write(to: URL(fileURLWithPath: folder + "/three.txt"))
+            let put = try transferd(["put", folder, "s3://\(bucket)/up/", "--skip-unchanged", "--delete"])
+            XCTAssertEqual(put.status, 0, put.stderr)
+            XCTAssertTrue(put.stderr.contains("1 file sent") && put.stderr.contains("1 deleted"), put.stderr)
+            XCTAssertNil(try size(target, bucket: bucket, key: "up/sub/two.txt"), target.name)
+            XCTAssertEqual(try size(target, bucket: bucket, key: "up/three.txt"), 5, target.name)
+        }
+    }
+
     /// What cannot be copied is refused before anything is sent, with the reason (exit 2).
     func testCopiesThatCannotBeMadeAreRefusedWithTheReason() throws {
         let target = try UploadServers.current().s3Targets[0]
@@ -99,6 +152,8 @@ final class S3CopyCommandTests: XCTestCase {
             (["copy", "s3://b/k", "s3://b/k"], "is the source itself"),
             (["copy", "s3://b/k", "s3://b/other", "--include", "*.bin"], "--include is for a prefix copy"),
             (["copy", "s3://b/k"], "need a source and a destination"),
+            (["copy", "s3://b/k", "s3://b/k2", "--delete"], "--delete is for a bulk copy"),
+            (["copy", "s3://b/a/", "s3://b/c/", "--force"], "--force goes with --delete"),
         ]
         for (arguments, expected) in cases {
             let result = try TransferdProcess.run(arguments, directory: directory, environment: target.environment)

@@ -35,7 +35,7 @@ struct ExitCode: Equatable, Hashable {
     static func of(_ error: Error, otherwise: ExitCode) -> ExitCode {
         switch error {
         case is CancellationError: return .interrupted
-        case is UsageError, is QueueError: return .usage
+        case is UsageError, is QueueError, is SyncRefusal: return .usage
         case StoreError.unusable, StoreError.schemaTooNew, StoreError.damaged: return .usage
         case let failure as DownloadError:
             switch failure {

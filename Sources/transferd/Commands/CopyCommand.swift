@@ -20,7 +20,7 @@ enum CopyCommand {
         OptionSpec("--source-profile", value: "NAME", help: "the source object's credentials profile (default: --profile's)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
-    ] + TransferFlags.specs.filter { !["--limit-rate", "--speed-limit", "--speed-time"].contains($0.key) }
+    ] + SyncFlags.specs + TransferFlags.specs.filter { !["--limit-rate", "--speed-limit", "--speed-time"].contains($0.key) }
 
     static let usage = "transferd copy s3://BUCKET/KEY|https://HOST/PATH s3://BUCKET/KEY [options]"
 
@@ -64,7 +64,9 @@ enum CopyCommand {
                 for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
                     throw UsageError("\(option) is for a prefix copy; \(source) names one object (end it with / for a prefix)")
                 }
+                try SyncFlags.refuseForOne(arguments, what: source)
             }
+            _ = try SyncFlags.options(arguments)
             if case .web = made {
                 for option in ["--source-endpoint", "--source-region", "--source-profile", "--skip-unchanged"] where arguments.has(option) {
                     throw UsageError("\(option) is for an s3:// source")
@@ -148,18 +150,23 @@ enum CopyCommand {
                     client: client, source: from, bucket: bucket, prefix: prefix, partSize: partSize, partsInFlight: parts,
                     objectsInFlight: try arguments.integer("--jobs", range: 1...256) ?? 8,
                     filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
-                    skipUnchanged: arguments.has("--skip-unchanged"),
+                    skipUnchanged: arguments.has("--skip-unchanged"), sync: try SyncFlags.options(arguments),
                     // One record per source and destination, whatever the filters: objects they no longer
                     // take have their unfinished copies aborted at the end, never left stored.
                     store: FileUploadStateStore(source: recordName, bucket: bucket, key: prefix)) { line.handle($0) }
                 let result = try await SignalHandler.cancelling { try await copy.run() }
                 line.clear()
+                if let preview = result.preview {
+                    SyncFlags.print(preview)
+                    return .success
+                }
                 guard !quiet else { return .success }
                 let copied = result.objects - result.unchanged - result.skippedAsDone
                 var text = "\(source): \(copied) object\(copied == 1 ? "" : "s") copied to s3://\(bucket)/\(prefix), "
                     + "\(Format.bytes(result.bytes)) in \(String(format: "%.2f", Date().timeIntervalSince(started))) s"
                 if result.unchanged > 0 { text += ", \(result.unchanged) unchanged" }
                 if result.skippedAsDone > 0 { text += ", \(result.skippedAsDone) done in an earlier run" }
+                if result.deleted > 0 { text += ", \(result.deleted) deleted" }
                 if result.checkedBySizeOnly > 0 {
                     text += "; \(result.checkedBySizeOnly) checked by size only (the server's ETags say nothing more)"
                 }
@@ -171,6 +178,9 @@ enum CopyCommand {
             return .interrupted
         } catch let error as UsageError {
             Output.err("transferd copy: \(error)\n")
+            return .usage
+        } catch let refusal as SyncRefusal {
+            Output.err("transferd copy: \(refusal); nothing was copied or deleted\n")
             return .usage
         } catch {
             Output.err("transferd copy: \(Redaction.message(String(describing: error)))\n")

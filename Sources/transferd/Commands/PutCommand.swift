@@ -21,7 +21,7 @@ enum PutCommand {
         OptionSpec("--profile", value: "NAME", help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
-    ] + TransferFlags.specs
+    ] + SyncFlags.specs + TransferFlags.specs
 
     static let usage = "transferd put PATH URL [--form NAME=VALUE ...] [--checksum md5|sha256] [options]"
 
@@ -43,6 +43,7 @@ enum PutCommand {
                 Output.out(help.text)
                 return .success
             }
+            try SyncFlags.refuseForOne(arguments, what: arguments.positionals.first ?? "PATH")
             options = try uploadOptions(arguments)
             transport = try TransferFlags.transport(arguments)
         } catch {
@@ -80,6 +81,7 @@ enum PutCommand {
             for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
                 throw UsageError("\(option) is for a folder upload; \(path) is a file")
             }
+            try SyncFlags.refuseForOne(arguments, what: path)
             let client = try s3Client(arguments)
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
@@ -135,11 +137,15 @@ enum PutCommand {
                 partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
                 filesInFlight: try arguments.integer("--jobs", range: 1...256) ?? 16, rate: try sendRate(arguments),
                 filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
-                skipUnchanged: arguments.has("--skip-unchanged"),
+                skipUnchanged: arguments.has("--skip-unchanged"), sync: try SyncFlags.options(arguments),
                 store: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key))
             let started = Date()
             do {
                 let result = try await SignalHandler.cancelling { try await upload.run() }
+                if let preview = result.preview {
+                    SyncFlags.print(preview)
+                    return .success
+                }
                 if !quiet {
                     let sent = result.files - result.unchanged - result.skippedAsDone
                     var text = "\(path): s3://\(location.bucket)/\(location.key) \(sent) file\(sent == 1 ? "" : "s") sent, "
@@ -147,6 +153,7 @@ enum PutCommand {
                     if result.unchanged > 0 { text += ", \(result.unchanged) unchanged" }
                     if result.skippedAsDone > 0 { text += ", \(result.skippedAsDone) done in an earlier run" }
                     if !result.leftOut.isEmpty { text += ", \(result.leftOut.count) of transferd's own left out" }
+                    if result.deleted > 0 { text += ", \(result.deleted) deleted" }
                     Output.err(text + "\n")
                 }
                 // Said even with --quiet: the copy is partial, and the exit code says so (1).
@@ -161,6 +168,9 @@ enum PutCommand {
             }
         } catch let error as UsageError {
             Output.err("transferd put: \(error)\n")
+            return .usage
+        } catch let refusal as SyncRefusal {
+            Output.err("transferd put: \(refusal); nothing was sent or deleted\n")
             return .usage
         } catch {
             Output.err("transferd put: \(error)\n")

@@ -17,11 +17,15 @@ package final class S3PrefixCopy: Sendable {
     let skipUnchanged: Bool
     let state: BatchUploadState
     let onEvent: @Sendable (UploadEvent) -> Void
+    /// `--dry-run` and `--delete`.
+    let sync: SyncOptions
 
     /// `source.key` and `prefix` name prefixes: "" for a whole bucket, else ending in `/` (added when missing).
     package init(client: S3Client, source: S3Location, bucket: String, prefix: String, partSize: Int64 = 64 << 20,
                 partsInFlight: Int = 10, objectsInFlight: Int = 8, filter: S3PrefixPlan.Filter = S3PrefixPlan.Filter(),
-                skipUnchanged: Bool = false, store: UploadStateStore, onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
+                skipUnchanged: Bool = false, sync: SyncOptions = SyncOptions(), store: UploadStateStore,
+                onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
+        self.sync = sync
         self.client = client
         self.source = S3Location(bucket: source.bucket, key: Self.asPrefix(source.key))
         self.bucket = bucket
@@ -57,6 +61,10 @@ package final class S3PrefixCopy: Sendable {
         package var unchanged: Int
         /// Objects whose copy could be checked by size only (the server's ETags say nothing more).
         package var checkedBySizeOnly: Int
+        /// Objects deleted from the destination (`--delete`).
+        package var deleted = 0
+        /// What would be done (`--dry-run`): nothing was.
+        package var preview: SyncPreview?
     }
 
     package func run() async throws -> Result {
@@ -76,22 +84,43 @@ package final class S3PrefixCopy: Sendable {
             }
         }
         var pending = objects.filter { !state.isDone($0.relative, version: S3CopyPlan.ETagShape($0.object.etag).normalized) }
-        var unchanged = 0
-        if skipUnchanged && !pending.isEmpty {
-            // Keys compared by their bytes (String equality merges Unicode normalisation forms).
-            var held: [Data: S3ListedObject] = [:]
-            let wanted = Set(pending.map { Data((prefix + $0.relative).utf8) })
+        let doneEarlier = Set(objects.map(\.relative)).subtracting(pending.map(\.relative))
+        var unchanged: [String] = []
+        // One listing of the destination when it is compared (skip-unchanged) or pruned (delete).
+        // Keys compared by their bytes (String equality merges Unicode normalisation forms).
+        var held: [Data: S3ListedObject] = [:]
+        var destination: [String] = []
+        if (skipUnchanged && !pending.isEmpty) || sync.delete {
             try await client.forEachListedPage(bucket: bucket, prefix: prefix) { page in
-                for object in page where wanted.contains(Data(object.key.utf8)) { held[Data(object.key.utf8)] = object }
+                for object in page where PathNormalization.hasBytePrefix(object.key, prefix) {
+                    held[Data(object.key.utf8)] = object
+                    let relative = String(decoding: object.key.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+                    if !relative.isEmpty { destination.append(relative) }
+                }
             }
+        }
+        if skipUnchanged {
             pending = pending.filter { item in
                 guard let copy = held[Data((prefix + item.relative).utf8)],
                       S3CopyPlan.holds(size: copy.size, etag: copy.etag, sourceSize: item.object.size, sourceETag: item.object.etag) else {
                     return true
                 }
-                unchanged += 1
+                unchanged.append(item.relative)
                 return false
             }
+        }
+        let deletions = sync.delete
+            ? SyncPlan.extraneous(source: Set(objects.map { Data($0.relative.utf8) }), destination: destination, filter: filter) : []
+        if let refusal = SyncPlan.refusal(deleting: deletions.count, of: destination.filter(filter.takes).count, options: sync) {
+            throw SyncRefusal(reason: refusal)
+        }
+        if sync.dryRun {
+            var preview = SyncPreview()
+            preview.copy = pending.map { ($0.relative, $0.object.size) }
+            preview.unchanged = (unchanged + doneEarlier).sorted()
+            preview.delete = deletions
+            return Result(objects: objects.count, bytes: 0, skippedAsDone: doneEarlier.count, unchanged: unchanged.count,
+                          checkedBySizeOnly: 0, preview: preview)
         }
         let total = pending.reduce(Int64(0)) { sum, item in
             let (added, overflow) = sum.addingReportingOverflow(item.object.size)
@@ -118,8 +147,10 @@ package final class S3PrefixCopy: Sendable {
         // or copied whole) are aborted, not left stored.
         await abandonUnfinished()
         state.forget()
-        return Result(objects: objects.count, bytes: bytes, skippedAsDone: objects.count - pending.count - unchanged,
-                      unchanged: unchanged, checkedBySizeOnly: sizeOnly)
+        // Only once every copy succeeded: a failed run deletes nothing.
+        if !deletions.isEmpty { try await client.deleteObjects(bucket: bucket, keys: deletions.map { prefix + $0 }) }
+        return Result(objects: objects.count, bytes: bytes, skippedAsDone: doneEarlier.count,
+                      unchanged: unchanged.count, checkedBySizeOnly: sizeOnly, deleted: deletions.count)
     }
 
     private func copy(_ relative: String, copied: Locked<Int64>, total: Int64) async throws -> S3CopyResult {

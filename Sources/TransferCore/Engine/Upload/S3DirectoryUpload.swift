@@ -21,10 +21,14 @@ package final class S3DirectoryUpload: Sendable {
     /// Send no file the prefix already holds (one listing of the prefix, then
     /// `S3MultipartUpload.holds` per file of the same size).
     let skipUnchanged: Bool
+    /// `--dry-run` and `--delete`.
+    let sync: SyncOptions
 
     package init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
                 partsInFlight: Int = 10, filesInFlight: Int = 4, rate: SendRate = SendRate(),
-                filter: S3PrefixPlan.Filter = S3PrefixPlan.Filter(), skipUnchanged: Bool = false, store: UploadStateStore) {
+                filter: S3PrefixPlan.Filter = S3PrefixPlan.Filter(), skipUnchanged: Bool = false, sync: SyncOptions = SyncOptions(),
+                store: UploadStateStore) {
+        self.sync = sync
         self.rate = rate
         self.filter = filter
         self.skipUnchanged = skipUnchanged
@@ -46,6 +50,10 @@ package final class S3DirectoryUpload: Sendable {
         package var unchanged: Int
         /// Files the globs took that are transferd's own (`OwnFiles`), never sent: path below the folder and why.
         package var leftOut: [LeftOut]
+        /// Objects deleted from the prefix (`--delete`).
+        package var deleted = 0
+        /// What would be done (`--dry-run`): nothing was.
+        package var preview: SyncPreview?
 
         /// What an upload that left files out says of it (nil when none was): a partial copy is
         /// no success, as a prefix download that refused keys is not (`S3PrefixResult.partialCopy`).
@@ -103,16 +111,24 @@ package final class S3DirectoryUpload: Sendable {
             }
         }
         var pending = all.filter { !state.isDone($0) }
-        var unchanged = 0
-        if skipUnchanged && !pending.isEmpty {
-            // One listing of the prefix (a page per 1,000 keys), kept as key → object for the comparison.
-            // Only the keys of files waiting to go are kept (by their bytes: String
-            // equality would merge keys that differ only in Unicode normalisation).
+        let doneEarlier = all.count - pending.count
+        var unchanged: [String] = []
+        // One listing of the prefix (a page per 1,000 keys) when it is compared (skip-unchanged) or
+        // pruned (delete), kept as key → object. Keys by their bytes: String equality would merge
+        // keys that differ only in Unicode normalisation.
+        var listed: [Data: S3ListedObject] = [:]
+        var held: [String] = []
+        if (skipUnchanged && !pending.isEmpty) || sync.delete {
             let wanted = Set(pending.map { Data((prefix + $0).utf8) })
-            var listed: [Data: S3ListedObject] = [:]
             try await client.forEachListedPage(bucket: bucket, prefix: prefix) { objects in
-                for object in objects where wanted.contains(Data(object.key.utf8)) { listed[Data(object.key.utf8)] = object }
+                for object in objects where PathNormalization.hasBytePrefix(object.key, prefix) {
+                    if wanted.contains(Data(object.key.utf8)) { listed[Data(object.key.utf8)] = object }
+                    let relative = String(decoding: object.key.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+                    if sync.delete && !relative.isEmpty { held.append(relative) }
+                }
             }
+        }
+        if skipUnchanged && !pending.isEmpty {
             var sending: [String] = []
             for relative in pending {
                 guard let object = listed[Data((prefix + relative).utf8)],
@@ -122,9 +138,26 @@ package final class S3DirectoryUpload: Sendable {
                     sending.append(relative)
                     continue
                 }
-                unchanged += 1
+                unchanged.append(relative)
             }
             pending = sending
+        }
+        // The folder's files the filters take, transferd's own among them: their objects are never deleted.
+        let deletions = sync.delete
+            ? SyncPlan.extraneous(source: Set((all + leftOut.map(\.path)).map { Data($0.utf8) }), destination: held, filter: filter) : []
+        if let refusal = SyncPlan.refusal(deleting: deletions.count, of: held.filter(filter.takes).count, options: sync) {
+            throw SyncRefusal(reason: refusal)
+        }
+        if sync.dryRun {
+            var preview = SyncPreview()
+            preview.copy = pending.map { relative in
+                var info = stat()
+                return (relative, stat((directory as NSString).appendingPathComponent(relative), &info) == 0 ? Int64(info.st_size) : 0)
+            }
+            preview.unchanged = (unchanged + all.filter { state.isDone($0) }).sorted()
+            preview.delete = deletions
+            return Result(files: all.count, bytes: 0, skippedAsDone: doneEarlier, unchanged: unchanged.count, leftOut: leftOut,
+                          preview: preview)
         }
         var bytes: Int64 = 0
         try await withThrowingTaskGroup(of: Int64.self) { group in
@@ -140,8 +173,10 @@ package final class S3DirectoryUpload: Sendable {
             }
         }
         state.forget()
-        return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count - unchanged, unchanged: unchanged,
-                      leftOut: leftOut)
+        // Only once every file went: a failed upload deletes nothing.
+        if !deletions.isEmpty { try await client.deleteObjects(bucket: bucket, keys: deletions.map { prefix + $0 }) }
+        return Result(files: all.count, bytes: bytes, skippedAsDone: doneEarlier, unchanged: unchanged.count,
+                      leftOut: leftOut, deleted: deletions.count)
     }
 
     private func upload(_ relative: String) async throws -> Int64 {
