@@ -243,6 +243,7 @@ struct Context {
         .form: ["fields", "files"],
         .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type",
                     "skip_unchanged", "include", "exclude"],
+        .tus: ["source", "chunk_size", "content_type"],
     ]
 
     mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
@@ -431,6 +432,16 @@ struct Context {
             spec.skipUnchanged = reader.bool("skip_unchanged")
             spec.include = reader.stringList("include")
             spec.exclude = reader.stringList("exclude")
+        case .tus:
+            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
+            spec.chunkSize = reader.string("chunk_size").flatMap { text in
+                guard let bytes = ByteSize.parse(text), TusOptions.chunkSizes.contains(bytes) else {
+                    fail("chunk_size", "\"\(text)\" is not a size from 64K to 1G", fix: "write e.g. \"8M\" (the default)")
+                    return nil
+                }
+                return bytes
+            }
+            spec.contentType = reader.string("content_type")
         }
         reportTypeErrors(reader, number: number, id: display)
         if errors.count == errorsBefore { jobs.append(spec) }

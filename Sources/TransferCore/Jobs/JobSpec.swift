@@ -12,6 +12,8 @@ public struct JobSpec: Codable, Equatable, Sendable {
         case form
         /// S3 multipart upload of a file or a directory.
         case s3Upload = "s3-upload"
+        /// Resumable upload of one file to a tus 1.0 server (`url`: its creation URL).
+        case tus
     }
 
     /// One file part of a multipart/form-data upload.
@@ -62,6 +64,8 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var files: [FormFile]?
     public var partSize: Int64?
     public var partsInFlight: Int?
+    /// A tus upload: bytes per PATCH (`chunk_size`).
+    public var chunkSize: Int64?
     public var region: String?
     public var endpoint: String?
     public var profile: String?
