@@ -269,17 +269,23 @@ package final class TusUpload: Sendable {
             failures += 1
             // `.restart` (a 409) is retried at once by the policy: bounded here.
             guard failures <= Self.maximumFailures else {
-                throw TusFailure(reason: "\(described) at \(Redaction.url(url)), \(failures) times in a row")
+                throw TusFailure(reason: "\(described) at \(Redaction.url(url)), \(failures) times in a row", forgotten: false)
             }
             if case .giveUp(let reason) = options.retry.decide(retryFailure, attempt: failures) {
-                throw TusFailure(reason: "\(described) at \(Redaction.url(url)) — \(reason)")
+                throw TusFailure(reason: "\(described) at \(Redaction.url(url)) — \(reason)", forgotten: false)
             }
             if case .retry(let delay) = options.retry.decide(retryFailure, attempt: failures) {
                 onEvent(.retrying(attempt: failures, delay: delay, reason: described))
                 if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
             }
             // Where to go on is the server's offset: it may have kept part of what was cut.
+            let refused = offset
             switch try await ask(url, confirmed: current.confirmed, size: size) {
+            case .resume(let at) where retryFailure == .restart && at == refused:
+                // 409 to a PATCH at the very offset HEAD reports: the server contradicts itself.
+                try? state.remove()
+                throw TusFailure(reason: "the server refused a PATCH at offset \(at) to \(Redaction.url(url)) as not its offset"
+                    + " (HTTP 409), yet reports \(at) to HEAD")
             case .resume(let at):
                 if at > current.confirmed {
                     current.confirmed = at

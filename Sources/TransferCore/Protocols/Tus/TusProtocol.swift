@@ -146,13 +146,21 @@ package enum TusResumeDecision: Equatable, Sendable {
 }
 
 /// A tus server's answer that contradicts the upload: the reason, where, and what to do.
+/// `forgotten`: the upload's record was dropped (the server contradicted itself), so the next
+/// run starts a new upload; otherwise it is kept and the next run continues it.
 package struct TusFailure: Error, Equatable, Sendable, CustomStringConvertible {
     package var reason: String
+    package var forgotten: Bool
 
-    package init(reason: String) { self.reason = reason }
+    package init(reason: String, forgotten: Bool = true) {
+        self.reason = reason
+        self.forgotten = forgotten
+    }
 
     package var description: String {
-        "tus upload failed: \(reason). transferd does not guess which bytes the server holds and forgot this upload;"
-            + " running the same upload again starts a new one from the first byte"
+        forgotten
+            ? "tus upload failed: \(reason). transferd does not guess which bytes the server holds and forgot this upload;"
+                + " running the same upload again starts a new one from the first byte"
+            : "tus upload failed: \(reason). The upload is kept: running the same upload again continues it"
     }
 }
