@@ -39,6 +39,7 @@ enum PutCommand {
         let transport: Transport
         do {
             arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
+            if arguments.has("--tus"), !arguments.has("--help") { return await runTus(arguments) }
             if arguments.positionals.count == 2, let location = S3Location(arguments.positionals[1]), !arguments.has("--help") {
                 return await runS3(arguments, location: location)
             }
@@ -46,7 +47,6 @@ enum PutCommand {
                 Output.out(help.text)
                 return .success
             }
-            if arguments.has("--tus") { return await runTus(arguments) }
             if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus)") }
             options = try uploadOptions(arguments)
             transport = try TransferFlags.transport(arguments)
@@ -147,6 +147,7 @@ enum PutCommand {
             for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
                 throw UsageError("\(option) is for a folder upload; \(path) is a file")
             }
+            if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus); S3 takes --part-size") }
             let client = try s3Client(arguments)
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
