@@ -325,4 +325,26 @@ final class PutCommandTests: XCTestCase {
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: peers.tusRoot + "/" + name), try SHA256Hasher.hex(ofFileAt: source))
         print("tus job in the queue: kill -9 with \(atKill) bytes stored at tuspyserver, then completed by the same upload")
     }
+
+    /// `transferd cancel` on a running tus job: the run stops it and DELETEs the upload on
+    /// the server (termination), and the job ends cancelled.
+    func testCancellingARunningTusJobTerminatesTheUpload() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        try randomFile(fixture.root + "/data.bin", megabytes: 4)
+        let key = "tus-cancel-\(UUID().uuidString.prefix(8))"
+        try servers.setTusFaults(key: key, ["rate": "500000"])
+        try fixture.drop("tus.json", jobs: [["id": "up", "type": "tus", "url": servers.tus(key: key).absoluteString,
+                                             "source": "data.bin", "chunk_size": "1M"]])
+        let run = try fixture.start()
+        let deadline = Date().addingTimeInterval(30)
+        while (try servers.tusStats(key: key)["received"] as? Int ?? 0) < 1_200_000, Date() < deadline { usleep(20_000) }
+        let cancel = try TransferdProcess.run(["cancel", "up", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(cancel.status, 0, cancel.stderr)
+        _ = run.wait()
+        XCTAssertEqual(try fixture.store().job("up")?.state, .cancelled)
+        let stats = try servers.tusStats(key: key)
+        XCTAssertEqual(stats["deleted"] as? Int, 1, "the upload was terminated: \(stats)")
+        XCTAssertLessThan(stats["offset"] as? Int ?? Int.max, 4 << 20, "cancelled before the end")
+    }
 }

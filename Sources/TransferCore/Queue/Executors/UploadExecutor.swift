@@ -87,8 +87,9 @@ struct UploadExecutor: JobExecutor {
                 guard job.cancelledByUser.current else { return .interrupted }
                 // A cancelled S3 upload is aborted so no parts are left behind.
                 if let s3 { await s3.upload.abandon() }
-                // A cancelled tus upload is terminated (DELETE) where the server allows it.
-                if let tus { await tus.abandon() }
+                // A cancelled tus upload is terminated (DELETE) where the server allows it; from a task
+                // of its own, since a transport refuses to start an exchange in a cancelled task.
+                if let tus { await Task.detached { await tus.abandon() }.value }
                 return .cancelled
             }
             return .failed(String(describing: error))
