@@ -7,6 +7,8 @@
 #   * 1,000 x 256 KiB up (a folder):      transferd put DIR | s5cmd cp | aws s3 cp --recursive | rclone copy
 #   * 1,000 x 256 KiB down (a prefix):    transferd get PREFIX/ | s5cmd cp '*' | aws s3 cp --recursive | rclone copy
 #   * sync of an unchanged 10,000-object prefix, down: transferd get --skip-unchanged | aws s3 sync | s5cmd sync | rclone sync
+#   * 1 GiB copied on the server (s3 to s3): transferd copy | s5cmd cp | aws s3 cp | rclone copyto
+#   * 1,000 x 256 KiB copied on the server (a prefix): transferd copy PREFIX/ | s5cmd cp '*' | aws s3 cp --recursive | rclone copy
 # Prints each run's wall time, then the medians, ratios to transferd and
 # peak RSS. Runs are interleaved (tool after tool in each round), each row
 # starting from another tool each round, with a `sync` (untimed) before every
@@ -19,10 +21,13 @@
 #   bench/s3.sh [RUNS]      (default 3)
 #   BENCH_S3_TOOLS="td s5" bench/s3.sh 10   only those tools (td s5 aws rclone):
 #                           ten rounds of transferd against s5cmd alone
+#   BENCH_S3_ROWS="copy copydir" bench/s3.sh   only those rows (up down put get sync copy copydir;
+#                           the rows after the uploads need what those leave, made once when skipped)
 set -euo pipefail
 
 runs="${1:-3}"
 tools=" ${BENCH_S3_TOOLS:-td s5 aws rclone} "
+rows=" ${BENCH_S3_ROWS:-up down put get sync copy copydir} "
 [[ $tools == *" td "* ]] || { echo "bench: BENCH_S3_TOOLS must include td (the ratios are to transferd)" >&2; exit 2; }
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -46,8 +51,9 @@ bigsum=$(md5sum < "$big" | cut -d' ' -f1)
 small=$(make_small_files 1000)
 $s5 mb s3://bench >/dev/null 2>&1 || true
 $s5 mb s3://sync >/dev/null 2>&1 || true
-echo "bench: 10,000 objects for the sync row" >&2
 many="$work/many"
+if [[ $rows == *" sync "* ]]; then
+echo "bench: 10,000 objects for the sync row" >&2
 if [[ ! -f $many/f9999.bin ]]; then
     mkdir -p "$many"
     for ((i = 0; i < 10000; i++)); do head -c 1024 /dev/urandom > "$many/f$i.bin"; done
@@ -60,6 +66,7 @@ for tool in td aws s5 rclone; do rm -rf "$work/sync-out/$tool"; done
 [[ $tools != *" aws "* ]] || $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors
 [[ $tools != *" s5 "* ]] || $s5 sync 's3://sync/many/*' "$work/sync-out/s5/" >/dev/null
 [[ $tools != *" rclone "* ]] || rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16
+fi
 
 declare -A times peaks client server
 names=()
@@ -124,23 +131,51 @@ get_rclone() { measure "1,000 x 256 KiB down: rclone copy" "files_ok $down/rclon
 sync_td() { measure "sync 10,000 unchanged: transferd --skip-unchanged" "true" "$transferd" get s3://sync/many/ -o "$work/sync-out/td" -q --skip-unchanged -j 32; }
 sync_aws() { measure "sync 10,000 unchanged: aws s3 sync" "true" $aws s3 sync s3://sync/many/ "$work/sync-out/aws" --only-show-errors; }
 sync_s5() { measure "sync 10,000 unchanged: s5cmd sync" "true" $s5 sync 's3://sync/many/*' "$work/sync-out/s5/"; }
+copy_td() { measure "1 GiB copy on the server: transferd copy" "object_ok copy-td.bin" "$transferd" copy s3://bench/td.bin s3://bench/copy-td.bin -q; }
+copy_s5() { measure "1 GiB copy on the server: s5cmd cp" "object_ok copy-s5.bin" $s5 cp s3://bench/td.bin s3://bench/copy-s5.bin; }
+copy_aws() { measure "1 GiB copy on the server: aws s3 cp" "object_ok copy-aws.bin" $aws s3 cp s3://bench/td.bin s3://bench/copy-aws.bin --quiet; }
+copy_rclone() { measure "1 GiB copy on the server: rclone copyto" "object_ok copy-rclone.bin" rclone copyto sw:bench/td.bin sw:bench/copy-rclone.bin; }
+copydir_td() { measure "1,000 x 256 KiB copy on the server: transferd copy" "count_ok copy-small-td" "$transferd" copy s3://bench/small-td/ s3://bench/copy-small-td/ -q -j 16; }
+copydir_s5() { measure "1,000 x 256 KiB copy on the server: s5cmd cp" "count_ok copy-small-s5" $s5 cp 's3://bench/small-td/*' s3://bench/copy-small-s5/; }
+copydir_aws() { measure "1,000 x 256 KiB copy on the server: aws s3 cp" "count_ok copy-small-aws" $aws s3 cp s3://bench/small-td/ s3://bench/copy-small-aws/ --recursive --quiet; }
+copydir_rclone() { measure "1,000 x 256 KiB copy on the server: rclone copy" "count_ok copy-small-rclone" rclone copy sw:bench/small-td sw:bench/copy-small-rclone --transfers 16; }
 sync_rclone() { measure "sync 10,000 unchanged: rclone sync" "true" rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16; }
 
 # Round 0 runs every row in the order printed (transferd first), which fixes the rows' order.
+# Sources the later rows need when their own rows are skipped.
+if [[ $rows != *" up "* ]] && [[ $rows == *" down "* || $rows == *" copy "* ]]; then
+    "$transferd" put "$big" s3://bench/td.bin -q
+fi
+if [[ $rows != *" put "* ]] && [[ $rows == *" get "* || $rows == *" copydir "* ]]; then
+    $s5 rm "s3://bench/small-td/*" >/dev/null 2>&1 || true
+    "$transferd" put "$small" s3://bench/small-td/ -q
+fi
 for ((r = 0; r < runs; r++)); do
     down="$work/down/$r"
-    for tool in td s5 aws rclone; do $s5 rm "s3://bench/$tool.bin" >/dev/null 2>&1 || true; done
-    in_turn "$r" up_td up_s5 up_aws up_rclone
+    if [[ $rows == *" up "* ]]; then
+        for tool in td s5 aws rclone; do $s5 rm "s3://bench/$tool.bin" >/dev/null 2>&1 || true; done
+        in_turn "$r" up_td up_s5 up_aws up_rclone
+    fi
 
     mkdir -p "$down"
-    in_turn "$r" down_td down_s5 down_aws down_rclone
+    [[ $rows != *" down "* ]] || in_turn "$r" down_td down_s5 down_aws down_rclone
     # The 1 GiB files go at once (4 GiB a round), without a thousand inodes.
     rm -f "$down"/*.bin
 
-    for tool in td s5 aws rclone; do $s5 rm "s3://bench/small-$tool/*" >/dev/null 2>&1 || true; done
-    in_turn "$r" put_td put_s5 put_aws put_rclone
-    in_turn "$r" get_td get_s5 get_aws get_rclone
-    in_turn "$r" sync_td sync_aws sync_s5 sync_rclone
+    if [[ $rows == *" put "* ]]; then
+        for tool in td s5 aws rclone; do $s5 rm "s3://bench/small-$tool/*" >/dev/null 2>&1 || true; done
+        in_turn "$r" put_td put_s5 put_aws put_rclone
+    fi
+    [[ $rows != *" get "* ]] || in_turn "$r" get_td get_s5 get_aws get_rclone
+    [[ $rows != *" sync "* ]] || in_turn "$r" sync_td sync_aws sync_s5 sync_rclone
+    if [[ $rows == *" copy "* ]]; then
+        for tool in td s5 aws rclone; do $s5 rm "s3://bench/copy-$tool.bin" >/dev/null 2>&1 || true; done
+        in_turn "$r" copy_td copy_s5 copy_aws copy_rclone
+    fi
+    if [[ $rows == *" copydir "* ]]; then
+        for tool in td s5 aws rclone; do $s5 rm "s3://bench/copy-small-$tool/*" >/dev/null 2>&1 || true; done
+        in_turn "$r" copydir_td copydir_s5 copydir_aws copydir_rclone
+    fi
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }

@@ -30,6 +30,10 @@ struct TransferdMain {
         Command(name: "get", arguments: "URL", summary: "download one URL, resumably", help: GetCommand.help) { await GetCommand.run($0) },
         Command(name: "put", arguments: "PATH URL",
                 summary: "upload a file: streamed PUT, or a multipart/form-data POST with --form", help: PutCommand.help) { await PutCommand.run($0) },
+        Command(name: "copy", arguments: "SRC DST",
+                summary: "copy an S3 object or prefix to another on the same endpoint, made by the server", help: CopyCommand.help) {
+            await CopyCommand.run($0)
+        },
         Command(name: "run", arguments: "[--queue DIR]",
                 summary: "run the job queue (default ./queue.d) until nothing is runnable", help: RunCommand.help) { await RunCommand.run($0) },
         Command(name: "status", arguments: "[--queue DIR]", summary: "every job's state, progress and last error", help: QueueCommands.statusHelp) { QueueCommands.status($0) },

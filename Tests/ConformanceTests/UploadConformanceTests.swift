@@ -67,23 +67,6 @@ final class UploadConformanceTests: XCTestCase {
         }
     }
 
-    /// Every (server, backend) pair: the S3 cases run against moto and SeaweedFS on both backends.
-    func s3Pairs() throws -> [(label: String, server: String, configuration: S3Configuration, transport: Transport)] {
-        let peers = try UploadServers.current()
-        var pairs: [(label: String, server: String, configuration: S3Configuration, transport: Transport)] = []
-        for (server, configuration) in peers.s3Servers {
-            for (backend, transport) in Backends.all {
-                pairs.append(("\(server)/\(backend)", server, configuration, transport))
-            }
-        }
-        return pairs
-    }
-
-    /// A bucket name of the case, unique per run (SeaweedFS keeps buckets on disk across cases).
-    func bucket(_ stem: String, _ label: String) -> String {
-        "\(stem)-\(label.replacingOccurrences(of: "/", with: "-"))-\(UUID().uuidString.prefix(6).lowercased())"
-    }
-
     func testS3MultipartUploadOfOneGibibyteIsByteIdentical() async throws {
         try skipUnderSanitizer("1 GiB through SeaweedFS on both backends; the smaller multipart cases cover the same code")
         let servers = try TestServers.current()

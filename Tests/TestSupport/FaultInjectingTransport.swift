@@ -9,6 +9,8 @@ package final class FaultInjectingTransport: Transport, Sendable {
     package enum Fault: Sendable {
         case connectionDropped
         case status(Int, code: String)
+        /// Runs the action (a change on the server, say), then lets the request through.
+        case before(@Sendable () async throws -> Void)
     }
 
     package let name: String
@@ -44,6 +46,8 @@ package final class FaultInjectingTransport: Transport, Sendable {
                     try sink.receive(head: head)
                     try body.withUnsafeBytes { try sink.receive(body: $0) }
                     return TransferOutcome(head: head, bytesReceived: Int64(body.count), bytesSent: 0)
+                case .before(let action):
+                    try await action()
                 }
             }
         }

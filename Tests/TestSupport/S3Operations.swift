@@ -7,14 +7,16 @@ import TransferCore
 package enum S3Operation {
     /// The operation a path-style request is: `UploadPart`, `PutObject`,
     /// `ListObjectsV2`, ... (`Unknown` for anything else).
-    package static func name(method: String, url: URL) -> String {
+    package static func name(method: String, url: URL, headers: HTTPHeaders = [:]) -> String {
         let query = Set((URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).map(\.name))
         // Path style: /bucket or /bucket/key...
         let segments = url.path.split(separator: "/", omittingEmptySubsequences: true)
         let onBucket = segments.count <= 1
         switch method {
         case "PUT":
-            if query.contains("partNumber") { return "UploadPart" }
+            let copies = headers.contains("x-amz-copy-source")
+            if query.contains("partNumber") { return copies ? "UploadPartCopy" : "UploadPart" }
+            if copies { return "CopyObject" }
             return onBucket ? "CreateBucket" : "PutObject"
         case "POST":
             if query.contains("uploads") { return "CreateMultipartUpload" }
@@ -72,7 +74,7 @@ package final class RecordingTransport: Transport, Sendable {
     }
 
     package func execute(_ request: TransferRequest, sink: ResponseSink) async throws -> TransferOutcome {
-        log.withLock { $0.append(S3Operation.name(method: request.method, url: request.url)) }
+        log.withLock { $0.append(S3Operation.name(method: request.method, url: request.url, headers: request.headers)) }
         return try await wrapped.execute(request, sink: sink)
     }
 }

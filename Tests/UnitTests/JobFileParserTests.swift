@@ -109,7 +109,7 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(found.first?.field, "dset")
         XCTAssertEqual(found.first?.fix, "did you mean \"dest\"?")
         let misplaced = errors(#"{"url": "https://example.com/a", "part_size": "8M"}"#)
-        XCTAssertEqual(misplaced.first?.fix, "it belongs to \"s3-upload\" jobs")
+        XCTAssertEqual(misplaced.first?.fix, "it belongs to \"s3-upload\" and \"s3-copy\" jobs")
     }
 
     func testWrongTypesAreNamed() {
@@ -223,6 +223,35 @@ final class JobFileParserTests: XCTestCase {
         XCTAssertEqual(jobs[2].partSize, 16 << 20)
         XCTAssertTrue(errors(#"{"type": "s3-upload", "url": "s3://b/k", "source": "a", "part_size": "1M"}"#)
             .contains { $0.field == "part_size" })
+    }
+
+    /// An `s3-copy` names an s3:// source and destination; a copy onto itself, between
+    /// overlapping prefixes, or with globs for one object is refused with the field and the fix.
+    func testS3CopyJobs() throws {
+        let jobs = try parse("""
+            {"jobs": [
+              {"type": "s3-copy", "url": "s3://backup/2026/", "source": "s3://data/2026/", "exclude": ["tmp/*"], "skip_unchanged": true},
+              {"type": "s3-copy", "url": "s3://backup/one.bin", "source": "s3://data/one.bin", "part_size": "16M"}
+            ]}
+            """).get()
+        XCTAssertEqual(jobs.map(\.kind), [.s3Copy, .s3Copy])
+        XCTAssertEqual(jobs[0].source, "s3://data/2026/")
+        XCTAssertEqual(jobs[0].exclude, ["tmp/*"])
+        XCTAssertEqual(jobs[1].partSize, 16 << 20)
+        let cases: [(String, String, String)] = [
+            (#"{"type": "s3-copy", "url": "s3://b/k"}"#, "source", "is missing"),
+            (#"{"type": "s3-copy", "url": "s3://b/k", "source": "/etc/passwd"}"#, "source", "is not an s3:// object or prefix"),
+            (#"{"type": "s3-copy", "url": "https://e.com/k", "source": "s3://b/k"}"#, "url", "is not supported"),
+            (#"{"type": "s3-copy", "url": "s3://b/k", "source": "s3://b/k"}"#, "url", "is the source itself"),
+            (#"{"type": "s3-copy", "url": "s3://b/a/b/", "source": "s3://b/a/"}"#, "url", "overlap"),
+            (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "s3://b/k", "include": ["*.bin"]}"#, "include", "only a prefix copy"),
+            (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "s3://b/k", "dest": "x"}"#, "dest", "not a field"),
+        ]
+        for (text, field, message) in cases {
+            let found = errors(text)
+            XCTAssertTrue(found.contains { $0.field == field && ($0.message.contains(message) || message == "not a field") },
+                          "\(text): \(found.map(\.description))")
+        }
     }
 
     func testPathNormalisationIsLexical() {

@@ -243,6 +243,7 @@ struct Context {
         .form: ["fields", "files"],
         .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type",
                     "skip_unchanged", "include", "exclude"],
+        .s3Copy: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "skip_unchanged", "include", "exclude"],
         .tus: ["source", "chunk_size", "content_type"],
     ]
 
@@ -275,7 +276,9 @@ struct Context {
         let allowed = Self.commonKeys.union(Self.keysByKind[kind]!)
         for key in fields.keys.sorted() where !allowed.contains(key) {
             let suggestion = Spelling.closest(to: key, in: allowed).map { "did you mean \"\($0)\"?" }
-            let elsewhere = Self.keysByKind.first { $0.value.contains(key) }.map { "it belongs to \"\($0.key.rawValue)\" jobs" }
+            // Every kind that takes it, in the order the kinds are listed.
+            let owners = JobSpec.Kind.allCases.filter { Self.keysByKind[$0]?.contains(key) == true }.map { "\"\($0.rawValue)\"" }
+            let elsewhere = owners.isEmpty ? nil : "it belongs to \(owners.joined(separator: " and ")) jobs"
             fail(key, "unknown key for a \(kind.rawValue) job", fix: suggestion ?? elsewhere ?? "remove it")
         }
 
@@ -415,8 +418,12 @@ struct Context {
             if (spec.fields ?? [:]).isEmpty && (spec.files ?? []).isEmpty {
                 fail("fields", "a form job needs \"fields\" or \"files\"")
             }
-        case .s3Upload:
-            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
+        case .s3Upload, .s3Copy:
+            if kind == .s3Copy {
+                spec.source = checkCopySource(reader.string("source"), destination: spec.url, job: number, id: display)
+            } else {
+                spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
+            }
             spec.partSize = reader.string("part_size").flatMap { text in
                 guard let bytes = ByteSize.parse(text), bytes >= 5 << 20 else {
                     fail("part_size", "\"\(text)\" is below S3's 5 MiB minimum or not a size", fix: "write e.g. \"16M\"")
@@ -432,6 +439,10 @@ struct Context {
             spec.skipUnchanged = reader.bool("skip_unchanged")
             spec.include = reader.stringList("include")
             spec.exclude = reader.stringList("exclude")
+            if kind == .s3Copy, spec.include != nil || spec.exclude != nil, let source = spec.source, S3Prefix(source) == nil {
+                fail(spec.include != nil ? "include" : "exclude", "only a prefix copy (a source ending with /) takes globs",
+                     fix: "end the source with / to copy the whole prefix, or remove it")
+            }
         case .tus:
             spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
             spec.chunkSize = reader.string("chunk_size").flatMap { text in
@@ -500,7 +511,7 @@ struct Context {
             fail(job, id, "url", "\"\(trimmed)\" is not a URL")
             return nil
         }
-        let schemes: [String] = kind == .s3Upload ? ["s3"] : kind == .download ? ["http", "https", "s3"] : ["http", "https"]
+        let schemes: [String] = kind == .s3Upload || kind == .s3Copy ? ["s3"] : kind == .download ? ["http", "https", "s3"] : ["http", "https"]
         guard schemes.contains(scheme) else {
             fail(job, id, "url", "the scheme \"\(scheme)\" is not supported for \(kind.rawValue) jobs",
                  fix: "use \(schemes.map { "\($0)://" }.joined(separator: " or "))")
@@ -558,6 +569,26 @@ struct Context {
             return nil
         }
         return resolved
+    }
+
+    /// An `s3-copy` job's source: an s3:// object or prefix that, with the destination, makes a
+    /// copy (`S3CopyTarget`), or nil after recording why not.
+    mutating func checkCopySource(_ source: String?, destination: String, job: Int, id: String?) -> String? {
+        guard let source, !source.isEmpty else {
+            fail(job, id, "source", "is missing", fix: "name the object (s3://bucket/key) or prefix (s3://bucket/prefix/) to copy")
+            return nil
+        }
+        guard S3Prefix(source) != nil || S3Location(source) != nil else {
+            fail(job, id, "source", "\"\(source)\" is not an s3:// object or prefix",
+                 fix: "write s3://bucket/key for an object, s3://bucket/prefix/ for a prefix")
+            return nil
+        }
+        guard let target = S3CopyTarget(source: source, destination: destination) else { return source }
+        if let problem = target.problem {
+            fail(job, id, "url", problem, fix: "copy to another key or prefix")
+            return nil
+        }
+        return source
     }
 
     mutating func resolveSource(_ source: String?, job: Int, id: String?, required: Bool) -> String? {

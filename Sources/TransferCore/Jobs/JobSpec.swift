@@ -12,6 +12,8 @@ public struct JobSpec: Codable, Equatable, Sendable {
         case form
         /// S3 multipart upload of a file or a directory.
         case s3Upload = "s3-upload"
+        /// A copy made by the S3 server, of an object or a prefix, to another key or prefix on the same endpoint.
+        case s3Copy = "s3-copy"
         /// Resumable upload of one file to a tus 1.0 server (`url`: its creation URL).
         case tus
     }
@@ -29,7 +31,7 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var url: String
     /// Download: where the file goes (absolute, inside the root). Uploads: unused.
     public var destination: String?
-    /// Uploads: the local file (or directory for S3).
+    /// Uploads: the local file (or directory for S3). An S3 copy: the s3:// object or prefix copied.
     public var source: String?
     public var headers: [String: String]
     public var priority: Int

@@ -21,7 +21,7 @@ enum HMACSHA256 {
 extension Sequence where Element == UInt8 {
     /// Lowercase hex, two digits a byte (a table lookup: `String(format:)` per
     /// byte made hashing each ingested job file cost more than parsing it).
-    var hexString: String {
+    package var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(underestimatedCount * 2)

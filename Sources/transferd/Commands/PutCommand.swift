@@ -327,12 +327,15 @@ enum PutCommand {
 final class UploadLine: Sendable {
     private let name: String
     private let quiet: Bool
+    /// What the start line says is happening ("uploading", "copying").
+    private let verb: String
     /// The line is drawn while it is held, so two threads' lines never interleave.
     private let state = Locked((lastDraw: Date.distantPast, live: LiveLine()))
 
-    init(name: String, quiet: Bool) {
+    init(name: String, quiet: Bool, verb: String = "uploading") {
         self.name = name
         self.quiet = quiet
+        self.verb = verb
     }
 
     func handle(_ event: UploadEvent) {
@@ -340,7 +343,7 @@ final class UploadLine: Sendable {
         state.withLock { state in
             switch event {
             case .started(let total):
-                state.live.show("\(name): uploading \(Format.bytes(total))", permanent: true)
+                state.live.show("\(name): \(verb) \(Format.bytes(total))", permanent: true)
             case .progress(let sent, let total):
                 guard state.live.interactive, Date().timeIntervalSince(state.lastDraw) >= 0.25, total > 0 else { return }
                 state.lastDraw = Date()

@@ -5,12 +5,6 @@ import Foundation
 /// its own `S3MultipartUpload`, resumable on its own; which files are done
 /// and each unfinished file's parts live in one state record.
 package final class S3DirectoryUpload: Sendable {
-    struct State: Codable {
-        var done: Set<String> = []
-        /// Unfinished files' upload checkpoints (JSON), by relative path.
-        var files: [String: String] = [:]
-    }
-
     let client: S3Client
     let directory: String
     let bucket: String
@@ -18,7 +12,8 @@ package final class S3DirectoryUpload: Sendable {
     let partSize: Int64
     let partsInFlight: Int
     let filesInFlight: Int
-    let store: UploadStateStore
+    /// Which files are done, and each unfinished file's parts.
+    let state: BatchUploadState
     /// The whole folder's speed: each of the files in flight gets an equal share of the cap.
     let rate: SendRate
     /// Which files go (globs over the path below the folder).
@@ -26,7 +21,6 @@ package final class S3DirectoryUpload: Sendable {
     /// Send no file the prefix already holds (one listing of the prefix, then
     /// `S3MultipartUpload.holds` per file of the same size).
     let skipUnchanged: Bool
-    private let state: Locked<State>
 
     package init(client: S3Client, directory: String, bucket: String, prefix: String, partSize: Int64 = 8 << 20,
                 partsInFlight: Int = 10, filesInFlight: Int = 4, rate: SendRate = SendRate(),
@@ -41,9 +35,7 @@ package final class S3DirectoryUpload: Sendable {
         self.partSize = partSize
         self.partsInFlight = partsInFlight
         self.filesInFlight = max(1, filesInFlight)
-        self.store = store
-        let saved = (try? store.load()).flatMap { try? JSONDecoder().decode(State.self, from: Data($0.utf8)) }
-        state = Locked(saved ?? State())
+        state = BatchUploadState(store: store)
     }
 
     package struct Result: Sendable {
@@ -110,7 +102,7 @@ package final class S3DirectoryUpload: Sendable {
                 all.append(relative)
             }
         }
-        var pending = all.filter { !state.current.done.contains($0) }
+        var pending = all.filter { !state.isDone($0) }
         var unchanged = 0
         if skipUnchanged && !pending.isEmpty {
             // One listing of the prefix (a page per 1,000 keys), kept as key → object for the comparison.
@@ -118,18 +110,9 @@ package final class S3DirectoryUpload: Sendable {
             // equality would merge keys that differ only in Unicode normalisation).
             let wanted = Set(pending.map { Data((prefix + $0).utf8) })
             var listed: [Data: S3ListedObject] = [:]
-            var cursor: S3ListCursor?
-            var seen: Set<S3ListCursor> = []
-            repeat {
-                let page = try await client.listObjects(bucket: bucket, prefix: prefix, cursor: cursor)
-                for object in page.objects where wanted.contains(Data(object.key.utf8)) { listed[Data(object.key.utf8)] = object }
-                if let cursor { seen.insert(cursor) }
-                if let next = page.next, seen.contains(next) {
-                    throw S3Error.verification("ListObjectsV2 answered with a continuation it had given before; "
-                                               + "the listing would never end")
-                }
-                cursor = page.next
-            } while cursor != nil
+            try await client.forEachListedPage(bucket: bucket, prefix: prefix) { objects in
+                for object in objects where wanted.contains(Data(object.key.utf8)) { listed[Data(object.key.utf8)] = object }
+            }
             var sending: [String] = []
             for relative in pending {
                 guard let object = listed[Data((prefix + relative).utf8)],
@@ -156,40 +139,18 @@ package final class S3DirectoryUpload: Sendable {
                 launch()
             }
         }
-        // Complete: the record has done its work. Kept, it would make the next
-        // upload of this folder skip every file, changed or not.
-        try? store.remove()
+        state.forget()
         return Result(files: all.count, bytes: bytes, skippedAsDone: all.count - pending.count - unchanged, unchanged: unchanged,
                       leftOut: leftOut)
     }
 
     private func upload(_ relative: String) async throws -> Int64 {
-        let view = FileView(parent: self, relative: relative)
         var options = S3UploadOptions(source: (directory as NSString).appendingPathComponent(relative), bucket: bucket,
                                       key: prefix + relative, partSize: partSize, partsInFlight: partsInFlight)
         options.rate = SendRate(bytesPerSecond: rate.bytesPerSecond.map { max(1, $0 / Int64(filesInFlight)) }, shared: rate.shared)
-        let upload = S3MultipartUpload(client: client, options: options, state: view)
+        let upload = S3MultipartUpload(client: client, options: options, state: state.view(relative))
         let result = try await upload.run()
-        try update { $0.files[relative] = nil; $0.done.insert(relative) }
+        try state.markDone(relative)
         return result.size
-    }
-
-    fileprivate func update(_ change: (inout State) -> Void) throws {
-        let json = state.withLock { current -> String in
-            change(&current)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return String(decoding: (try? encoder.encode(current)) ?? Data(), as: UTF8.self)
-        }
-        try store.save(json)
-    }
-
-    /// One file's slice of the directory's state.
-    private struct FileView: UploadStateStore {
-        let parent: S3DirectoryUpload
-        let relative: String
-        func load() throws -> String? { parent.state.current.files[relative] }
-        func save(_ json: String) throws { try parent.update { $0.files[relative] = json } }
-        func remove() throws { try parent.update { $0.files[relative] = nil } }
     }
 }

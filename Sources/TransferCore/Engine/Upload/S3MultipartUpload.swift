@@ -8,6 +8,35 @@ package protocol UploadStateStore: Sendable {
     func remove() throws
 }
 
+extension UploadStateStore {
+    /// The record as `T`, or nil when there is none or it is not one.
+    func decoded<T: Decodable>(_ type: T.Type) -> T? {
+        guard let json = try? load() else { return nil }
+        return try? JSONDecoder().decode(T.self, from: Data(json.utf8))
+    }
+
+    /// Saves `value` as JSON with sorted keys (callers hold their own lock: saves of one record never interleave).
+    func saveEncoded<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try save(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+}
+
+extension S3Client {
+    /// Aborts a recorded multipart upload; with no id recorded (a run died between creating it
+    /// and recording it), every upload open for the key. Failures are ignored: best effort.
+    func abortRecordedUpload(bucket: String, key: String, uploadID: String) async {
+        if uploadID.isEmpty {
+            for id in (try? await openUploads(bucket: bucket, key: key)) ?? [] {
+                try? await abortMultipartUpload(bucket: bucket, key: key, uploadID: id)
+            }
+        } else {
+            try? await abortMultipartUpload(bucket: bucket, key: key, uploadID: uploadID)
+        }
+    }
+}
+
 /// A state file under `$XDG_STATE_HOME/transferd/uploads/` (default
 /// `~/.local/state/...`), named by a hash of the source path and target.
 package struct FileUploadStateStore: UploadStateStore {
@@ -234,7 +263,7 @@ package final class S3MultipartUpload: Sendable {
         // Recorded before the upload is created, so a kill between the two is recognised (below).
         var fresh = S3UploadCheckpoint(bucket: options.bucket, key: options.key, fileSize: size, fileModified: modified,
                                        partSize: partSize, uploadID: "", parts: [:], checksumAlgorithm: "CRC32")
-        if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
+        if let saved = state.decoded(S3UploadCheckpoint.self) {
             if !saved.uploadID.isEmpty, saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
                saved.fileModified == modified, saved.partSize == partSize {
                 do {
@@ -254,13 +283,9 @@ package final class S3MultipartUpload: Sendable {
             // The file changed, the upload is gone, or it was never recorded. A write the store fences
             // comes before any abort: a worker that lost the job aborts nothing another worker uses.
             try save(fresh)
-            if saved.uploadID.isEmpty {
-                // A run died between creating an upload and recording its id: that upload is open on
-                // the server with no one to finish it. This key's open uploads are aborted.
-                await abortOpenUploads(bucket: saved.bucket, key: saved.key)
-            } else {
-                try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-            }
+            // With no id recorded, a run died between creating an upload and recording it: that upload is
+            // open on the server with no one to finish it, and the key's open uploads are aborted.
+            await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
         } else {
             try save(fresh)
         }
@@ -279,13 +304,6 @@ package final class S3MultipartUpload: Sendable {
     static func uploadIsGone(_ error: S3Error) -> Bool {
         if case .service(let status, let code, _, _, _) = error { return code == "NoSuchUpload" || (status == 404 && code.isEmpty) }
         return false
-    }
-
-    /// Aborts every multipart upload open for `key` (after a kill between creating one and recording it).
-    private func abortOpenUploads(bucket: String, key: String) async {
-        for id in (try? await client.openUploads(bucket: bucket, key: key)) ?? [] {
-            try? await client.abortMultipartUpload(bucket: bucket, key: key, uploadID: id)
-        }
     }
 
     private func sendPart(_ number: Int, of count: Int, partSize: Int64, size: Int64, uploadID: String,
@@ -322,12 +340,8 @@ package final class S3MultipartUpload: Sendable {
 
     /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).
     package func abandon() async {
-        if let json = try? state.load(), let saved = try? JSONDecoder().decode(S3UploadCheckpoint.self, from: Data(json.utf8)) {
-            if saved.uploadID.isEmpty {
-                await abortOpenUploads(bucket: saved.bucket, key: saved.key)
-            } else {
-                try? await client.abortMultipartUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-            }
+        if let saved = state.decoded(S3UploadCheckpoint.self) {
+            await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
         }
         try? state.remove()
     }
@@ -335,9 +349,7 @@ package final class S3MultipartUpload: Sendable {
     private func save(_ checkpoint: S3UploadCheckpoint) throws {
         lock.lock()
         defer { lock.unlock() }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try state.save(String(decoding: try encoder.encode(checkpoint), as: UTF8.self))
+        try state.saveEncoded(checkpoint)
     }
 
     /// `holds`, asking the object for its first part's size when its ETag says it was sent in
@@ -351,7 +363,7 @@ package final class S3MultipartUpload: Sendable {
         return try holds(path, size: size, etag: etag, requestedPartSize: requestedPartSize, learnedPartSize: learned)
     }
 
-    static func unquote(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+    package static func unquote(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
 
     /// Whether the object (`size`, `etag`) already holds the file at `path`.
     /// A plain ETag is compared with the file's MD5; a multipart one (`X-N`)

@@ -211,15 +211,15 @@ enum ServerMessage {
 }
 
 /// MD5 and SHA-256 of a file region in one read.
-enum FileDigests {
-    struct Result {
-        var md5: [UInt8] = []
+package enum FileDigests {
+    package struct Result {
+        package var md5: [UInt8] = []
         var sha256: [UInt8] = []
         var crc32 = CRC32()
     }
 
     /// The digests of a file's byte range, in one read; only those asked for are computed.
-    static func compute(path: String, offset: Int64, length: Int64, md5 wantMD5: Bool = true, sha256 wantSHA256: Bool = true,
+    package static func compute(path: String, offset: Int64, length: Int64, md5 wantMD5: Bool = true, sha256 wantSHA256: Bool = true,
                         crc32 wantCRC32: Bool = false) throws -> Result {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXFailure(operation: "read", path: path) }

@@ -97,27 +97,13 @@ package final class S3Client: Sendable {
             xml += "</Part>"
         }
         xml += "</CompleteMultipartUpload>"
-        var attempt = 0
-        var response: Response
-        while true {
-            attempt += 1
-            response = try await send("CompleteMultipartUpload", method: "POST", bucket: bucket, key: key,
-                                      query: "uploadId=\(AWSEncoding.encode(uploadID))",
-                                      headers: ["Content-Type": "application/xml"], body: .data(Data(xml.utf8)))
-            // S3 can answer 200 with an error document once the body has started; AWS says to send
-            // the request again when its code is a passing one (InternalError, SlowDown, ...).
-            guard let error = S3ErrorDocument(response.body) else { break }
-            guard case .retry(let delay) = retry.decide(.s3(status: 200, code: error.code, retryAfter: nil), attempt: attempt) else {
-                throw S3Error.service(status: 200, code: error.code, message: error.message,
-                                      operation: "CompleteMultipartUpload", endpoint: Redaction.url(configuration.endpoint))
-            }
-            if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
-        }
         // AWS names the root CompleteMultipartUploadResult; moto writes CompleteMultipartUploadResponse.
-        guard let result = S3XMLElement.parse(response.body), result.name.hasPrefix("CompleteMultipartUpload"),
-              let etag = result.value("ETag") else {
-            throw S3Error.verification("CompleteMultipartUpload answered without a result document and its ETag: "
-                                       + HTTPHeaders.visible(String(response.body.prefix(300))))
+        let result = try await sendForResult("CompleteMultipartUpload", method: "POST", bucket: bucket, key: key,
+                                             query: "uploadId=\(AWSEncoding.encode(uploadID))",
+                                             headers: ["Content-Type": "application/xml"], body: .data(Data(xml.utf8)),
+                                             root: "CompleteMultipartUpload")
+        guard let etag = result.value("ETag") else {
+            throw S3Error.verification("CompleteMultipartUpload answered without the object's ETag")
         }
         return etag
     }

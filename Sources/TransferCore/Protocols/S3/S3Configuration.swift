@@ -75,6 +75,11 @@ package struct S3Location: Sendable, Equatable {
     package var bucket: String
     package var key: String
 
+    package init(bucket: String, key: String) {
+        self.bucket = bucket
+        self.key = key
+    }
+
     package init?(_ text: String) {
         guard text.hasPrefix("s3://") else { return nil }
         let rest = text.dropFirst(5)

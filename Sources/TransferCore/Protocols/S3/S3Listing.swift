@@ -93,6 +93,23 @@ extension S3Client {
                                       responseLimit: 8 << 20)
         return try S3ListPage.parse(response.body)
     }
+
+    /// Every object whose key starts with `prefix`, a page at a time (`body` per page, in
+    /// key order); throws when the server gives back a continuation it gave before.
+    package func forEachListedPage(bucket: String, prefix: String, _ body: ([S3ListedObject]) throws -> Void) async throws {
+        var cursor: S3ListCursor?
+        var seen: Set<S3ListCursor> = []
+        repeat {
+            let page = try await listObjects(bucket: bucket, prefix: prefix, cursor: cursor)
+            try body(page.objects)
+            if let cursor { seen.insert(cursor) }
+            if let next = page.next, seen.contains(next) {
+                throw S3Error.verification("ListObjectsV2 answered with a continuation it had given before; "
+                                           + "the listing would never end")
+            }
+            cursor = page.next
+        } while cursor != nil
+    }
 }
 
 /// One page of ListMultipartUploads: the uploads still open, and where the next page starts.

@@ -79,7 +79,7 @@ struct UploadExecutor: JobExecutor {
                 tus = upload
                 let result = try await upload.run()
                 return .completed(size: result.size)
-            case .download:
+            case .download, .s3Copy:
                 return .failed("not an upload")
             }
         } catch {
