@@ -344,3 +344,270 @@ final class FencedStateStore: UploadStateStore, Sendable {
     func remove() throws { throw CancellationError() }
 }
 
+
+// MARK: - tus 1.0 resumable uploads
+
+/// An upload's resume state in memory, with every state saved kept for the test to read,
+/// and optionally a failure (a lost lease, a killed process) after `failAfter` saves.
+final class RecordingUploadState: UploadStateStore, Sendable {
+    private let state = Locked((current: String?.none, saves: [String](), failAfter: Int?.none))
+
+    init(failAfter: Int? = nil) { state.withLock { $0.failAfter = failAfter } }
+
+    var saves: [String] { state.current.saves }
+    func load() throws -> String? { state.current.current }
+    func save(_ json: String) throws {
+        try state.withLock { state in
+            if let limit = state.failAfter, state.saves.count >= limit { throw CancellationError() }
+            state.current = json
+            state.saves.append(json)
+        }
+    }
+    func remove() throws { state.withLock { $0.current = nil } }
+    func stopFailing() { state.withLock { $0.failAfter = nil } }
+
+    /// The upload URLs recorded, in order, without repeats.
+    var uploadURLs: [String] {
+        var seen: [String] = []
+        for json in saves {
+            if let checkpoint = try? JSONDecoder().decode(TusCheckpoint.self, from: Data(json.utf8)),
+               !checkpoint.uploadURL.isEmpty, seen.last != checkpoint.uploadURL {
+                seen.append(checkpoint.uploadURL)
+            }
+        }
+        return seen
+    }
+}
+
+extension UploadConformanceTests {
+    /// A file of `size` random bytes in a scratch folder.
+    func tusFile(_ size: Int, _ name: String = #function) throws -> String {
+        let path = (try scratchDirectory(name) as NSString).appendingPathComponent("upload.bin")
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: size)
+        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func tusOptions(_ endpoint: URL, _ path: String, chunk: Int64 = 256 << 10) -> TusOptions {
+        TusOptions(endpoint: endpoint, source: path, chunkSize: chunk, retry: quickRetry)
+    }
+
+    /// The bytes tuspyserver stored for an upload URL (its files are named by the URL's last component).
+    func tuspyStored(_ uploadURL: String, peers: UploadServers) throws -> String {
+        (peers.tusRoot as NSString).appendingPathComponent(URL(string: uploadURL)!.lastPathComponent)
+    }
+
+    func testTusUploadArrivesWholeAtARealTusServer() async throws {
+        let peers = try UploadServers.current()
+        let path = try tusFile(1_000_003)
+        for (name, transport) in Backends.all {
+            let state = RecordingUploadState()
+            let result = try await TusUpload(transport: transport, options: tusOptions(peers.tus, path), state: state).run()
+            XCTAssertEqual(result.size, 1_000_003, name)
+            XCTAssertEqual(result.bytesSent, 1_000_003, name)
+            XCTAssertEqual(result.patches, 4, "\(name): 256 KiB chunks")
+            XCTAssertNil(result.checksum, "\(name): tuspyserver has no checksum extension")
+            XCTAssertNil(result.resumedAt, name)
+            XCTAssertNil(try state.load(), "\(name): nothing left to resume once complete")
+            let url = try XCTUnwrap(state.uploadURLs.first, name)
+            XCTAssertTrue(url.hasPrefix(peers.tus.absoluteString + "/"), "\(name): \(url)")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: tuspyStored(url, peers: peers)), try SHA256Hasher.hex(ofFileAt: path), name)
+        }
+    }
+
+    /// Stopped after two confirmed chunks (the third save fails, as a lost lease or a kill
+    /// would stop it), then run again: HEAD gives the server's offset and only the rest is sent.
+    func testTusResumesFromTheServersOffsetAtARealTusServer() async throws {
+        let peers = try UploadServers.current()
+        let path = try tusFile(1_300_000)
+        for (name, transport) in Backends.all {
+            let state = RecordingUploadState(failAfter: 3) // the creation, then two chunks
+            do {
+                _ = try await TusUpload(transport: transport, options: tusOptions(peers.tus, path), state: state).run()
+                XCTFail("\(name): expected the stop")
+            } catch is CancellationError {}
+            state.stopFailing()
+            let result = try await TusUpload(transport: transport, options: tusOptions(peers.tus, path), state: state).run()
+            // The third chunk reached the server before its save failed: the server's offset says so.
+            XCTAssertEqual(result.resumedAt, 3 * 256 << 10, name)
+            XCTAssertEqual(result.bytesSent, 1_300_000 - 3 * 256 << 10, "\(name): nothing the server confirmed is sent again")
+            XCTAssertEqual(state.uploadURLs.count, 1, "\(name): the same upload")
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: tuspyStored(state.uploadURLs[0], peers: peers)),
+                           try SHA256Hasher.hex(ofFileAt: path), name)
+        }
+    }
+
+    /// Cancelled in the middle of a PATCH (a rate-limited server), then run again: the server
+    /// kept what arrived of the cut chunk, and the bytes it received in all equal the file's size.
+    func testTusCutMidChunkResendsNothingTheServerHolds() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(2_000_000)
+        for (name, transport) in Backends.all {
+            let key = "tus-cut-\(name)-\(UUID().uuidString.prefix(8))"
+            try servers.setTusFaults(key: key, ["rate": "2000000"])
+            let state = RecordingUploadState()
+            let options = tusOptions(servers.tus(key: key), path, chunk: 1 << 20)
+            let task = Task { try await TusUpload(transport: transport, options: options, state: state).run() }
+            // Cut while the second chunk is on its way.
+            let deadline = Date().addingTimeInterval(20)
+            while (try servers.tusStats(key: key)["received"] as? Int ?? 0) < 1_300_000, Date() < deadline {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+            task.cancel()
+            _ = await task.result
+            try servers.setTusFaults(key: key, ["rate": ""])
+            let result = try await TusUpload(transport: transport, options: options, state: state).run()
+            let stats = try servers.tusStats(key: key)
+            let received = stats["received"] as? Int ?? -1
+            print("tus \(name): cut mid-chunk, resumed at \(result.resumedAt ?? -1); bytes resent: \(received - 2_000_000)")
+            XCTAssertGreaterThan(result.resumedAt ?? 0, 1 << 20, "\(name): the server kept bytes of the cut chunk")
+            XCTAssertEqual(received, 2_000_000, "\(name): bytes resent: \(received - 2_000_000)")
+            XCTAssertEqual(stats["creations"] as? Int, 1, name)
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: path), name)
+        }
+    }
+
+    func testTusChecksumMismatchResendsThatChunk() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(700_000)
+        for (name, transport) in Backends.all {
+            let key = "tus-sum-\(name)-\(UUID().uuidString.prefix(8))"
+            let result = try await TusUpload(transport: transport, options: tusOptions(servers.tus(key: key, ["checksum": "1",
+                                                                                                              "mismatch_once": "1"]), path),
+                                             state: RecordingUploadState()).run()
+            let stats = try servers.tusStats(key: key)
+            XCTAssertEqual(result.checksum, "sha1", name)
+            XCTAssertEqual(result.checksumResends, 1, name)
+            XCTAssertEqual(stats["mismatches"] as? Int, 1, name)
+            XCTAssertEqual(stats["patches"] as? Int, 4, "\(name): three chunks, the first twice")
+            XCTAssertEqual(stats["checksums"] as? Int, 4, "\(name): every PATCH carried Upload-Checksum")
+            XCTAssertEqual(stats["received"] as? Int, 700_000 + 256 << 10, "\(name): only the rejected chunk again")
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: path), name)
+            XCTAssertTrue((stats["metadata"] as? String ?? "").hasPrefix("filename dXBsb2FkLmJpbg==,filetype "), name)
+        }
+    }
+
+    func testTusServerThatLosesTheUploadGetsANewOneAndIsTold() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(900_000)
+        for (name, transport) in Backends.all {
+            let key = "tus-lost-\(name)-\(UUID().uuidString.prefix(8))"
+            let state = RecordingUploadState()
+            let told = Locked<[String]>([])
+            let result = try await TusUpload(transport: transport, options: tusOptions(servers.tus(key: key, ["lose_after": "300000"]), path),
+                                             state: state) { event in
+                if case .retrying(_, _, let reason) = event { told.withLock { $0.append(reason) } }
+            }.run()
+            let stats = try servers.tusStats(key: key)
+            XCTAssertEqual(stats["creations"] as? Int, 2, name)
+            XCTAssertEqual(result.restarts.count, 1, name)
+            XCTAssertTrue(result.restarts.first?.contains("no longer has the upload") == true, "\(name): \(result.restarts)")
+            XCTAssertTrue(told.current.contains { $0.contains("a new upload is started") }, "\(name): \(told.current)")
+            XCTAssertEqual(state.uploadURLs.count, 2, name)
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: path), name)
+        }
+    }
+
+    /// A server whose offsets contradict what it confirmed fails the upload with the reason,
+    /// never a success: one that reports fewer bytes than it confirmed, one past what was sent.
+    func testTusInconsistentOffsetsFailWithTheReason() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(800_000)
+        for (name, transport) in Backends.all {
+            let key = "tus-lie-\(name)-\(UUID().uuidString.prefix(8))"
+            let state = RecordingUploadState(failAfter: 3)
+            let options = tusOptions(servers.tus(key: key), path)
+            do {
+                _ = try await TusUpload(transport: transport, options: options, state: state).run()
+                XCTFail("\(name): expected the stop")
+            } catch is CancellationError {}
+            state.stopFailing()
+            try servers.setTusFaults(key: key, ["head_offset_delta": "-300000"])
+            do {
+                _ = try await TusUpload(transport: transport, options: options, state: state).run()
+                XCTFail("\(name): a server that lost confirmed bytes must not end in success")
+            } catch let failure as TusFailure {
+                let text = String(describing: failure)
+                XCTAssertTrue(text.contains("below the \(2 * 256 << 10) bytes it had confirmed"), "\(name): \(text)")
+                XCTAssertTrue(text.contains("/_tus/files/"), "\(name): says where: \(text)")
+                XCTAssertTrue(text.contains("starts a new one"), "\(name): says what next: \(text)")
+            }
+            XCTAssertNil(try state.load(), "\(name): the upload is forgotten, so the next run starts anew")
+
+            let liar = "tus-patch-lie-\(name)-\(UUID().uuidString.prefix(8))"
+            do {
+                _ = try await TusUpload(transport: transport, options: tusOptions(servers.tus(key: liar, ["patch_offset_delta": "7"]), path),
+                                        state: RecordingUploadState()).run()
+                XCTFail("\(name): an offset past the bytes sent must not end in success")
+            } catch let failure as TusFailure {
+                XCTAssertTrue(String(describing: failure).contains("outside them"), "\(name): \(failure)")
+            }
+
+            // A HEAD that reports less than the server holds (but not less than it confirmed): the
+            // PATCH there is refused (409), and HEAD says the same offset again: a failure at once.
+            let shifty = "tus-head-lie-\(name)-\(UUID().uuidString.prefix(8))"
+            let shiftyState = RecordingUploadState(failAfter: 3)
+            let shiftyOptions = tusOptions(servers.tus(key: shifty), path)
+            do {
+                _ = try await TusUpload(transport: transport, options: shiftyOptions, state: shiftyState).run()
+                XCTFail("\(name): expected the stop")
+            } catch is CancellationError {}
+            shiftyState.stopFailing()
+            try servers.setTusFaults(key: shifty, ["head_offset_delta": "-1000"])
+            do {
+                _ = try await TusUpload(transport: transport, options: shiftyOptions, state: shiftyState).run()
+                XCTFail("\(name): a server that contradicts itself must not end in success")
+            } catch let failure as TusFailure {
+                XCTAssertTrue(String(describing: failure).contains("(HTTP 409), yet reports"), "\(name): \(failure)")
+            }
+            XCTAssertEqual(try servers.tusStats(key: shifty)["conflicts"] as? Int, 1, "\(name): one refused PATCH, not a loop")
+        }
+    }
+
+    func testTusChangedFileStartsANewUploadAndRemovesTheOld() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(600_000)
+        for (name, transport) in Backends.all {
+            let key = "tus-changed-\(name)-\(UUID().uuidString.prefix(8))"
+            let state = RecordingUploadState(failAfter: 2)
+            let options = tusOptions(servers.tus(key: key), path)
+            do {
+                _ = try await TusUpload(transport: transport, options: options, state: state).run()
+                XCTFail("\(name): expected the stop")
+            } catch is CancellationError {}
+            state.stopFailing()
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data("more".utf8))
+            try handle.close()
+            let result = try await TusUpload(transport: transport, options: options, state: state).run()
+            XCTAssertTrue(result.restarts.first?.contains("changed since its upload began") == true, "\(name): \(result.restarts)")
+            XCTAssertNil(result.resumedAt, name)
+            let stats = try servers.tusStats(key: key)
+            XCTAssertEqual(stats["creations"] as? Int, 2, name)
+            XCTAssertEqual(stats["deleted"] as? Int, 1, "\(name): the old upload was terminated")
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: path), name)
+        }
+    }
+
+    func testTusAbandonTerminatesTheRecordedUpload() async throws {
+        let peers = try UploadServers.current()
+        let path = try tusFile(600_000)
+        for (name, transport) in Backends.all {
+            let state = RecordingUploadState(failAfter: 2)
+            let upload = TusUpload(transport: transport, options: tusOptions(peers.tus, path), state: state)
+            do {
+                _ = try await upload.run()
+                XCTFail("\(name): expected the stop")
+            } catch is CancellationError {}
+            let url = try XCTUnwrap(state.uploadURLs.first, name)
+            let stored = try tuspyStored(url, peers: peers)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: stored), name)
+            await upload.abandon()
+            XCTAssertNil(try state.load(), name)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: stored), "\(name): DELETE removed it from tuspyserver")
+        }
+    }
+}

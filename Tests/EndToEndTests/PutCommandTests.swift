@@ -224,4 +224,127 @@ final class PutCommandTests: XCTestCase {
         XCTAssertGreaterThan(Date().timeIntervalSince(started), 2.5, "run --limit-rate 256K let an upload through uncapped")
         XCTAssertEqual(try fixture.store().counts(), [.done: 1])
     }
+
+    /// A file of `megabytes` MiB of random bytes.
+    func randomFile(_ path: String, megabytes: Int) throws {
+        let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        for _ in 0..<megabytes { writer.write(random.readData(ofLength: 1 << 20)) }
+        try writer.close()
+        try random.close()
+    }
+
+    /// kill -9 in the middle of a tus PATCH (the fault server reads it at 2 MB/s), then the
+    /// same command: it HEADs the recorded upload and sends from the server's offset. The bytes
+    /// the server received in all, minus the file's size, are the bytes resent: none without a
+    /// checksum (the server keeps what arrived of the cut chunk); with `Upload-Checksum` the
+    /// server cannot keep a chunk it could not check, so at most that chunk is sent again.
+    /// On both backends.
+    func testTusKillNineMidUploadResendsNothingTheServerConfirmed() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let source = directory + "/big.bin"
+        try randomFile(source, megabytes: 16)
+        let size = 16 << 20
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = directory
+        environment["XDG_STATE_HOME"] = nil
+        for backend in ["curl", "urlsession"] {
+            for checksum in [false, true] {
+                let label = "\(backend)\(checksum ? ", sha1" : "")"
+                let key = "tus-kill-\(backend)-\(checksum)-\(UUID().uuidString.prefix(8))"
+                try servers.setTusFaults(key: key, ["rate": "2000000"])
+                let url = servers.tus(key: key, checksum ? ["checksum": "1"] : [:]).absoluteString
+                let arguments = ["put", "--tus", source, url, "--transport", backend]
+                let first = try TransferdProcess(arguments, directory: directory, environment: environment)
+                let deadline = Date().addingTimeInterval(30)
+                while (try servers.tusStats(key: key)["received"] as? Int ?? 0) < 3_000_000, Date() < deadline { usleep(20_000) }
+                kill(first.process.processIdentifier, SIGKILL)
+                _ = first.wait()
+                let atKill = try servers.tusStats(key: key)["received"] as? Int ?? 0
+                XCTAssertLessThan(atKill, size, "\(label): killed before the end")
+                try servers.setTusFaults(key: key, ["rate": ""])
+
+                let second = try TransferdProcess.run(arguments, directory: directory, environment: environment)
+                XCTAssertEqual(second.status, 0, "\(label): \(second.stderr)")
+                XCTAssertTrue(second.stderr.contains("resumed at byte"), "\(label): \(second.stderr)")
+                let stats = try servers.tusStats(key: key)
+                let resent = (stats["received"] as? Int ?? 0) - size
+                print("tus put, kill -9 at \(atKill) bytes received (\(label)): bytes resent after the kill: \(resent)")
+                XCTAssertEqual(stats["creations"] as? Int, 1, "\(label): the same upload continued")
+                XCTAssertEqual(stats["offset"] as? Int, size, label)
+                XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: source), label)
+                if checksum {
+                    XCTAssertEqual(stats["checksums"] as? Int, stats["patches"] as? Int, "\(label): every PATCH was checked")
+                    XCTAssertLessThanOrEqual(resent, 8 << 20, "\(label): at most the chunk the server could not check")
+                } else {
+                    XCTAssertEqual(resent, 0, "\(label): nothing the server holds is sent again")
+                }
+                let state = FileUploadStateStore(source: source, bucket: "tus", key: url, environment: ["HOME": directory])
+                XCTAssertNil(try state.load(), "\(label): the record is gone once complete")
+            }
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A tus job in the queue, against tuspyserver, killed with kill -9 while it runs
+    /// (`--limit-rate` slows it), then run again: the job ends done with the same upload
+    /// (one upload on the server), continued from the server's offset, the bytes intact.
+    func testTusJobInTheQueueResumesAfterKillNine() throws {
+        let peers = try UploadServers.current()
+        let fixture = try QueueFixture()
+        let source = fixture.root + "/data.bin"
+        try randomFile(source, megabytes: 8)
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: peers.tusRoot))
+        try fixture.drop("tus.json", jobs: [["id": "up", "type": "tus", "url": peers.tus.absoluteString, "source": "data.bin",
+                                             "chunk_size": "1M"]])
+        let first = try fixture.start(["--limit-rate", "2M"])
+        var upload: String?
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let added = Set(try FileManager.default.contentsOfDirectory(atPath: peers.tusRoot)).subtracting(before)
+            if let name = added.first(where: { !$0.hasSuffix(".info") && !$0.hasPrefix(".") }) {
+                upload = name
+                let stored = (try? FileManager.default.attributesOfItem(atPath: peers.tusRoot + "/" + name)[.size] as? NSNumber)??.intValue ?? 0
+                if stored >= 3 << 20 { break }
+            }
+            usleep(20_000)
+        }
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = first.wait()
+        let name = try XCTUnwrap(upload)
+        let atKill = (try FileManager.default.attributesOfItem(atPath: peers.tusRoot + "/" + name)[.size] as? NSNumber)?.intValue ?? 0
+        XCTAssertLessThan(atKill, 8 << 20, "killed before the end")
+
+        let second = try fixture.run()
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(try fixture.store().counts(), [.done: 1])
+        let added = Set(try FileManager.default.contentsOfDirectory(atPath: peers.tusRoot)).subtracting(before)
+        XCTAssertEqual(added.filter { !$0.hasSuffix(".info") && !$0.hasPrefix(".") }, [name], "one upload, continued")
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: peers.tusRoot + "/" + name), try SHA256Hasher.hex(ofFileAt: source))
+        print("tus job in the queue: kill -9 with \(atKill) bytes stored at tuspyserver, then completed by the same upload")
+    }
+
+    /// `transferd cancel` on a running tus job: the run stops it and DELETEs the upload on
+    /// the server (termination), and the job ends cancelled.
+    func testCancellingARunningTusJobTerminatesTheUpload() throws {
+        let servers = try TestServers.current()
+        let fixture = try QueueFixture()
+        try randomFile(fixture.root + "/data.bin", megabytes: 4)
+        let key = "tus-cancel-\(UUID().uuidString.prefix(8))"
+        try servers.setTusFaults(key: key, ["rate": "500000"])
+        try fixture.drop("tus.json", jobs: [["id": "up", "type": "tus", "url": servers.tus(key: key).absoluteString,
+                                             "source": "data.bin", "chunk_size": "1M"]])
+        let run = try fixture.start()
+        let deadline = Date().addingTimeInterval(30)
+        while (try servers.tusStats(key: key)["received"] as? Int ?? 0) < 1_200_000, Date() < deadline { usleep(20_000) }
+        let cancel = try TransferdProcess.run(["cancel", "up", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(cancel.status, 0, cancel.stderr)
+        _ = run.wait()
+        XCTAssertEqual(try fixture.store().job("up")?.state, .cancelled)
+        let stats = try servers.tusStats(key: key)
+        XCTAssertEqual(stats["deleted"] as? Int, 1, "the upload was terminated: \(stats)")
+        XCTAssertLessThan(stats["offset"] as? Int ?? Int.max, 4 << 20, "cancelled before the end")
+    }
 }

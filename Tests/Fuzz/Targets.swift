@@ -45,6 +45,9 @@ enum FuzzTarget: String, CaseIterable {
     case redaction
     /// A published SHA256SUMS list a job names (`checksums`): `ChecksumList`.
     case checksumList = "checksum-list"
+    /// A tus server's answer head: `TusHeaders` (Upload-Offset, the comma lists), `TusServerInfo`
+    /// (OPTIONS), `TusResumeDecision` (HEAD after a resume, a PATCH's new offset).
+    case tusHeaders = "tus-headers"
 
     func run(_ data: Data) {
         switch self {
@@ -63,6 +66,7 @@ enum FuzzTarget: String, CaseIterable {
         case .conditional: fuzzConditional(data)
         case .redaction: fuzzRedaction(data)
         case .checksumList: fuzzChecksumList(data)
+        case .tusHeaders: fuzzTusHeaders(data)
         }
     }
 }
@@ -503,4 +507,57 @@ func fuzzChecksumList(_ data: Data) {
         check(!list.ambiguous.contains(name), "\(name.debugDescription) is both listed and ambiguous")
     }
     for name in list.ambiguous { check(list.sha256(for: name) == nil, "an ambiguous \(name.debugDescription) gives a value") }
+}
+
+// MARK: tus
+
+/// Input: `CONFIRMED SIZE OFFSET LENGTH` (what transferd recorded, the file, the PATCH just sent),
+/// then the status, then header lines. A decision to resume never goes below what the server
+/// confirmed nor past the file; a PATCH's accepted offset lies within what was sent; a reason
+/// shows the server's text escaped (no control character reaches the terminal or a log).
+func fuzzTusHeaders(_ data: Data) {
+    let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+    guard lines.count >= 2 else { return }
+    let numbers = lines[0].split(separator: " ").compactMap { Int64($0) }
+    guard numbers.count == 4, numbers.allSatisfy({ $0 >= 0 }), numbers[0] <= numbers[1], let status = Int(lines[1]) else { return }
+    let (confirmed, size, offset, length) = (numbers[0], numbers[1], numbers[2], numbers[3])
+    guard offset <= size, length <= size - offset else { return }
+    var headers = HTTPHeaders()
+    for line in lines.dropFirst(2) {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers.add(String(line[..<colon]), String(HTTPHeaders.trimmed(line[line.index(after: colon)...])))
+    }
+    for name in ["Upload-Offset", "Upload-Length", "Tus-Max-Size"] {
+        if let value = TusHeaders.offset(headers[name]) {
+            check(value >= 0 && TusHeaders.offset(String(value)) == value, "\(name) \(value) does not read back")
+        }
+    }
+    for name in ["Tus-Version", "Tus-Extension", "Tus-Checksum-Algorithm"] {
+        let items = TusHeaders.list(headers[name])
+        check(items.count <= 64, "more than 64 items")
+        check(items.allSatisfy { !$0.isEmpty && !$0.contains(",") && $0 == $0.lowercased() }, "a bad item in \(items)")
+    }
+    let info = TusServerInfo(status: status, headers: headers)
+    check(info.checksum == nil || info.checksum == "sha1", "checksum \(String(describing: info.checksum))")
+    _ = info.problem(fileSize: size)
+    func clean(_ text: String) -> Bool { !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }
+    let place = "http://h/files/u1"
+    switch TusResumeDecision.decide(status: status, offset: headers["Upload-Offset"], length: headers["Upload-Length"],
+                                    confirmed: confirmed, fileSize: size, where: place) {
+    case .resume(let at):
+        check((200..<300).contains(status), "resume on status \(status)")
+        check(at >= confirmed && at <= size, "resume at \(at) with \(confirmed) confirmed of \(size)")
+    case .startOver(let reason):
+        check(status == 404 || status == 410, "start over on status \(status)")
+        check(clean(reason) && reason.contains(place), "reason \(reason.debugDescription)")
+    case .fail(let reason):
+        check(clean(reason) && reason.contains(place), "reason \(reason.debugDescription)")
+    case .retry(let retried):
+        check(retried == status && (retried >= 500 || [408, 425, 429].contains(retried)), "retry on status \(status)")
+    }
+    guard length > 0 else { return }
+    switch TusResumeDecision.afterPatch(offset: offset, length: length, answered: headers["Upload-Offset"], where: place) {
+    case .success(let new): check(new >= offset && new <= offset + length, "PATCH answer \(new) outside \(offset)+\(length)")
+    case .failure(let failure): check(clean(failure.description), "reason \(failure.description.debugDescription)")
+    }
 }

@@ -516,12 +516,21 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
     def do_GET(self) -> None:
+        if self.path.startswith(TUS_PREFIX):
+            self.handle_tus()
+            return
         self.handle_request(send_body=True)
 
     def do_HEAD(self) -> None:
+        if self.path.startswith(TUS_PREFIX):
+            self.handle_tus()
+            return
         self.handle_request(send_body=False)
 
     def do_POST(self) -> None:
+        if self.path.startswith(TUS_PREFIX):
+            self.handle_tus()
+            return
         self.handle_other_method()
 
     do_PUT = do_POST
@@ -629,6 +638,164 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             return
         self.server.registry.set_preset(path, query)
         self.send_json({"preset": path, "parameters": query})
+
+    # -- tus ------------------------------------------------------------------
+
+    def handle_tus(self) -> None:
+        """The tus 1.0 endpoint below /_tus/ (TusUploads): creation, HEAD, PATCH
+        with the checksum extension, termination, and faults per key."""
+        target = urlsplit(self.path)
+        path = target.path
+        query = dict(parse_qsl(target.query, keep_blank_values=True))
+        tus = self.server.tus
+        method = self.command
+        if path == "/_tus/stats" and method == "GET":
+            self.send_json(tus.stats(query.get("key", "")))
+            return
+        if path == "/_tus/set" and method == "GET":
+            key = query.pop("key", "")
+            self.send_json(tus.set_faults(key, query))
+            return
+        body_length = int(self.headers.get("Content-Length") or 0)
+
+        def answer(status: int, headers: Optional[dict[str, str]] = None, drain: bool = True) -> None:
+            if drain and body_length > 0 and method != "HEAD":
+                self.rfile.read(body_length)
+            self.send_response(status)
+            self.send_header("Tus-Resumable", "1.0.0")
+            self.send_header("Cache-Control", "no-store")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        if path == "/_tus/files" and method in ("OPTIONS", "POST"):
+            # Faults given in the creation URL's query hold for its key from now on.
+            given = {name: value for name, value in query.items() if name != "key"}
+            if given:
+                tus.set_faults(query.get("key", ""), given)
+        if path == "/_tus/files" and method == "OPTIONS":
+            faults = tus.faults(query.get("key", ""))
+            if faults.get("no_options"):
+                answer(405)
+                return
+            extensions = "creation,termination" + (",checksum" if faults.get("checksum") else "")
+            headers = {"Tus-Version": "1.0.0", "Tus-Extension": extensions, "Tus-Max-Size": str(1 << 34)}
+            if faults.get("checksum"):
+                headers["Tus-Checksum-Algorithm"] = "md5,sha1"
+            answer(204, headers)
+            return
+        if self.headers.get("Tus-Resumable") != "1.0.0":
+            answer(412, {"Tus-Version": "1.0.0"})
+            return
+        if path == "/_tus/files" and method == "POST":
+            try:
+                length = int(self.headers.get("Upload-Length", ""))
+            except ValueError:
+                answer(400)
+                return
+            upload = tus.create(query.get("key", ""), length, self.headers.get("Upload-Metadata", ""))
+            # Relative on purpose: the client resolves it against the creation URL.
+            answer(201, {"Location": f"files/{upload.id}"})
+            return
+        if not path.startswith("/_tus/files/"):
+            answer(404)
+            return
+        upload = tus.find(path[len("/_tus/files/"):])
+        if upload is None or upload.deleted:
+            answer(404)
+            return
+        faults = tus.faults(upload.key)
+        stats = tus.key_stats(upload.key)
+        if upload.lost:
+            answer(int(faults.get("lose_status") or 404))
+            return
+        if method == "HEAD":
+            with upload.busy, tus.lock:
+                stats["heads"] += 1
+                offset = upload.offset + int(faults.get("head_offset_delta") or 0)
+            answer(200, {"Upload-Offset": str(offset), "Upload-Length": str(upload.length)})
+            return
+        if method == "DELETE":
+            with tus.lock:
+                upload.deleted = True
+                stats["deleted"] += 1
+            answer(204)
+            return
+        if method != "PATCH":
+            answer(405)
+            return
+        if self.headers.get("Content-Type") != "application/offset+octet-stream":
+            answer(415)
+            return
+        try:
+            offset = int(self.headers.get("Upload-Offset", ""))
+        except ValueError:
+            answer(400)
+            return
+        with upload.busy:
+            self.tus_patch(upload, offset, body_length, faults, stats, answer)
+
+    def tus_patch(self, upload: "TusUpload", offset: int, body_length: int, faults: dict[str, str],
+                  stats: dict[str, int], answer: Callable[..., None]) -> None:
+        """A PATCH to `upload`, its lock held."""
+        tus = self.server.tus
+        if upload.lost or upload.deleted:
+            answer(int(faults.get("lose_status") or 404))
+            return
+        if offset != upload.offset:
+            with tus.lock:
+                stats["conflicts"] += 1
+            answer(409)
+            return
+        checksum = self.headers.get("Upload-Checksum")
+        rate = int(faults.get("rate") or 0)
+        with tus.lock:
+            stats["patches"] += 1
+            if checksum:
+                stats["checksums"] += 1
+        received = bytearray()
+        piece = 16 * 1024 if rate else 256 * 1024
+        started = time.monotonic()
+        while len(received) < body_length:
+            data = self.rfile.read(min(piece, body_length - len(received)))
+            if not data:
+                break
+            received += data
+            with tus.lock:
+                stats["received"] += len(data)
+                if not checksum:
+                    # Without a checksum, what arrived is kept even if the request is cut (as tusd does).
+                    upload.data += data
+            if rate:
+                ahead = len(received) / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        if len(received) < body_length:
+            self.close_connection = True
+            return
+        if checksum:
+            algorithm, _, digest = checksum.partition(" ")
+            if algorithm not in ("sha1", "md5"):
+                answer(400, drain=False)
+                return
+            expected = base64.b64encode(hashlib.new(algorithm, bytes(received)).digest()).decode()
+            with tus.lock:
+                mismatch = digest != expected or bool(faults.get("mismatch_once")) and not stats["mismatches"]
+                if mismatch:
+                    stats["mismatches"] += 1
+                else:
+                    upload.data += received
+            if mismatch:
+                answer(460, drain=False)
+                return
+        with tus.lock:
+            lose_after = int(faults.get("lose_after") or 0)
+            if lose_after and stats["received"] >= lose_after and not stats["lost"]:
+                stats["lost"] += 1
+                upload.lost = True
+            reported = upload.offset + int(faults.get("patch_offset_delta") or 0)
+        answer(204, {"Upload-Offset": str(reported)}, drain=False)
 
     # -- simple responses ----------------------------------------------------
 
@@ -1197,6 +1364,91 @@ class FtpResponder:
 # ---------------------------------------------------------------------------
 
 
+TUS_PREFIX = "/_tus/"
+
+
+@dataclass
+class TusUpload:
+    id: str
+    key: str
+    length: int
+    metadata: str
+    data: bytearray = field(default_factory=bytearray)
+    deleted: bool = False
+    lost: bool = False
+    # Held by a PATCH while it runs (a request cut by a killed client included, until its
+    # bytes are in): HEAD waits for it, another PATCH too, as tusd's upload locks do.
+    busy: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def offset(self) -> int:
+        return len(self.data)
+
+
+class TusUploads:
+    """The uploads of the /_tus/ endpoint and, per key, their faults and counts.
+
+    Faults (set at creation with the creation URL's query, or later with
+    GET /_tus/set?key=K&NAME=VALUE; an empty VALUE removes one):
+    checksum=1 (offer the checksum extension, sha1 and md5), mismatch_once=1
+    (answer the first checksummed PATCH 460), lose_after=N (after N PATCH body
+    bytes in all, the upload is lost: HEAD and PATCH answer lose_status, 404 by
+    default), head_offset_delta=D and patch_offset_delta=D (add D to the offset
+    HEAD or PATCH reports), rate=BYTES (read PATCH bodies at most this fast),
+    no_options=1 (answer OPTIONS 405)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.uploads: dict[str, TusUpload] = {}
+        self.fault_sets: dict[str, dict[str, str]] = {}
+        self.counts: dict[str, dict[str, int]] = {}
+        self.latest: dict[str, str] = {}
+        self.next_id = 0
+
+    def faults(self, key: str) -> dict[str, str]:
+        with self.lock:
+            return dict(self.fault_sets.get(key, {}))
+
+    def set_faults(self, key: str, values: dict[str, str]) -> dict[str, str]:
+        with self.lock:
+            faults = self.fault_sets.setdefault(key, {})
+            for name, value in values.items():
+                if value:
+                    faults[name] = value
+                else:
+                    faults.pop(name, None)
+            return dict(faults)
+
+    def key_stats(self, key: str) -> dict[str, int]:
+        with self.lock:
+            return self.counts.setdefault(key, {name: 0 for name in (
+                "creations", "received", "patches", "conflicts", "checksums", "mismatches", "heads", "deleted", "lost")})
+
+    def create(self, key: str, length: int, metadata: str) -> TusUpload:
+        stats = self.key_stats(key)
+        with self.lock:
+            self.next_id += 1
+            upload = TusUpload(id=f"u{self.next_id}-{os.urandom(6).hex()}", key=key, length=length, metadata=metadata)
+            self.uploads[upload.id] = upload
+            self.latest[key] = upload.id
+            stats["creations"] += 1
+            return upload
+
+    def find(self, upload_id: str) -> Optional[TusUpload]:
+        with self.lock:
+            return self.uploads.get(upload_id)
+
+    def stats(self, key: str) -> dict[str, object]:
+        stats = self.key_stats(key)
+        with self.lock:
+            result: dict[str, object] = dict(stats)
+            upload = self.uploads.get(self.latest.get(key, ""))
+            if upload is not None:
+                result.update(offset=upload.offset, length=upload.length, metadata=upload.metadata,
+                              sha256=hashlib.sha256(bytes(upload.data)).hexdigest(), id=upload.id)
+            return result
+
+
 class FaultServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
@@ -1205,6 +1457,7 @@ class FaultServer(ThreadingHTTPServer):
         self.root = os.path.realpath(root)
         self.verbose = verbose
         self.registry = StateRegistry()
+        self.tus = TusUploads()
         super().__init__(("127.0.0.1", port), FaultRequestHandler)
 
     def handle_error(self, request, client_address) -> None:

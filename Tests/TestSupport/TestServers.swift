@@ -98,6 +98,31 @@ package struct TestServers: Sendable {
 
     private static let digests = LockedBox<[String: String]>([:])
 
+    /// The fault server's tus creation URL for `key` (`/_tus/files?key=K&PARAMS`: faults for that key).
+    package func tus(key: String, _ parameters: [String: String] = [:]) -> URL {
+        var components = URLComponents(url: fault.appendingPathComponent("_tus/files"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "key", value: key)]
+            + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        return components.url!
+    }
+
+    /// Sets (or with an empty value, removes) tus faults of `key` (`/_tus/set`).
+    package func setTusFaults(key: String, _ parameters: [String: String]) throws {
+        var components = URLComponents(url: fault.appendingPathComponent("_tus/set"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "key", value: key)]
+            + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        _ = try Data(contentsOf: components.url!)
+    }
+
+    /// What the fault server's tus endpoint counted for `key`: `creations`, `received` (PATCH body
+    /// bytes read, resent ones included), `patches` (accepted), `conflicts` (409s), `checksums`, `mismatches`, `heads`, `deleted`,
+    /// `lost`, and of the latest upload `offset`, `length`, `sha256` (of the bytes it holds).
+    package func tusStats(key: String) throws -> [String: Any] {
+        var components = URLComponents(url: fault.appendingPathComponent("_tus/stats"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "key", value: key)]
+        return try JSONSerialization.jsonObject(with: Data(contentsOf: components.url!)) as? [String: Any] ?? [:]
+    }
+
     package func size(of file: String) throws -> Int64 {
         (try FileManager.default.attributesOfItem(atPath: path(file))[.size] as! NSNumber).int64Value
     }
@@ -156,6 +181,9 @@ package struct UploadServers {
     package let s3Log: String
     package let form: URL
     package let formRoot: String
+    /// tuspyserver's tus creation URL (`TRANSFERD_TEST_TUS`, `…/files`) and the folder it stores uploads in.
+    package let tus: URL
+    package let tusRoot: String
 
     package static func current(file: StaticString = #filePath, line: UInt = #line) throws -> UploadServers {
         let environment = ProcessInfo.processInfo.environment
@@ -170,7 +198,8 @@ package struct UploadServers {
                              credentials: AWSCredentials(accessKeyID: try value("TRANSFERD_TEST_S3_ACCESS_KEY"),
                                                          secretAccessKey: try value("TRANSFERD_TEST_S3_SECRET_KEY")),
                              region: try value("TRANSFERD_TEST_S3_REGION"), s3Log: try value("TRANSFERD_TEST_S3_LOG"),
-                             form: URL(string: try value("TRANSFERD_TEST_FORM"))!, formRoot: try value("TRANSFERD_TEST_FORM_ROOT"))
+                             form: URL(string: try value("TRANSFERD_TEST_FORM"))!, formRoot: try value("TRANSFERD_TEST_FORM_ROOT"),
+                             tus: URL(string: try value("TRANSFERD_TEST_TUS"))!, tusRoot: try value("TRANSFERD_TEST_TUS_ROOT"))
     }
 
     package var configuration: S3Configuration {

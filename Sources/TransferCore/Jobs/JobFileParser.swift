@@ -245,6 +245,7 @@ struct Context {
                     "skip_unchanged", "include", "exclude"],
         .s3Copy: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "skip_unchanged", "include", "exclude",
                   "source_endpoint", "source_region", "source_profile"],
+        .tus: ["source", "chunk_size", "content_type"],
     ]
 
     mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
@@ -445,6 +446,16 @@ struct Context {
                 spec.sourceProfile = reader.string("source_profile")
                 checkCopyFields(spec, job: number, id: display)
             }
+        case .tus:
+            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
+            spec.chunkSize = reader.string("chunk_size").flatMap { text in
+                guard let bytes = ByteSize.parse(text), TusOptions.chunkSizes.contains(bytes) else {
+                    fail("chunk_size", "\"\(text)\" is not a size from 64K to 1G", fix: "write e.g. \"8M\" (the default)")
+                    return nil
+                }
+                return bytes
+            }
+            spec.contentType = reader.string("content_type")
         }
         reportTypeErrors(reader, number: number, id: display)
         if errors.count == errorsBefore { jobs.append(spec) }

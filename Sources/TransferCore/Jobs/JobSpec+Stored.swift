@@ -8,6 +8,7 @@ extension JobSpec {
     /// Compact JSON, keys sorted, absent optionals left out.
     public var storedJSON: String {
         var object = JSONObject()
+        if let chunkSize { object.add("chunkSize", chunkSize) }
         if let connections { object.add("connections", connections) }
         if let contentType { object.add("contentType", contentType) }
         if let destination { object.add("destination", destination) }
@@ -144,6 +145,7 @@ extension JobSpec {
         sourceProfile = try string("sourceProfile")
         sourceRegion = try string("sourceRegion")
         partSize = try integer("partSize")
+        chunkSize = try integer("chunkSize")
         partsInFlight = try integer("partsInFlight").map(Int.init)
         region = try string("region")
         endpoint = try string("endpoint")

@@ -14,6 +14,8 @@ public struct JobSpec: Codable, Equatable, Sendable {
         case s3Upload = "s3-upload"
         /// A copy made by the S3 server, of an object or a prefix, to another key or prefix on the same endpoint.
         case s3Copy = "s3-copy"
+        /// Resumable upload of one file to a tus 1.0 server (`url`: its creation URL).
+        case tus
     }
 
     /// One file part of a multipart/form-data upload.
@@ -64,6 +66,8 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var files: [FormFile]?
     public var partSize: Int64?
     public var partsInFlight: Int?
+    /// A tus upload: bytes per PATCH (`chunk_size`).
+    public var chunkSize: Int64?
     public var region: String?
     public var endpoint: String?
     public var profile: String?

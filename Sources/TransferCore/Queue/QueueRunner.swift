@@ -527,14 +527,14 @@ extension QueueRunner {
     }
 
     /// Bytes an attempt starts with: what earlier runs left for downloads and
-    /// S3 uploads (they resume); none for a PUT or a form (sent again whole).
+    /// S3 and tus uploads (they resume); none for a PUT or a form (sent again whole).
     static func resumesFrom(_ record: JobRecord) -> Int64 {
         record.spec.kind == .put || record.spec.kind == .form ? 0 : record.bytesDone
     }
 
     /// An upload's size, known before it starts (nil for downloads and directories).
     static func sourceSize(_ spec: JobSpec) -> Int64? {
-        guard spec.kind == .put || spec.kind == .s3Upload, let source = spec.source else { return nil }
+        guard spec.kind == .put || spec.kind == .s3Upload || spec.kind == .tus, let source = spec.source else { return nil }
         var info = stat()
         guard stat(source, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int64(info.st_size)

@@ -1,14 +1,16 @@
 import CCrypto
 
-/// An incremental MD5 or SHA-256 (OpenSSL EVP), for upload checksums.
+/// An incremental MD5, SHA-1, SHA-256 or SHA-512 (OpenSSL EVP), for upload checksums
+/// (SHA-1 only where a protocol names it: tus's checksum extension).
 struct Digest: ~Copyable {
-    enum Algorithm { case md5, sha256, sha512 }
+    enum Algorithm { case md5, sha1, sha256, sha512 }
     private let context: OpaquePointer
 
     init(_ algorithm: Algorithm) {
         context = EVP_MD_CTX_new()
         let method: OpaquePointer? = switch algorithm {
         case .md5: EVP_md5()
+        case .sha1: EVP_sha1()
         case .sha256: EVP_sha256()
         case .sha512: EVP_sha512()
         }

@@ -10,6 +10,8 @@ enum PutCommand {
         OptionSpec("--checksum", value: "md5|sha256", help: "send Content-MD5 or Content-Digest computed from the file"),
         OptionSpec("-F", "--form", value: "NAME=VALUE|NAME=@FILE", help: "send a multipart/form-data form: a text field, or another file (repeatable)"),
         OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
+        OptionSpec("--tus", help: "resumable upload to a tus 1.0 server: URL is its creation URL; run again to continue"),
+        OptionSpec("--chunk-size", value: "SIZE", help: "tus: bytes per PATCH (default 8M; 64K to 1G)"),
         OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
         OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 10)"),
         OptionSpec("-j", "--jobs", value: "N", help: "S3 folder upload: files uploading at once (default: 16)"),
@@ -23,11 +25,12 @@ enum PutCommand {
         OptionSpec("-h", "--help", help: "show this help"),
     ] + SyncFlags.specs + TransferFlags.specs
 
-    static let usage = "transferd put PATH URL [--form NAME=VALUE ...] [--checksum md5|sha256] [options]"
+    static let usage = "transferd put PATH URL [--tus | --form NAME=VALUE ...] [--checksum md5|sha256] [options]"
 
     static let help = CommandHelp(name: "put", usage: usage, summary: """
         Uploads PATH to URL: a streamed PUT with an exact Content-Length by default, or a
-        multipart/form-data POST when --form is given (PATH is then the form's file).
+        multipart/form-data POST when --form is given (PATH is then the form's file), or a
+        resumable tus 1.0 upload with --tus (URL is the server's creation URL).
         """, options: specs)
 
     static func run(_ argv: [String]) async -> ExitCode {
@@ -36,6 +39,7 @@ enum PutCommand {
         let transport: Transport
         do {
             arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
+            if arguments.has("--tus"), !arguments.has("--help") { return await runTus(arguments) }
             if arguments.positionals.count == 2, let location = S3Location(arguments.positionals[1]), !arguments.has("--help") {
                 return await runS3(arguments, location: location)
             }
@@ -44,6 +48,7 @@ enum PutCommand {
                 return .success
             }
             try SyncFlags.refuseForOne(arguments, what: arguments.positionals.first ?? "PATH")
+            if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus)") }
             options = try uploadOptions(arguments)
             transport = try TransferFlags.transport(arguments)
         } catch {
@@ -68,6 +73,69 @@ enum PutCommand {
         }
     }
 
+    /// `put --tus PATH URL`: a resumable tus 1.0 upload. The upload's URL and the offset the
+    /// server confirmed are recorded under `$XDG_STATE_HOME/transferd/uploads/`, so running
+    /// the same command again (after Ctrl-C or kill -9) continues from the server's offset.
+    static func runTus(_ arguments: ParsedArguments) async -> ExitCode {
+        do {
+            guard arguments.positionals.count == 2 else { throw UsageError("need PATH and URL; usage: \(usage)") }
+            for option in ["--form", "--file-field", "--method", "--checksum", "--part-size", "--parts", "--jobs",
+                           "--skip-unchanged", "--include", "--exclude", "--endpoint", "--region", "--profile"] where arguments.has(option) {
+                throw UsageError("\(option) does not apply to a tus upload (--tus)")
+            }
+            try SyncFlags.refuseForOne(arguments, what: arguments.positionals[0])
+            let path = arguments.positionals[0]
+            let text = arguments.positionals[1]
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                  url.host?.isEmpty == false else {
+                throw UsageError("'\(Redaction.url(string: text))' is not an http:// or https:// URL (a tus creation URL)")
+            }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                throw UsageError("\(path): no such file")
+            }
+            let chunkSize = try arguments.byteSize("--chunk-size") ?? TusOptions.defaultChunkSize
+            guard TusOptions.chunkSizes.contains(chunkSize) else { throw UsageError("--chunk-size must be from 64K to 1G") }
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            var options = TusOptions(endpoint: url, source: absolute, chunkSize: chunkSize,
+                                     headers: try TransferFlags.headers(arguments), contentType: arguments.value("--content-type"),
+                                     retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
+                                     connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
+                                     idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
+            options.rate = try sendRate(arguments)
+            let quiet = arguments.has("--quiet")
+            let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: quiet)
+            let upload = TusUpload(transport: try TransferFlags.transport(arguments), options: options,
+                                   state: FileUploadStateStore(source: absolute, bucket: "tus", key: url.absoluteString)) {
+                line.handle($0)
+            }
+            do {
+                let result = try await SignalHandler.cancelling { try await upload.run() }
+                line.clear()
+                if !quiet {
+                    var text = "\(path): \(Format.bytes(result.size)) sent with tus in \(String(format: "%.2f", result.elapsed)) s"
+                    if let at = result.resumedAt { text += ", resumed at byte \(at) (\(Format.bytes(result.bytesSent)) sent now)" }
+                    text += result.checksum.map { ", each chunk checked by the server (\($0))" } ?? ", the server offers no checksum"
+                    Output.err(text + "; the server's offset is the file's length\n")
+                }
+                return .success
+            } catch is CancellationError {
+                line.clear()
+                Output.err("transferd put: interrupted; the upload's address is recorded — run the same command to continue\n")
+                return .interrupted
+            } catch {
+                line.clear()
+                throw error
+            }
+        } catch let error as UsageError {
+            Output.err("transferd put: \(error)\n")
+            return .usage
+        } catch {
+            Output.err("transferd put: \(Redaction.message(String(describing: error)))\n")
+            return ExitCode.of(error, otherwise: .transferFailed)
+        }
+    }
+
     /// `put PATH s3://bucket/key`: a resumable multipart upload (one PUT for small files).
     static func runS3(_ arguments: ParsedArguments, location: S3Location) async -> ExitCode {
         let path = arguments.positionals[0]
@@ -82,6 +150,7 @@ enum PutCommand {
                 throw UsageError("\(option) is for a folder upload; \(path) is a file")
             }
             try SyncFlags.refuseForOne(arguments, what: path)
+            if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus); S3 takes --part-size") }
             let client = try s3Client(arguments)
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
@@ -291,6 +360,9 @@ final class UploadLine: Sendable {
                 state.lastDraw = Date()
                 state.live.show("\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))",
                                 permanent: false)
+            case .retrying(_, 0, let reason) where reason.hasSuffix("again") || reason.hasSuffix("started"):
+                // Said by a tus upload that goes on at once (a chunk resent, a new upload): the reason says what happens.
+                state.live.show("\(name): \(reason)", permanent: true)
             case .retrying(let attempt, let delay, let reason):
                 state.live.show("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))",
                                 permanent: true)

@@ -1,8 +1,8 @@
 import Foundation
 
-/// Runs a `put`, `form` or `s3-upload` job (a file, or a folder to a prefix); an S3
-/// upload's id and recorded parts live in the job's row, so a later attempt, run or
-/// worker continues the same multipart upload.
+/// Runs a `put`, `form`, `s3-upload` or `tus` job (a file, or a folder to a prefix); an S3
+/// upload's id and recorded parts, and a tus upload's URL and confirmed offset, live in the
+/// job's row, so a later attempt, run or worker continues the same upload.
 struct UploadExecutor: JobExecutor {
     let context: ExecutionContext
 
@@ -11,6 +11,7 @@ struct UploadExecutor: JobExecutor {
         let transport = context.transports.transport(named: spec.transport ?? context.options.transport)
         let retry = RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay)
         var s3: (upload: S3MultipartUpload, client: S3Client, state: JobUploadStateStore)?
+        var tus: TusUpload?
         do {
             let headers = try context.expandedHeaders(spec)
             // Sources are read through no symbolic link below the root (`ConfinedPath`).
@@ -66,6 +67,18 @@ struct UploadExecutor: JobExecutor {
                 s3 = (upload, client, state)
                 let result = try await upload.run()
                 return .completed(size: result.size)
+            case .tus:
+                guard let url = URL(string: spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
+                var options = TusOptions(endpoint: url, source: source, chunkSize: spec.chunkSize ?? TusOptions.defaultChunkSize,
+                                         headers: headers, contentType: spec.contentType, retry: retry, tls: context.options.tls,
+                                         connectTimeout: context.options.connectTimeout, idleTimeout: context.options.idleTimeout)
+                options.rate = context.sendRate(spec, transport: transport)
+                let upload = TusUpload(transport: transport, options: options,
+                                       state: JobUploadStateStore(store: context.store, job: job),
+                                       onEvent: context.progressRecorder(job))
+                tus = upload
+                let result = try await upload.run()
+                return .completed(size: result.size)
             case .download, .s3Copy:
                 return .failed("not an upload")
             }
@@ -74,6 +87,9 @@ struct UploadExecutor: JobExecutor {
                 guard job.cancelledByUser.current else { return .interrupted }
                 // A cancelled S3 upload is aborted so no parts are left behind.
                 if let s3 { await s3.upload.abandon() }
+                // A cancelled tus upload is terminated (DELETE) where the server allows it; from a task
+                // of its own, since a transport refuses to start an exchange in a cancelled task.
+                if let tus { await Task.detached { await tus.abandon() }.value }
                 return .cancelled
             }
             return .failed(String(describing: error))
