@@ -347,4 +347,33 @@ final class PutCommandTests: XCTestCase {
         XCTAssertEqual(stats["deleted"] as? Int, 1, "the upload was terminated: \(stats)")
         XCTAssertLessThan(stats["offset"] as? Int ?? Int.max, 4 << 20, "cancelled before the end")
     }
+
+    /// `transferd cancel` on a running s3-upload job aborts its multipart upload: the abort runs
+    /// from a task of its own (in the cancelled one, the transport refused to send it).
+    func testCancellingARunningS3UploadAbortsItsMultipartUpload() throws {
+        let servers = try UploadServers.current()
+        let target = servers.s3Targets[0]
+        let fixture = try QueueFixture()
+        try randomFile(fixture.root + "/data.bin", megabytes: 24)
+        let bucket = "cancel-\(UUID().uuidString.prefix(8).lowercased())"
+        let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+        try blocking { try await client.createBucket(bucket) }
+        try fixture.drop("up.json", jobs: [["id": "up", "type": "s3-upload", "url": "s3://\(bucket)/data.bin", "source": "data.bin",
+                                            "part_size": "5M", "parts_in_flight": 1, "limit_rate": "4M"]])
+        let run = try TransferdProcess(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
+        let open = Locked<[String]>([])
+        let deadline = Date().addingTimeInterval(30)
+        while open.current.isEmpty, Date() < deadline {
+            usleep(100_000)
+            try blocking { let ids = try await client.openUploads(bucket: bucket, key: "data.bin"); open.withLock { $0 = ids } }
+        }
+        XCTAssertEqual(open.current.count, 1, "the upload is under way")
+        usleep(1_500_000)
+        let cancel = try TransferdProcess.run(["cancel", "up", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(cancel.status, 0, cancel.stderr)
+        _ = run.wait()
+        XCTAssertEqual(try fixture.store().job("up")?.state, .cancelled)
+        try blocking { let ids = try await client.openUploads(bucket: bucket, key: "data.bin"); open.withLock { $0 = ids } }
+        XCTAssertEqual(open.current, [], "the multipart upload was aborted")
+    }
 }

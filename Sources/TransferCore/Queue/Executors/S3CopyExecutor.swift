@@ -70,10 +70,13 @@ struct S3CopyExecutor: JobExecutor {
         } catch {
             if error is CancellationError || Task.isCancelled {
                 guard job.cancelledByUser.current else { return .interrupted }
-                // A cancelled copy is aborted so no parts are left behind.
-                if let single { await single.abandon() }
-                if let streamed { await streamed.abandon() }
-                if let prefixCopy { await prefixCopy.abandonUnfinished() }
+                // A cancelled copy is aborted so no parts are left behind; from a task of its own, since a
+                // transport refuses to start an exchange in a cancelled task.
+                await Task.detached {
+                    if let single { await single.abandon() }
+                    if let streamed { await streamed.abandon() }
+                    if let prefixCopy { await prefixCopy.abandonUnfinished() }
+                }.value
                 return .cancelled
             }
             // A prefix copy that fails leaves none of its objects' copies in parts stored.

@@ -85,8 +85,9 @@ struct UploadExecutor: JobExecutor {
         } catch {
             if error is CancellationError || Task.isCancelled {
                 guard job.cancelledByUser.current else { return .interrupted }
-                // A cancelled S3 upload is aborted so no parts are left behind.
-                if let s3 { await s3.upload.abandon() }
+                // A cancelled S3 upload is aborted so no parts are left behind; from a task of its own,
+                // since a transport refuses to start an exchange in a cancelled task.
+                if let s3 { await Task.detached { await s3.upload.abandon() }.value }
                 // A cancelled tus upload is terminated (DELETE) where the server allows it; from a task
                 // of its own, since a transport refuses to start an exchange in a cancelled task.
                 if let tus { await Task.detached { await tus.abandon() }.value }
