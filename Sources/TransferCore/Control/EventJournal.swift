@@ -93,16 +93,14 @@ struct EventID: Sendable, Equatable, CustomStringConvertible {
 /// The run's events for every event stream: the run appends (never waiting for a
 /// reader), each stream reads at its own pace and waits for more. A stream that
 /// falls behind the bound is told to reset instead of holding the run's memory.
-// @unchecked: `buffer` and `closed` change only under `condition`.
-package final class EventJournal: @unchecked Sendable {
+package final class EventJournal: Sendable {
     /// This run's id, the prefix of every event id.
     package let run: String
-    private var buffer: EventBuffer
-    private var closed = false
-    private let condition = NSCondition()
+    /// The events kept, and whether the run has ended.
+    private let state: Conditioned<(buffer: EventBuffer, closed: Bool)>
 
     package init(capacity: Int = 8192, byteLimit: Int = 8 << 20, run: String = EventJournal.newRunID()) {
-        self.buffer = EventBuffer(capacity: capacity, byteLimit: byteLimit)
+        state = Conditioned((EventBuffer(capacity: capacity, byteLimit: byteLimit), false))
         self.run = run
     }
 
@@ -116,24 +114,16 @@ package final class EventJournal: @unchecked Sendable {
 
     /// Adds an event (one line of JSON) and wakes the streams waiting for it.
     package func append(_ json: String) {
-        condition.lock()
-        buffer.append(json)
-        condition.broadcast()
-        condition.unlock()
+        state.change(wakingAll: true) { $0.buffer.append(json) }
     }
 
     /// No more events: waiting streams end.
     package func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
+        state.change(wakingAll: true) { $0.closed = true }
     }
 
     var newest: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return buffer.newest
+        state.withLock { $0.buffer.newest }
     }
 
     enum Wait: Equatable {
@@ -145,13 +135,10 @@ package final class EventJournal: @unchecked Sendable {
     /// Events after `number`, waiting up to `timeout` for one to come.
     func wait(after number: Int, limit: Int, timeout: TimeInterval) -> Wait {
         let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while true {
-            let read = buffer.read(after: number, limit: limit)
+        return state.wait(deadline: deadline) { state -> Wait? in
+            let read = state.buffer.read(after: number, limit: limit)
             if read != .entries([]) { return .read(read) }
-            if closed { return .closed }
-            if !condition.wait(until: deadline) { return .timedOut }
-        }
+            return state.closed ? .closed : nil
+        } ?? .timedOut
     }
 }

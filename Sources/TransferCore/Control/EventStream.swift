@@ -5,16 +5,20 @@ import Foundation
 /// comment as a heartbeat when nothing happens, so proxies keep the connection;
 /// an explicit `reset` event when the events it asked for are no longer kept
 /// (it fell behind the bound, or the id is from another run).
-// @unchecked: `cursor` and `pending` are used by the one connection thread that pulls the stream.
-final class EventStream: ResponseStream, @unchecked Sendable {
+final class EventStream: ResponseStream, Sendable {
     private let journal: EventJournal
     private let heartbeat: TimeInterval
-    private var cursor: Int
-    private var pending = Data()
+    /// Where the stream is: the last event sent, the bytes not yet sent, and when they last went.
+    private struct Position {
+        var cursor: Int
+        var pending = Data()
+        var lastSend: TimeInterval = -.infinity
+    }
+    /// Used by the one connection thread that pulls the stream; the lock costs nothing uncontended.
+    private let position: Locked<Position>
     /// The least time between two sends: events that come meanwhile go out together, so ten
     /// clients cost ten wake-ups a tenth of a second, not ten per event (measured in bench/control.sh).
     private let batchInterval: TimeInterval
-    private var lastSend: TimeInterval = -.infinity
 
     /// - Parameter lastEventID: the client's `Last-Event-ID`; nil: only events from now on.
     init(journal: EventJournal, lastEventID: String?, heartbeat: TimeInterval, batchInterval: TimeInterval = 0.1) {
@@ -23,47 +27,52 @@ final class EventStream: ResponseStream, @unchecked Sendable {
         self.batchInterval = batchInterval
         journal.readers.withLock { $0 += 1 }
         // The client's reconnection delay, in milliseconds.
-        pending.append(contentsOf: "retry: 2000\n\n".utf8)
-        let newest = journal.newest
+        var start = Position(cursor: journal.newest)
+        start.pending.append(contentsOf: "retry: 2000\n\n".utf8)
         if let lastEventID {
-            if let id = EventID(parsing: lastEventID), id.run == journal.run, id.number <= newest {
-                cursor = id.number
+            if let id = EventID(parsing: lastEventID), id.run == journal.run, id.number <= start.cursor {
+                start.cursor = id.number
             } else {
-                cursor = newest
-                pending.append(Self.reset(run: journal.run, newest: newest,
-                                          reason: "the event id \(lastEventID) is not from this run"))
+                start.pending.append(Self.reset(run: journal.run, newest: start.cursor,
+                                                reason: "the event id \(lastEventID) is not from this run"))
             }
-        } else {
-            cursor = newest
         }
+        position = Locked(start)
     }
 
     deinit { journal.readers.withLock { $0 -= 1 } }
 
     func next(limit: Int) -> Data? {
-        while pending.isEmpty {
-            let sinceLast = ProcessInfo.processInfo.systemUptime - lastSend
+        // Taken out whole (the box keeps no second reference to the bytes, which would make each
+        // append copy them), and put back on the way out.
+        var state = position.withLock { held -> Position in
+            defer { held.pending = Data() }
+            return held
+        }
+        defer { position.withLock { $0 = state } }
+        while state.pending.isEmpty {
+            let sinceLast = ProcessInfo.processInfo.systemUptime - state.lastSend
             if sinceLast < batchInterval { Thread.sleep(forTimeInterval: batchInterval - sinceLast) }
-            switch journal.wait(after: cursor, limit: 1024, timeout: heartbeat) {
+            switch journal.wait(after: state.cursor, limit: 1024, timeout: heartbeat) {
             case .closed:
                 return nil
             case .timedOut:
-                pending.append(contentsOf: ": heartbeat\n\n".utf8)
+                state.pending.append(contentsOf: ": heartbeat\n\n".utf8)
             case .read(.behind(let newest)):
-                pending.append(Self.reset(run: journal.run, newest: newest,
-                                          reason: "events after \(EventID(run: journal.run, number: cursor)) are no longer kept"))
-                cursor = newest
+                state.pending.append(Self.reset(run: journal.run, newest: newest,
+                                          reason: "events after \(EventID(run: journal.run, number: state.cursor)) are no longer kept"))
+                state.cursor = newest
             case .read(.entries(let entries)):
                 for entry in entries {
-                    pending.append(Self.frame(id: EventID(run: journal.run, number: entry.number), data: entry.data))
+                    state.pending.append(Self.frame(id: EventID(run: journal.run, number: entry.number), data: entry.data))
                 }
-                cursor = entries.last?.number ?? cursor
+                state.cursor = entries.last?.number ?? state.cursor
             }
         }
-        let count = min(limit, pending.count)
-        let chunk = pending.prefix(count)
-        pending.removeFirst(count)
-        if pending.isEmpty { lastSend = ProcessInfo.processInfo.systemUptime }
+        let count = min(limit, state.pending.count)
+        let chunk = state.pending.prefix(count)
+        state.pending.removeFirst(count)
+        if state.pending.isEmpty { state.lastSend = ProcessInfo.processInfo.systemUptime }
         return Data(chunk)
     }
 

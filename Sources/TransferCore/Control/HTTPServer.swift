@@ -8,12 +8,12 @@ import Foundation
 /// `ConnectionGuard` bounds how long a request's headers may take and how many
 /// connections without the token (`isTrusted`) are held, so a client with the
 /// token is answered however many idle sockets others hold open.
-// @unchecked: `daemon` is set in init and cleared by `stop()`, which the owner calls once; the
-// callbacks reach the server only through the context pointer libmicrohttpd hands back.
-final class HTTPServer: @unchecked Sendable {
+// The callbacks reach the server only through the context pointer libmicrohttpd hands back.
+final class HTTPServer: Sendable {
     typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
 
-    private var daemon: OpaquePointer?
+    /// The running daemon and the port it bound: set in init, cleared by `stop()`.
+    private let bound = Locked<(daemon: OpaquePointer?, port: Int)>((nil, 0))
     let handler: Handler
     /// Asked when a request's headers are in, before any body is read: a response refuses the
     /// request there (an unknown route, a missing token, a body where none belongs), so nobody
@@ -28,7 +28,7 @@ final class HTTPServer: @unchecked Sendable {
     /// Seconds a request's headers may take on a connection without the token.
     static let headerTimeout: TimeInterval = 5
     /// The port bound (the system's choice when 0 was asked for).
-    private(set) var port = 0
+    var port: Int { bound.current.port }
 
     /// One request's state between libmicrohttpd's calls of the access handler.
     final class Exchange {
@@ -45,7 +45,7 @@ final class HTTPServer: @unchecked Sendable {
         self.isTrusted = isTrusted
         guardian = ConnectionGuard(headerTimeout: headerTimeout, untrustedLimit: untrustedLimit)
         let context = Unmanaged.passUnretained(self).toOpaque()
-        daemon = try Self.withSocketAddress(address) { socketAddress in
+        let daemon = try Self.withSocketAddress(address) { socketAddress in
             transferd_mhd_start(socketAddress, address.isIPv6 ? 1 : 0, Self.accessHandler, context,
                                 Self.requestCompleted, context, Self.connectionNotice, context,
                                 Self.connectionLimit,
@@ -56,15 +56,17 @@ final class HTTPServer: @unchecked Sendable {
             throw ListenAddressError(description: "could not listen on \(address): \(String(cString: strerror(errno)))"
                                      + " (is the port in use? --listen 127.0.0.1:0 lets the system choose one)")
         }
-        port = Int(transferd_mhd_port(daemon))
+        bound.withLock { $0 = (daemon, Int(transferd_mhd_port(daemon))) }
         guardian.start()
     }
 
     /// Stops listening and closes every connection (a streamed response's source is
     /// released when its connection ends).
     func stop() {
-        guard let daemon else { return }
-        self.daemon = nil
+        guard let daemon = bound.withLock({ state -> OpaquePointer? in
+            defer { state.daemon = nil }
+            return state.daemon
+        }) else { return }
         guardian.stop()
         MHD_stop_daemon(daemon)
     }

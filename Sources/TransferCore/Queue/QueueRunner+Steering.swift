@@ -48,7 +48,7 @@ extension QueueRunner {
             busyFinishing[id] = nil
             guard let job = active[id] else { continue }
             job.leaseLost.withLock { $0 = true }
-            job.task?.cancel()
+            job.task.current?.cancel()
         }
     }
 
@@ -58,15 +58,17 @@ extension QueueRunner {
         var reports: [JobProgress] = []
         for (id, job) in active {
             // A checkpoint the shared store refused: another worker has the job; this one stops now.
-            if job.leaseLost.current { job.task?.cancel() }
+            if job.leaseLost.current { job.task.current?.cancel() }
             guard let (written, total) = job.engine.current?.progress() ?? job.uploadProgress.current else { continue }
             reports.append(JobProgress(id: id, bytesDone: written, bytesTotal: total))
-            job.progress.speed = RunProgress.smooth(job.progress.speed, delta: max(0, written - job.progress.bytesDone),
-                                                    interval: now.timeIntervalSince(job.progressTime))
-            job.progress.bytesDone = written
-            job.progress.bytesTotal = total
-            job.progressTime = now
-            snapshots[id] = job.progress
+            snapshots[id] = job.progress.withLock { seen in
+                seen.snapshot.speed = RunProgress.smooth(seen.snapshot.speed, delta: max(0, written - seen.snapshot.bytesDone),
+                                                         interval: now.timeIntervalSince(seen.time))
+                seen.snapshot.bytesDone = written
+                seen.snapshot.bytesTotal = total
+                seen.time = now
+                return seen.snapshot
+            }
         }
         // Sent even when empty: it is the renderers' clock (retry countdowns).
         onEvent(.progress(reports))
@@ -103,7 +105,7 @@ extension QueueRunner {
             case .cancel: job.cancelledByUser.withLock { $0 = true }
             case .hold: job.heldByUser.withLock { $0 = true }
             }
-            job.task?.cancel()
+            job.task.current?.cancel()
         }
     }
 }

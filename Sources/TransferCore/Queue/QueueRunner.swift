@@ -70,18 +70,18 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// A job being transferred.
-    // @unchecked: `task`, `progress` and `progressTime` are used by the run loop only; what job tasks share
-    // with it (`engine`, `cancelledByUser`, `uploadProgress`) is in `Locked` boxes.
-    final class ActiveJob: @unchecked Sendable {
+    // What job tasks share with the run loop (`engine`, `cancelledByUser`, `uploadProgress`) and what
+    // the loop alone uses (`task`, `progress`) is each in a `Locked` box.
+    final class ActiveJob: Sendable {
         let record: JobRecord
         let connections: Int
         /// The per-host limit's key, worked out once.
         let host: String
-        var task: Task<Void, Never>?
+        /// The job's task, held to cancel it (the run loop's only).
+        let task = Locked<Task<Void, Never>?>(nil)
         let engine = Locked<DownloadEngine?>(nil)
-        /// The last progress seen, for the speed.
-        var progress = ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0)
-        var progressTime = Date()
+        /// The last progress seen and when, for the speed (the run loop's only).
+        let progress = Locked((snapshot: ProgressSnapshot(bytesDone: 0, bytesTotal: nil, speed: 0), time: Date()))
         let cancelledByUser = Locked(false)
         /// A person paused it (`transferd pause`): stopped, its checkpoint and partial file kept.
         let heldByUser = Locked(false)
@@ -291,7 +291,7 @@ public final class QueueRunner: @unchecked Sendable {
                         if !stopping {
                             stopping = true
                             summary.interrupted = true
-                            for job in active.values { job.task?.cancel() }
+                            for job in active.values { job.task.current?.cancel() }
                         }
                     case .finished(let id, let outcome):
                         if let job = active.removeValue(forKey: id) {
@@ -299,7 +299,7 @@ public final class QueueRunner: @unchecked Sendable {
                             // the engine's checkpoint store): without this every finished job stayed in
                             // memory (15 KiB each; 183 MiB of RSS after 10,000 jobs, by heaptrack the
                             // tasks' frames, the jobs and their engines).
-                            job.task = nil
+                            job.task.withLock { $0 = nil }
                             job.engine.withLock { $0 = nil }
                             try record(outcome, for: job, into: &summary)
                         }
@@ -330,7 +330,7 @@ public final class QueueRunner: @unchecked Sendable {
         } catch {
             // The loop failed (the store went away past --store-outage, say): no job task may
             // outlive it, and the user learns what this run did before it stopped.
-            for job in active.values { job.task?.cancel() }
+            for job in active.values { job.task.current?.cancel() }
             throw RunAbandoned(summary: summary, running: active.count, cause: error)
         }
         try updateResultFiles()
@@ -411,10 +411,12 @@ public final class QueueRunner: @unchecked Sendable {
                                     attempt: record.attempts + 1)))
         let executor = context.executor(for: record.spec)
         // On the cooperative threads, not the loop's (an unstructured task does not take its preference).
-        job.task = Task { [post] in
+        let id = record.id
+        let task = Task { [post] in
             let outcome = await executor.execute(job)
-            post.yield(.finished(record.id, outcome))
+            post.yield(.finished(id, outcome))
         }
+        job.task.withLock { $0 = task }
     }
 
     func record(_ outcome: JobOutcome, for job: ActiveJob, into summary: inout RunSummary) throws {

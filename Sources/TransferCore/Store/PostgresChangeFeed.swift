@@ -12,15 +12,14 @@ import Foundation
 /// broken connection is connected again with a growing pause (0.1 s doubling to 5 s),
 /// however long the outage; once back, `onChange` is called, since changes made meanwhile
 /// were not heard.
-// @unchecked: `connection` is used only by the feed's thread once `init` has returned; `stopped`
-// is a Locked.
-final class PostgresChangeFeed: StoreChangeFeed, @unchecked Sendable {
+final class PostgresChangeFeed: StoreChangeFeed, Sendable {
     /// The channel the store's changes are sent on (`pg_notify`).
     static let channel = "transferd_changes"
     /// The least time between two calls of `onChange`, in seconds.
     static let quietInterval: TimeInterval = 0.05
 
-    private let connection: PostgresConnection
+    /// Used by the feed's thread alone once `init` has returned; the lock costs nothing uncontended.
+    private let connection: Locked<PostgresConnection>
     private let onChange: @Sendable () -> Void
     private let stopped = Locked(false)
 
@@ -28,9 +27,10 @@ final class PostgresChangeFeed: StoreChangeFeed, @unchecked Sendable {
     /// `pool_mode = transaction`), where a LISTEN holds only for the transaction's server
     /// session: runs there look at the store twice a second instead.
     init?(url: String, onChange: @escaping @Sendable () -> Void) throws {
-        connection = try PostgresConnection(url: url)
-        guard !connection.pooled else { return nil }
-        try connection.executeScript("LISTEN " + Self.channel)
+        let opened = try PostgresConnection(url: url)
+        guard !opened.pooled else { return nil }
+        try opened.executeScript("LISTEN " + Self.channel)
+        connection = Locked(opened)
         self.onChange = onChange
         let thread = Thread { [self] in listen() }
         thread.name = "transferd store feed"
@@ -49,7 +49,7 @@ final class PostgresChangeFeed: StoreChangeFeed, @unchecked Sendable {
         while !isStopped {
             if listening {
                 do {
-                    if try connection.awaitNotifications(timeout: 0.25) > 0, !isStopped {
+                    if try connection.withLock({ try $0.awaitNotifications(timeout: 0.25) }) > 0, !isStopped {
                         onChange()
                         usleep(UInt32(Self.quietInterval * 1_000_000))
                     }
@@ -68,7 +68,9 @@ final class PostgresChangeFeed: StoreChangeFeed, @unchecked Sendable {
             // Spread over a second's fraction: a fleet back from a restart does not reconnect in step.
             pause = min(pause * 2, 5) * Double.random(in: 0.8...1.2)
             guard !isStopped else { return }
-            listening = connection.renewAfterBreak() && (try? connection.executeScript("LISTEN " + Self.channel)) != nil
+            listening = connection.withLock { connection in
+                connection.renewAfterBreak() && (try? connection.executeScript("LISTEN " + Self.channel)) != nil
+            }
             // Changes made while it was deaf were not heard.
             if listening && !isStopped { onChange() }
         }

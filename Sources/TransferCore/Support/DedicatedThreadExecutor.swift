@@ -7,12 +7,10 @@ import Foundation
 ///
 /// Used with `withTaskExecutorPreference`: the code in the closure, and the child tasks it
 /// makes, run here; unstructured tasks it starts do not (give them their own preference).
-// @unchecked: `jobs` and `stopped` are guarded by `condition`.
 @available(macOS 15.0, *)
-final class DedicatedThreadExecutor: TaskExecutor, @unchecked Sendable {
-    private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []
-    private var stopped = false
+final class DedicatedThreadExecutor: TaskExecutor, Sendable {
+    /// The jobs waiting to run, and whether the thread is to end once they have.
+    private let queue = Conditioned((jobs: [UnownedJob](), stopped: false))
 
     init(name: String) {
         // The thread holds the executor until `stop()` lets it end. Named from inside: on Linux a
@@ -31,31 +29,21 @@ final class DedicatedThreadExecutor: TaskExecutor, @unchecked Sendable {
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        condition.lock()
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
+        queue.change { $0.jobs.append(job) }
     }
 
     /// Ends the thread once the jobs already enqueued have run.
     func stop() {
-        condition.lock()
-        stopped = true
-        condition.signal()
-        condition.unlock()
+        queue.change { $0.stopped = true }
     }
 
     private func work() {
         let executor = asUnownedTaskExecutor()
-        while true {
-            condition.lock()
-            while jobs.isEmpty && !stopped { condition.wait() }
-            if jobs.isEmpty {
-                condition.unlock()
-                return
-            }
-            let job = jobs.removeFirst()
-            condition.unlock()
+        // The next job, or nil once stopped with none left.
+        while let job = queue.wait({ queue -> UnownedJob?? in
+            if !queue.jobs.isEmpty { return .some(queue.jobs.removeFirst()) }
+            return queue.stopped ? .some(nil) : nil
+        }) ?? nil {
             job.runSynchronously(on: executor)
         }
     }

@@ -62,3 +62,49 @@ private enum PthreadMutex {
         mutex.deallocate()
     }
 }
+
+/// A value guarded by a lock with a condition, for a thread that waits until the value says
+/// it may go on (a queue of work, a journal of events): `change` alters it and wakes the
+/// waiters, `wait` tries under the lock and sleeps on the condition between tries.
+// @unchecked: the value is read and written only while `condition` is held.
+package final class Conditioned<Value>: @unchecked Sendable {
+    private var value: Value
+    private let condition = NSCondition()
+
+    package init(_ value: Value) {
+        self.value = value
+    }
+
+    /// Reads or changes the value without waking anyone.
+    @discardableResult
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        condition.lock()
+        defer { condition.unlock() }
+        return try body(&value)
+    }
+
+    /// Changes the value and wakes one waiter (`all`: every waiter).
+    @discardableResult
+    package func change<R>(wakingAll all: Bool = false, _ body: (inout Value) throws -> R) rethrows -> R {
+        condition.lock()
+        defer { condition.unlock() }
+        let result = try body(&value)
+        if all { condition.broadcast() } else { condition.signal() }
+        return result
+    }
+
+    /// Runs `attempt` under the lock until it gives a result, sleeping on the condition between
+    /// tries; nil once `deadline` has passed (nil: no deadline).
+    package func wait<R>(deadline: Date? = nil, _ attempt: (inout Value) -> R?) -> R? {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let result = attempt(&value) { return result }
+            if let deadline {
+                if !condition.wait(until: deadline) { return attempt(&value) }
+            } else {
+                condition.wait()
+            }
+        }
+    }
+}

@@ -237,17 +237,19 @@ public final class DownloadEngine: Sendable {
         }
         if noteRecord { state.noteWrittenRecordFound() }
         state.writeBufferSize = options.writeBufferSize
-        if let every = options.writtenRecordBytes {
-            state.writtenRecordEvery = every
-            state.writtenWriter = CheckpointWriter { [unowned state] _ in state.recordWrittenOffsets() }
+        let checkpoints = options.checkpointBytes != nil || options.syncBytes != nil
+        state.setThresholds(checkpointEvery: checkpoints ? options.checkpointBytes : nil, syncEvery: checkpoints ? options.syncBytes : nil,
+                            writtenRecordEvery: options.writtenRecordBytes)
+        if options.writtenRecordBytes != nil {
+            state.writers.withLock { $0.written = CheckpointWriter { [unowned state] _ in state.recordWrittenOffsets() } }
         }
-        if options.checkpointBytes != nil || options.syncBytes != nil {
-            state.checkpointEvery = options.checkpointBytes
-            state.syncEvery = options.syncBytes
+        if checkpoints {
             // Saved off the transport's thread (see `CheckpointWriter`); `run` drains it before the end.
             let writer = CheckpointWriter { [weak self, unowned state] sync in try? self?.saveCheckpoint(state, sync: sync) }
-            state.checkpointWriter = writer
-            state.persistCheckpoint = { sync in writer.request(sync: sync) }
+            state.writers.withLock {
+                $0.checkpoint = writer
+                $0.persist = { sync in writer.request(sync: sync) }
+            }
         }
         return (state, file)
     }

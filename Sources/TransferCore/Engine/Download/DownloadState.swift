@@ -3,9 +3,9 @@ import Foundation
 /// The shared, locked state of one running download: the partial file, its
 /// segment plan and the remote version it holds. Sinks on transport threads
 /// and the engine's tasks meet here.
-// @unchecked: the plan, validators and counters live in `fields` (Locked). `writeBufferSize`,
-// `checkpointEvery`, `persistCheckpoint` and `checkpointWriter` are set by the engine before any exchange starts, then only read.
-final class DownloadState: @unchecked Sendable {
+// The plan, validators, counters and thresholds live in `fields`, the writers in `writers`, the
+// file's tag in `tag`: each a Locked box.
+final class DownloadState: Sendable {
     let fd: Int32
     let partPath: String
     let url: URL
@@ -43,29 +43,45 @@ final class DownloadState: @unchecked Sendable {
         var requests: [Int: (end: Int64, from: Int64, sent: UInt64)] = [:]
         /// The checksum the server published for the version being written (`PublishedChecksum`).
         var published: PublishedChecksum?
+        var writeBufferSize = DownloadOptions.defaultWriteBufferSize
+        var checkpointEvery: Int64?
+        var syncEvery: Int64?
+        var writtenRecordEvery: Int64?
     }
 
     /// Set by the engine from `DownloadOptions.writeBufferSize`.
-    var writeBufferSize = DownloadOptions.defaultWriteBufferSize
-    /// Checkpoint after this many bytes (nil: by time only), sync the file with
-    /// one after `syncEvery` bytes (nil: never by bytes), and how (the argument: sync).
-    var checkpointEvery: Int64?
-    var syncEvery: Int64?
-    var persistCheckpoint: ((Bool) -> Void)?
-    /// Where `persistCheckpoint` hands its saves (drained by the engine before the file is finalised or closed).
-    var checkpointWriter: CheckpointWriter?
-    /// Record how far each segment is written on the file itself after this many bytes (nil: never),
-    /// through `writtenWriter` (see `WrittenOffsets`).
-    var writtenRecordEvery: Int64?
-    var writtenWriter: CheckpointWriter?
+    var writeBufferSize: Int {
+        get { fields.withLock { $0.writeBufferSize } }
+        set { fields.withLock { $0.writeBufferSize = newValue } }
+    }
+
+    /// Where checkpoints and written-offsets records are handed to be saved, set by the engine
+    /// before any exchange starts: `persist` asks for a checkpoint (the argument: sync), drained by
+    /// the engine through `checkpoint` before the file is finalised or closed; `written` records how
+    /// far each segment is written on the file itself (see `WrittenOffsets`).
+    struct Writers {
+        var checkpoint: CheckpointWriter?
+        var persist: ((Bool) -> Void)?
+        var written: CheckpointWriter?
+    }
+    let writers = Locked(Writers())
+
+    /// Checkpoint after `checkpointEvery` bytes (nil: by time only), sync the file with one after
+    /// `syncEvery` bytes (nil: never by bytes), record the written offsets after `writtenRecordEvery`
+    /// bytes (nil: never); set by the engine before any exchange starts.
+    func setThresholds(checkpointEvery: Int64?, syncEvery: Int64?, writtenRecordEvery: Int64?) {
+        fields.withLock {
+            $0.checkpointEvery = checkpointEvery
+            $0.syncEvery = syncEvery
+            $0.writtenRecordEvery = writtenRecordEvery
+        }
+    }
 
     private let fields: Locked<Fields>
     /// See `DownloadCheckpoint.fileTag`: the file keeps it when it starts over. A file the download
     /// created is tagged when its first checkpoint is saved (`tagFile`, set by `tagWhenSaved`): one
     /// that is complete before that (most small files) needs no tag, and gets none.
-    private var fileTag: String?
-    private var tagFile: (() -> PartFile.Tagging)?
-    private let tagLock = PlainLock()
+    private let tag: Locked<(current: String?, pending: (() -> PartFile.Tagging)?)>
     /// Held while a checkpoint is taken and saved, and while the file is started over
     /// (`reset`), so neither happens in the middle of the other. Taken before `fields`.
     let persistLock = PlainLock()
@@ -83,7 +99,7 @@ final class DownloadState: @unchecked Sendable {
         self.fd = fd
         self.partPath = partPath
         self.url = url
-        fileTag = checkpoint.fileTag
+        tag = Locked((checkpoint.fileTag, nil))
         fields = Locked(Fields(plan: checkpoint.plan, durable: checkpoint.durable ?? checkpoint.plan, validators: checkpoint.validators,
                                rangesSupported: checkpoint.rangesSupported,
                                furthest: max(checkpoint.furthest ?? 0, checkpoint.plan.bytesWritten),
@@ -117,10 +133,8 @@ final class DownloadState: @unchecked Sendable {
     func segment(_ index: Int) -> SegmentPlan.Segment { fields.withLock { $0.plan.segments[index] } }
 
     /// Tags the file with `tag` when the first checkpoint is saved (`checkpoint()`), not now.
-    func tagWhenSaved(_ tag: @escaping () -> PartFile.Tagging) {
-        tagLock.lock()
-        defer { tagLock.unlock() }
-        tagFile = tag
+    func tagWhenSaved(_ tagging: @escaping () -> PartFile.Tagging) {
+        tag.withLock { $0.pending = tagging }
     }
 
     /// Tags the file now if `tagWhenSaved` set a tag to come (tried again at each checkpoint
@@ -129,16 +143,16 @@ final class DownloadState: @unchecked Sendable {
 
     /// The file's tag, tagging it first if that waits for a checkpoint.
     private func currentTag() -> String? {
-        tagLock.lock()
-        defer { tagLock.unlock() }
-        if let tag = tagFile {
-            let done = tag()
-            fileTag = done.tag
-            // Set, or never to be: nothing more to do. Failed for now: the next checkpoint tries
-            // again, and this one names no tag (judged by size, as on a file system without them).
-            if done != .failed { tagFile = nil }
+        tag.withLock { tag in
+            if let pending = tag.pending {
+                let done = pending()
+                tag.current = done.tag
+                // Set, or never to be: nothing more to do. Failed for now: the next checkpoint tries
+                // again, and this one names no tag (judged by size, as on a file system without them).
+                if done != .failed { tag.pending = nil }
+            }
+            return tag.current
         }
-        return fileTag
     }
 
     /// The checkpoint to save now. A file not yet tagged is tagged first: no saved checkpoint
@@ -193,7 +207,7 @@ final class DownloadState: @unchecked Sendable {
             fields.sinceCheckpoint += count
             fields.sinceSync += count
             fields.furthest = max(fields.furthest, fields.plan.bytesWritten)
-            if let every = writtenRecordEvery {
+            if let every = fields.writtenRecordEvery {
                 fields.sinceWrittenRecord += count
                 if fields.sinceWrittenRecord >= every {
                     fields.sinceWrittenRecord = 0
@@ -203,11 +217,13 @@ final class DownloadState: @unchecked Sendable {
             // A finished segment needs no checkpoint of its own: the file is about to be finalised or
             // another checkpoint will carry it.
             guard !fields.plan.segments[index].isComplete else { return (false, false) }
-            let sync = syncEvery.map { fields.sinceSync >= $0 } ?? false
-            return (sync || (checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false), sync)
+            let sync = fields.syncEvery.map { fields.sinceSync >= $0 } ?? false
+            return (sync || (fields.checkpointEvery.map { fields.sinceCheckpoint >= $0 } ?? false), sync)
         }
-        if record { writtenWriter?.request(sync: false) }
-        if due.checkpoint { persistCheckpoint?(due.sync) }
+        guard record || due.checkpoint else { return }
+        let writers = self.writers.current
+        if record { writers.written?.request(sync: false) }
+        if due.checkpoint { writers.persist?(due.sync) }
     }
 
     /// Writes the file's own record of how far each segment is written (on `writtenWriter`'s queue).
@@ -231,7 +247,7 @@ final class DownloadState: @unchecked Sendable {
 
     /// Removes the file's `WrittenOffsets` record once the file is complete; waits for one being written.
     func removeWrittenRecord() {
-        writtenWriter?.drain()
+        writers.current.written?.drain()
         writtenLock.lock()
         defer { writtenLock.unlock() }
         let recorded = fields.withLock { fields -> Bool in
@@ -243,8 +259,9 @@ final class DownloadState: @unchecked Sendable {
 
     /// Waits for every checkpoint and written-offsets record asked for so far.
     func drainWriters() {
-        writtenWriter?.drain()
-        checkpointWriter?.drain()
+        let writers = self.writers.current
+        writers.written?.drain()
+        writers.checkpoint?.drain()
     }
 
     /// Called by a checkpoint as it takes its snapshot.
