@@ -80,11 +80,16 @@ package final class S3ObjectCopy: Sendable {
     /// How many times a source that keeps changing is copied again before the copy gives up.
     static let restartsForChangedSource = 3
 
-    package init(client: S3Client, options: S3CopyOptions, state: UploadStateStore,
+    /// The source as a listing gave it (size and ETag), which spares its HEAD when that is all
+    /// the copy needs (a single-part object copied whole).
+    let listed: S3ObjectHead?
+
+    package init(client: S3Client, options: S3CopyOptions, state: UploadStateStore, listed: S3ObjectHead? = nil,
                 onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
         self.client = client
         self.options = options
         self.state = state
+        self.listed = listed
         self.onEvent = onEvent
     }
 
@@ -99,7 +104,7 @@ package final class S3ObjectCopy: Sendable {
         var restarts = 0
         while true {
             do {
-                var result = try await attempt()
+                var result = try await attempt(trustListing: restarts == 0)
                 result.elapsed = Date().timeIntervalSince(started)
                 return result
             } catch let changed as SourceChanged {
@@ -115,8 +120,21 @@ package final class S3ObjectCopy: Sendable {
 
     private var describeSource: String { "s3://\(options.source.bucket)/\(options.source.key)" }
 
-    private func attempt() async throws -> S3CopyResult {
-        guard let source = try await client.headForCopy(bucket: options.source.bucket, key: options.source.key) else {
+    private func attempt(trustListing: Bool) async throws -> S3CopyResult {
+        // A listed single-part object up to 5 GiB needs nothing but its size and ETag; any other
+        // needs its headers (a copy in parts sends them again) and its parts' sizes.
+        let fromListing = listed.flatMap { listed -> S3ObjectHead? in
+            guard trustListing, !options.skipUnchanged, listed.size >= 0, listed.size <= S3CopyPlan.wholeCopyLimit,
+                  S3CopyPlan.ETagShape(listed.etag).isPlainMD5 else { return nil }
+            return listed
+        }
+        let head: S3ObjectHead?
+        if let fromListing {
+            head = fromListing
+        } else {
+            head = try await client.headForCopy(bucket: options.source.bucket, key: options.source.key)
+        }
+        guard let source = head else {
             throw S3Error.service(status: 404, code: "NoSuchKey", message: "\(describeSource): no such object to copy",
                                   operation: "HeadObject", endpoint: Redaction.url(client.configuration.endpoint))
         }
@@ -144,8 +162,14 @@ package final class S3ObjectCopy: Sendable {
                 if let changed = await changeOf(source) { throw changed }
                 throw error
             }
-            try await checkUnchanged(source)
             onEvent(.progress(sent: source.size, totalSize: source.size))
+            // The copy has the source's MD5: it is those bytes, of the version named, with nothing more to ask.
+            if S3CopyPlan.ETagShape(source.etag).isPlainMD5,
+               S3CopyPlan.ETagShape(etag).normalized == S3CopyPlan.ETagShape(source.etag).normalized {
+                return S3CopyResult(etag: etag, size: source.size, parts: 1, partsCopied: 1, resumed: false, elapsed: 0,
+                                    verdict: .sameETag, sourceETag: source.etag)
+            }
+            try await checkUnchanged(source)
             return try await finish(source: source, etag: etag, method: method, partETags: [], parts: 1, copied: 1, resumed: false)
         case .parts(let partSize, let count, _):
             return try await copyInParts(source: source, partSize: partSize, count: count, method: method)

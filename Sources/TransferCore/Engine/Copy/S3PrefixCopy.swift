@@ -134,7 +134,7 @@ package final class S3PrefixCopy: Sendable {
             var next = pending.makeIterator()
             func launch() {
                 guard let item = next.next() else { return }
-                group.addTask { try await self.copy(item.relative, copied: copied, total: total) }
+                group.addTask { try await self.copy(item.relative, listed: item.object, copied: copied, total: total) }
             }
             for _ in 0..<objectsInFlight { launch() }
             while let result = try await group.next() {
@@ -153,14 +153,15 @@ package final class S3PrefixCopy: Sendable {
                       unchanged: unchanged.count, checkedBySizeOnly: sizeOnly, deleted: deletions.count)
     }
 
-    private func copy(_ relative: String, copied: Locked<Int64>, total: Int64) async throws -> S3CopyResult {
+    private func copy(_ relative: String, listed: S3ListedObject, copied: Locked<Int64>, total: Int64) async throws -> S3CopyResult {
         var options = S3CopyOptions(source: S3Location(bucket: source.bucket, key: source.key + relative), bucket: bucket,
                                     key: prefix + relative, partSize: partSize, partsInFlight: partsInFlight)
         options.skipUnchanged = false
         // Progress of the whole prefix: the finished objects plus each object's own count.
         let events = onEvent
         let before = Locked<Int64>(0)
-        let copy = S3ObjectCopy(client: client, options: options, state: state.view(relative)) { event in
+        let copy = S3ObjectCopy(client: client, options: options, state: state.view(relative),
+                                listed: S3ObjectHead(size: listed.size, etag: listed.etag)) { event in
             guard case .progress(let sent, _) = event else { return }
             let added = before.withLock { last -> Int64 in
                 defer { last = sent }
