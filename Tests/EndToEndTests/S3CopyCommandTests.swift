@@ -141,6 +141,49 @@ final class S3CopyCommandTests: XCTestCase {
         }
     }
 
+    /// `get PREFIX/ -o DIR --delete`: local files the prefix does not hold go once every key was
+    /// saved; excluded ones, links and transferd's partial files stay; `--dry-run` changes nothing.
+    func testGetAPrefixWithDeleteAndDryRun() throws {
+        for target in try UploadServers.current().s3Targets {
+            let (bucket, _) = try seed(target)
+            let directory = try scratchDirectory("get-sync-\(target.name)")
+            var environment = target.environment
+            environment["HOME"] = directory
+            let out = directory + "/out"
+            try FileManager.default.createDirectory(atPath: out + "/tmp", withIntermediateDirectories: true)
+            for name in ["stale.txt", "tmp/keep.txt", "big.iso.transferd-part"] {
+                try Data("x".utf8).write(to: URL(fileURLWithPath: out + "/" + name))
+            }
+            XCTAssertEqual(symlink("/etc/hostname", out + "/link"), 0)
+            func get(_ extra: [String]) throws -> TransferdProcess.Result {
+                try TransferdProcess.run(["get", "s3://\(bucket)/data/", "-o", out, "--exclude", "tmp/*"] + extra,
+                                         directory: directory, environment: environment)
+            }
+            let dry = try get(["--delete", "--dry-run"])
+            XCTAssertEqual(dry.status, 0, dry.stderr)
+            XCTAssertTrue(dry.stdout.contains("would copy    a.bin") && dry.stdout.contains("would delete  stale.txt"), dry.stdout)
+            XCTAssertTrue(dry.stdout.contains("2 to copy") && dry.stdout.contains("1 to delete"), dry.stdout)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: out + "/stale.txt"), "a dry run deletes nothing")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/a.bin"), "a dry run saves nothing")
+
+            let synced = try get(["--delete"])
+            XCTAssertEqual(synced.status, 0, synced.stderr)
+            XCTAssertTrue(synced.stderr.contains("1 file deleted"), synced.stderr)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/stale.txt"), target.name)
+            for kept in ["tmp/keep.txt", "big.iso.transferd-part", "a.bin", "logs/b.bin"] {
+                XCTAssertTrue(FileManager.default.fileExists(atPath: out + "/" + kept), "\(target.name): \(kept)")
+            }
+            var info = stat()
+            XCTAssertEqual(lstat(out + "/link", &info), 0, "a link is never deleted")
+
+            let all = try TransferdProcess.run(["get", "s3://\(bucket)/nothing/", "-o", out, "--delete"], directory: directory,
+                                               environment: environment)
+            XCTAssertEqual(all.status, 2, all.stderr)
+            XCTAssertTrue(all.stderr.contains("would remove all"), all.stderr)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: out + "/a.bin"), target.name)
+        }
+    }
+
     /// What cannot be copied is refused before anything is sent, with the reason (exit 2).
     func testCopiesThatCannotBeMadeAreRefusedWithTheReason() throws {
         let target = try UploadServers.current().s3Targets[0]

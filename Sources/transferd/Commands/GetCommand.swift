@@ -20,7 +20,7 @@ enum GetCommand {
         OptionSpec("--profile", value: "NAME", help: "s3:// sources: credentials profile (default: AWS_PROFILE or default)"),
         OptionSpec("-q", "--quiet", help: "print errors only"),
         OptionSpec("-h", "--help", help: "show this help"),
-    ] + TransferFlags.specs
+    ] + SyncFlags.specs + TransferFlags.specs
 
     static let usage = "transferd get URL [-o PATH] [--transport curl|urlsession] [--connections N] [--sha256 HEX] [options]\n"
         + "       transferd get s3://BUCKET/PREFIX/ -o DIR [--include GLOB] [--exclude GLOB] [-j N] [--skip-unchanged] [options]"
@@ -106,6 +106,7 @@ enum GetCommand {
         for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
             throw UsageError("\(option) is for an s3:// prefix (a URL ending with /)")
         }
+        try SyncFlags.refuseForOne(arguments, what: Redaction.url(string: arguments.positionals.first ?? "URL"))
         if arguments.has("--overwrite") && arguments.has("--skip-unchanged") {
             throw UsageError("--overwrite and --skip-unchanged exclude each other")
         }

@@ -51,13 +51,34 @@ enum GetPrefix {
             return .usage
         }
         do {
+            // --dry-run and --delete plan from one listing and one walk of the folder, before any byte moves.
+            let sync = try SyncFlags.options(arguments)
+            var plan: FolderSync?
+            if sync.dryRun || sync.delete {
+                plan = try await FolderSync.plan(client: download.client, options: download.options, sync: sync)
+                if sync.dryRun, let plan {
+                    SyncFlags.print(plan.preview)
+                    return .success
+                }
+            }
             let result = try await SignalHandler.cancelling { try await download.run() }
             line.finish(result)
             if let partial = result.partialCopy {
                 Output.err("transferd get: \(partial)\n")
                 return .transferFailed
             }
+            // Only after every key was saved: a failed or partial download deletes nothing.
+            if let plan, !plan.preview.delete.isEmpty {
+                let removed = try plan.deleteExtraneous(in: download.options.destination)
+                if !quiet { Output.err("\(line.name): \(removed) file\(removed == 1 ? "" : "s") deleted (--delete)\n") }
+            }
             return .success
+        } catch let error as UsageError {
+            Output.err("transferd get: \(error)\n")
+            return .usage
+        } catch let refusal as SyncRefusal {
+            Output.err("transferd get: \(refusal); nothing was downloaded or deleted\n")
+            return .usage
         } catch is CancellationError {
             line.clear()
             Output.err("transferd get: interrupted; run the same command to continue where the listing stopped\n")
@@ -77,7 +98,7 @@ enum GetPrefix {
 /// The progress of a prefix download on stderr: a live line on a terminal
 /// (files saved, bytes, speed), a line per refused or failed key, a summary.
 final class PrefixLine: Sendable {
-    private let name: String
+    let name: String
     private let quiet: Bool
     /// The line is drawn while it is held, so two threads' lines never interleave.
     private let state: Locked<State>

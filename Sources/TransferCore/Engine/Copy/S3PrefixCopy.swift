@@ -111,7 +111,7 @@ package final class S3PrefixCopy: Sendable {
         }
         let deletions = sync.delete
             ? SyncPlan.extraneous(source: Set(objects.map { Data($0.relative.utf8) }), destination: destination, filter: filter) : []
-        if let refusal = SyncPlan.refusal(deleting: deletions.count, of: destination.filter(filter.takes).count, options: sync) {
+        if let refusal = SyncPlan.refusal(deleting: deletions.count, keeping: objects.count, options: sync) {
             throw SyncRefusal(reason: refusal)
         }
         if sync.dryRun {
@@ -130,18 +130,24 @@ package final class S3PrefixCopy: Sendable {
         onEvent(.started(totalSize: total))
         var bytes: Int64 = 0
         var sizeOnly = 0
-        try await withThrowingTaskGroup(of: S3CopyResult.self) { group in
-            var next = pending.makeIterator()
-            func launch() {
-                guard let item = next.next() else { return }
-                group.addTask { try await self.copy(item.relative, listed: item.object, copied: copied, total: total) }
+        do {
+            try await withThrowingTaskGroup(of: S3CopyResult.self) { group in
+                var next = pending.makeIterator()
+                func launch() {
+                    guard let item = next.next() else { return }
+                    group.addTask { try await self.copy(item.relative, listed: item.object, copied: copied, total: total) }
+                }
+                for _ in 0..<objectsInFlight { launch() }
+                while let result = try await group.next() {
+                    bytes += result.size
+                    if case .sizeOnly = result.verdict { sizeOnly += 1 }
+                    launch()
+                }
             }
-            for _ in 0..<objectsInFlight { launch() }
-            while let result = try await group.next() {
-                bytes += result.size
-                if case .sizeOnly = result.verdict { sizeOnly += 1 }
-                launch()
-            }
+        } catch {
+            // What finished is kept for the next run, whatever stopped this one.
+            try? state.flush()
+            throw error
         }
         // Copies in parts begun by an earlier run for objects not taken now (deleted, filtered out,
         // or copied whole) are aborted, not left stored.

@@ -113,9 +113,9 @@ package final class S3PrefixDownload: Sendable {
     /// The extended attribute recording what a saved file holds: `ETAG SIZE MTIME`.
     static let etagAttribute = "user.transferd.etag"
 
-    let client: S3Client
+    package let client: S3Client
     let transport: Transport
-    let options: S3PrefixDownloadOptions
+    package let options: S3PrefixDownloadOptions
     let store: UploadStateStore?
     let onEvent: @Sendable (S3PrefixEvent) -> Void
     private let checkpoint: Locked<Checkpoint>

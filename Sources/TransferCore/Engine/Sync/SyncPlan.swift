@@ -50,17 +50,18 @@ package enum SyncPlan {
             .sorted { Data($0.utf8).lexicographicallyPrecedes(Data($1.utf8)) }
     }
 
-    /// Why deleting `count` of the destination's `total` entries (those the filters take) is
-    /// refused, or nil: every one of them, or more than `maxDeleteShare` of them, needs `force`.
-    package static func refusal(deleting count: Int, of total: Int, options: SyncOptions) -> String? {
+    /// Why deleting `count` entries is refused, or nil, when the destination will then hold
+    /// `keeping` entries the filters take (the source's): deleting everything (the source holds
+    /// none), or more than `maxDeleteShare` of what the destination would hold with them, needs `force`.
+    package static func refusal(deleting count: Int, keeping: Int, options: SyncOptions) -> String? {
         guard count > 0, !options.force else { return nil }
-        if count == total {
-            return "--delete would remove all \(total) of the destination's entries (the source holds none of them): "
+        if keeping == 0 {
+            return "--delete would remove all \(count) of the destination's entries (the source holds none of them): "
                 + "check the source and the filters, or add --force to delete them"
         }
-        let share = Double(count) / Double(max(total, 1))
+        let share = Double(count) / Double(count + keeping)
         guard share > options.maxDeleteShare else { return nil }
-        return "--delete would remove \(count) of the destination's \(total) entries (\(Int((share * 100).rounded()))%), "
+        return "--delete would remove \(count) of the destination's \(count + keeping) entries (\(Int((share * 100).rounded()))%), "
             + "more than --max-delete \(Int((options.maxDeleteShare * 100).rounded()))%: check the source and the filters, "
             + "or raise --max-delete, or add --force"
     }

@@ -145,7 +145,7 @@ package final class S3DirectoryUpload: Sendable {
         // The folder's files the filters take, transferd's own among them: their objects are never deleted.
         let deletions = sync.delete
             ? SyncPlan.extraneous(source: Set((all + leftOut.map(\.path)).map { Data($0.utf8) }), destination: held, filter: filter) : []
-        if let refusal = SyncPlan.refusal(deleting: deletions.count, of: held.filter(filter.takes).count, options: sync) {
+        if let refusal = SyncPlan.refusal(deleting: deletions.count, keeping: all.count + leftOut.count, options: sync) {
             throw SyncRefusal(reason: refusal)
         }
         if sync.dryRun {
@@ -160,17 +160,23 @@ package final class S3DirectoryUpload: Sendable {
                           preview: preview)
         }
         var bytes: Int64 = 0
-        try await withThrowingTaskGroup(of: Int64.self) { group in
-            var next = pending.makeIterator()
-            func launch() {
-                guard let relative = next.next() else { return }
-                group.addTask { try await self.upload(relative) }
+        do {
+            try await withThrowingTaskGroup(of: Int64.self) { group in
+                var next = pending.makeIterator()
+                func launch() {
+                    guard let relative = next.next() else { return }
+                    group.addTask { try await self.upload(relative) }
+                }
+                for _ in 0..<filesInFlight { launch() }
+                while let size = try await group.next() {
+                    bytes += size
+                    launch()
+                }
             }
-            for _ in 0..<filesInFlight { launch() }
-            while let size = try await group.next() {
-                bytes += size
-                launch()
-            }
+        } catch {
+            // What finished is kept for the next run, whatever stopped this one.
+            try? state.flush()
+            throw error
         }
         state.forget()
         // Only once every file went: a failed upload deletes nothing.
