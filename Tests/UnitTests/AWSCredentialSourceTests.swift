@@ -185,6 +185,10 @@ final class AWSCredentialSourceTests: XCTestCase {
         XCTAssertEqual(credentials.credentials,
                        AWSCredentials(accessKeyID: "ASIAEXAMPLE", secretAccessKey: "secret/+x", sessionToken: "FQoG+token="))
         XCTAssertNotNil(credentials.expiration)
+        var notUTF8 = Data("<AssumeRoleResponse><AssumeRoleResult><Credent".utf8)
+        notUTF8.append(0xFF)
+        notUTF8.append(contentsOf: Data("ials></Credent\u{FFFD}ials></AssumeRoleResult></AssumeRoleResponse>".utf8))
+        XCTAssertNil(STSRequest.credentials(in: notUTF8), "an answer that is not UTF-8 is no credentials (and no trap)")
         XCTAssertNil(STSRequest.credentials(in: Data("<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>".utf8)))
         XCTAssertEqual(STSRequest.endpoint(region: "eu-west-1", environment: [:]), "https://sts.eu-west-1.amazonaws.com")
         XCTAssertEqual(STSRequest.endpoint(region: "eu-west-1", environment: ["AWS_ENDPOINT_URL": "http://127.0.0.1:1"]), "http://127.0.0.1:1")

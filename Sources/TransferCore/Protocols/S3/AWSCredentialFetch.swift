@@ -116,7 +116,9 @@ package enum STSRequest {
 
     /// The credentials in an STS answer (`…Result/Credentials`), or what is wrong.
     package static func credentials(in body: Data) -> AWSExpiringCredentials? {
-        guard let root = S3XMLElement.parse(body) else { return nil }
+        // Decoded leniently first, as S3Client reads its answers: FoundationXML traps on an element
+        // name that is not UTF-8 (found by fuzzing, target aws-credentials).
+        guard let root = S3XMLElement.parse(String(decoding: body, as: UTF8.self)) else { return nil }
         let result = root.children.first { $0.name.hasSuffix("Result") }
         guard let credentials = result?.child("Credentials"),
               let key = credentials.value("AccessKeyId"), !key.isEmpty,
@@ -155,7 +157,7 @@ package enum STSRequest {
                 if element.name == "Error" { return element }
                 return element.children.lazy.compactMap { firstError($0, depth: depth + 1) }.first
             }
-            let error = firstError(S3XMLElement.parse(answer.body))
+            let error = firstError(S3XMLElement.parse(String(decoding: answer.body, as: UTF8.self)))
             let code = error?.value("Code") ?? "no credentials in the answer"
             let message = (error?.value("Message")).map { ": " + String($0.prefix(300)) } ?? ""
             throw AWSCredentialError.fetch(source: source, problem: "STS \(action) at \(Redaction.url(url)) answered HTTP \(answer.status) \(code)\(message); check the role ARN, its trust policy and the STS endpoint")
