@@ -37,6 +37,13 @@ final class AWSCredentialChainTests: XCTestCase {
         return environment
     }
 
+    /// Temporary keys for the seeded role, from moto's STS (random, long: fetched credentials are
+    /// registered as secrets for the whole test process, which the test key `testing` must not be).
+    private func assumedKeys(_ servers: UploadServers) throws -> AWSCredentials {
+        try STSRequest.assumeRole(endpoint: servers.s3.absoluteString, region: servers.region, roleARN: Self.role,
+                                  sessionName: "chain-test", externalID: nil, source: servers.credentials, profile: "test").credentials
+    }
+
     /// Signs S3 requests with `configuration`'s credentials: a bucket made and looked at.
     private func useS3(_ configuration: S3Configuration) throws {
         let client = S3Client(configuration: configuration, transport: URLSessionTransport(),
@@ -121,11 +128,12 @@ final class AWSCredentialChainTests: XCTestCase {
     func testACredentialProcessIsRunWithoutAShellAndItsJSONRead() throws {
         let servers = try UploadServers.current()
         let directory = try scratchDirectory()
+        let keys = try assumedKeys(servers)
         let script = directory + "/get creds.sh"
         try Data("""
             #!/bin/sh
             [ "$1" = "--for" ] && [ "$2" = "moto test" ] || { echo "bad arguments: $*" >&2; exit 3; }
-            printf '{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s"}' \(servers.credentials.accessKeyID) \(servers.credentials.secretAccessKey)
+            printf '{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "SessionToken": "%s"}' \(keys.accessKeyID) \(keys.secretAccessKey) \(keys.sessionToken ?? "")
             """.utf8).write(to: URL(fileURLWithPath: script))
         chmod(script, 0o755)
         let leaking = directory + "/leak.sh"
@@ -166,9 +174,7 @@ final class AWSCredentialChainTests: XCTestCase {
 
     func testContainerCredentialsNeedTheTokenAndAreFetchedAgainBeforeTheyExpire() throws {
         let servers = try UploadServers.current()
-        let assumed = try STSRequest.assumeRole(endpoint: servers.s3.absoluteString, region: servers.region, roleARN: Self.role,
-                                                sessionName: "container-test", externalID: nil, source: servers.credentials,
-                                                profile: "test")
+        let assumed = AWSExpiringCredentials(credentials: try assumedKeys(servers), expiration: nil)
         let containerToken = "container-token-\(UUID().uuidString)"
         // Credentials that expire 5 minutes and 3 seconds after each answer: within the
         // 5-minute margin after 3 s, when the next signing fetches new ones.
@@ -212,7 +218,8 @@ final class AWSCredentialChainTests: XCTestCase {
 
     func testIMDSv2SessionTokenThenTheRolesCredentials() throws {
         let servers = try UploadServers.current()
-        let server = try CredentialsServer(token: "unused-\(UUID().uuidString)", credentials: servers.credentials, lifetime: 3600)
+        let keys = try assumedKeys(servers)
+        let server = try CredentialsServer(token: "unused-\(UUID().uuidString)", credentials: keys, lifetime: 3600)
         var environment = try bareEnvironment(servers, ["AWS_EC2_METADATA_SERVICE_ENDPOINT": server.url])
         environment["AWS_EC2_METADATA_DISABLED"] = nil
         let configuration = try S3Configuration.resolve(environment: environment)
@@ -221,7 +228,7 @@ final class AWSCredentialChainTests: XCTestCase {
         XCTAssertEqual(stats["imds-token"], 1, "\(stats)")
         XCTAssertEqual(stats["imds-credentials"], 1, "\(stats)")
         XCTAssertEqual(stats["refused"], 0, "every GET carried the session token: \(stats)")
-        XCTAssertEqual(configuration.credentialsProvider.lastKnown?.accessKeyID, servers.credentials.accessKeyID)
+        XCTAssertEqual(configuration.credentialsProvider.lastKnown, keys, "the key, secret and token IMDS handed out")
 
         // Nothing anywhere: the chain ends at IMDS, and the message names every source tried.
         server.stop()

@@ -405,7 +405,6 @@ extension AWSCredentialSource {
             }
         case .assumeRole(let roleARN, let sessionName, let externalID, let source, let profile):
             let endpoint = STSRequest.endpoint(region: region, environment: environment)
-            Redaction.registerSecret(source.secretAccessKey)
             return AWSCredentialsProvider(sourceName: name) {
                 try STSRequest.assumeRole(endpoint: endpoint, region: region, roleARN: roleARN, sessionName: sessionName,
                                           externalID: externalID, source: source, profile: profile)
