@@ -73,6 +73,10 @@ final class AWSCredentialSourceTests: XCTestCase {
     }
 
     func testWebIdentityWithoutARoleAndTheContainerVariables() throws {
+        XCTAssertEqual(try AWSCredentialSource.choose(profileName: "default", environment: ["AWS_WEB_IDENTITY_TOKEN_FILE": "/t",
+                                                                                          "AWS_ROLE_ARN": "arn:aws:iam::1:role/r"],
+                                                      profiles: [:], now: Date(timeIntervalSince1970: 1_700_000_000)),
+                       .webIdentity(tokenFile: "/t", roleARN: "arn:aws:iam::1:role/r", sessionName: "transferd-1700000000"))
         XCTAssertThrowsError(try choose(["AWS_WEB_IDENTITY_TOKEN_FILE": "/t"])) { error in
             XCTAssertTrue("\(error)".contains("AWS_ROLE_ARN is not"), "\(error)")
         }

@@ -120,14 +120,15 @@ package enum AWSCredentialSource: Equatable, Sendable {
     /// - Parameters:
     ///   - profile: the profile's settings, the credentials file's over the config file's.
     ///   - profiles: every profile so (for source_profile).
+    ///   - now: names the role session when nothing else does (`transferd-SECONDS`, as botocore's `botocore-session-SECONDS`).
     package static func choose(profileName: String, environment: [String: String],
-                               profiles: [String: [String: String]]) throws -> AWSCredentialSource? {
+                               profiles: [String: [String: String]], now: Date = Date()) throws -> AWSCredentialSource? {
         func nonEmpty(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         if let key = nonEmpty("AWS_ACCESS_KEY_ID"), let secret = nonEmpty("AWS_SECRET_ACCESS_KEY") {
             return .fixed(AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: nonEmpty("AWS_SESSION_TOKEN")),
                           from: "the environment (AWS_ACCESS_KEY_ID)")
         }
-        let sessionName = nonEmpty("AWS_ROLE_SESSION_NAME") ?? "transferd-\(Int(Date().timeIntervalSince1970))"
+        let sessionName = nonEmpty("AWS_ROLE_SESSION_NAME") ?? "transferd-\(Int(now.timeIntervalSince1970))"
         if let tokenFile = nonEmpty("AWS_WEB_IDENTITY_TOKEN_FILE") {
             guard let role = nonEmpty("AWS_ROLE_ARN") else {
                 throw AWSCredentialError.incomplete("AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not: set AWS_ROLE_ARN to the role to assume, or unset AWS_WEB_IDENTITY_TOKEN_FILE")
