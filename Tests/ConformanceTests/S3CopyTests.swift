@@ -38,7 +38,7 @@ final class S3CopyTests: XCTestCase {
 
     /// The SHA-256 of `bucket/key` as read back through the download engine.
     func readBack(_ client: S3Client, transport: Transport, bucket: String, key: String) async throws -> String {
-        let source = client.downloadSource(bucket: bucket, key: key)
+        let source = try client.downloadSource(bucket: bucket, key: key)
         var options = DownloadOptions(url: source.url, destination: try scratchDirectory("back") + "/back.bin", retry: quickRetry)
         source.configure(&options)
         let result = try await DownloadEngine(transport: transport, options: options).run()

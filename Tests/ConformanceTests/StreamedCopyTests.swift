@@ -14,7 +14,7 @@ final class StreamedCopyTests: XCTestCase {
     }
 
     func readBack(_ client: S3Client, transport: Transport, bucket: String, key: String) async throws -> String {
-        let source = client.downloadSource(bucket: bucket, key: key)
+        let source = try client.downloadSource(bucket: bucket, key: key)
         var options = DownloadOptions(url: source.url, destination: try scratchDirectory("back") + "/back.bin", retry: quickRetry)
         source.configure(&options)
         let result = try await DownloadEngine(transport: transport, options: options).run()
@@ -145,7 +145,7 @@ final class StreamedCopyTests: XCTestCase {
             _ = try await S3MultipartUpload(client: source, options: S3UploadOptions(source: path, bucket: bucket, key: "a.bin"),
                                             state: try state(label)).run()
             let result = try await StreamedCopy(client: destination, transport: transport, retry: quickRetry,
-                                                options: StreamedCopyOptions(source: StreamSource(s3: source, bucket: bucket, key: "a.bin"),
+                                                options: StreamedCopyOptions(source: try StreamSource(s3: source, bucket: bucket, key: "a.bin"),
                                                                              bucket: bucket, key: "b.bin", partSize: 16 << 20),
                                                 state: try state(label)).run()
             XCTAssertEqual(result.parts, 4, label)

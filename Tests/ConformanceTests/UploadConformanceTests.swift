@@ -94,7 +94,7 @@ final class UploadConformanceTests: XCTestCase {
             XCTAssertNil(try state.load(), "\(label): no resume state left once complete")
 
             // Read it back through the download engine with a signed GET.
-            let (url, headers) = client.signedGetHeaders(bucket: bucket, key: "big/1g.bin")
+            let (url, headers) = try client.signedGetHeaders(bucket: bucket, key: "big/1g.bin")
             let back = (try scratchDirectory(label) as NSString).appendingPathComponent("back.bin")
             _ = try await DownloadEngine(transport: transport, options: DownloadOptions(
                 url: url, destination: back, headers: headers, retry: quickRetry)).run()
@@ -281,7 +281,7 @@ final class UploadConformanceTests: XCTestCase {
                 state: FileUploadStateStore(source: servers.path("64m.bin"), bucket: bucket, key: "dir/64m.bin",
                                             environment: ["HOME": try scratchDirectory(label)])).run()
             let mark = recorder.mark
-            let source = client.downloadSource(bucket: bucket, key: "dir/64m.bin")
+            let source = try client.downloadSource(bucket: bucket, key: "dir/64m.bin")
             var options = DownloadOptions(url: source.url, destination: (try scratchDirectory(label) as NSString).appendingPathComponent("64m.bin"),
                                           connections: 4, retry: quickRetry)
             source.configure(&options)
@@ -316,7 +316,7 @@ final class UploadConformanceTests: XCTestCase {
         let peers = try UploadServers.current()
         for (label, _, right, transport) in try s3Pairs() {
             var configuration = right
-            configuration.credentials = AWSCredentials(accessKeyID: peers.credentials.accessKeyID, secretAccessKey: "not-the-secret-1234")
+            configuration.credentialsProvider = AWSCredentialsProvider(fixed: AWSCredentials(accessKeyID: peers.credentials.accessKeyID, secretAccessKey: "not-the-secret-1234"))
             let client = S3Client(configuration: configuration, transport: transport, retry: quickRetry)
             do {
                 _ = try await S3MultipartUpload(client: client, options: S3UploadOptions(

@@ -48,6 +48,10 @@ enum FuzzTarget: String, CaseIterable {
     /// A tus server's answer head: `TusHeaders` (Upload-Offset, the comma lists), `TusServerInfo`
     /// (OPTIONS), `TusResumeDecision` (HEAD after a resume, a PATCH's new offset).
     case tusHeaders = "tus-headers"
+    /// What an AWS credential source answers: a credential_process's JSON or the container /
+    /// instance metadata endpoints' (`AWSCredentialDocument`), an STS answer (`STSRequest.credentials`),
+    /// and a credential_process command line split into arguments (`CredentialProcess.arguments`).
+    case awsCredentials = "aws-credentials"
 
     func run(_ data: Data) {
         switch self {
@@ -67,6 +71,7 @@ enum FuzzTarget: String, CaseIterable {
         case .redaction: fuzzRedaction(data)
         case .checksumList: fuzzChecksumList(data)
         case .tusHeaders: fuzzTusHeaders(data)
+        case .awsCredentials: fuzzAWSCredentials(data)
         }
     }
 }
@@ -559,5 +564,39 @@ func fuzzTusHeaders(_ data: Data) {
     switch TusResumeDecision.afterPatch(offset: offset, length: length, answered: headers["Upload-Offset"], where: place) {
     case .success(let new): check(new >= offset && new <= offset + length, "PATCH answer \(new) outside \(offset)+\(length)")
     case .failure(let failure): check(clean(failure.description), "reason \(failure.description.debugDescription)")
+    }
+}
+
+// MARK: AWS credentials
+
+func fuzzAWSCredentials(_ data: Data) {
+    // A secret in the document (if it is one) that no message may repeat.
+    var secret: String?
+    if case .object(let fields)? = try? JSONParser.parse(data), case .string(let value)? = fields["SecretAccessKey"], value.count >= 8 {
+        secret = value
+    }
+    for kind in [AWSCredentialDocument.Kind.process, .endpoint] {
+        switch AWSCredentialDocument.parse(data, kind: kind) {
+        case .success(let found):
+            check(!found.credentials.accessKeyID.isEmpty && !found.credentials.secretAccessKey.isEmpty, "empty key or secret taken")
+            check(found.credentials.sessionToken.map { !$0.isEmpty } ?? true, "an empty session token taken")
+            if kind == .process, case .object(let fields)? = try? JSONParser.parse(data) {
+                check(fields["Version"] == .integer(1), "a process document without Version 1 taken")
+            }
+        case .failure(let problem):
+            let message = "\(problem)"
+            check(secret.map { !message.contains($0) } ?? true, "the secret is in the message: \(message)")
+            check(!message.unicodeScalars.contains { $0.value < 0x20 }, "a control character in: \(message)")
+        }
+    }
+    if let found = STSRequest.credentials(in: data) {
+        check(!found.credentials.accessKeyID.isEmpty && !found.credentials.secretAccessKey.isEmpty, "STS: empty key or secret taken")
+    }
+    let text = String(decoding: data, as: UTF8.self)
+    _ = AWSCredentialDocument.parseTimestamp(text)
+    // Words quoted back with single quotes split into the same words.
+    if let words = CredentialProcess.arguments(text) {
+        let quoted = words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        check(CredentialProcess.arguments(quoted) == words, "\(words) do not split back from \(quoted)")
     }
 }

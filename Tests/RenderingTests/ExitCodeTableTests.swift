@@ -30,6 +30,8 @@ final class ExitCodeTableTests: XCTestCase {
             (UploadError.verification("f has SHA-256 a, not the expected b; nothing was sent"), .verificationFailed),
             (UploadError.local(POSIXFailure(operation: "open", path: "/d/f", code: EACCES)), .localError),
             (S3Error.noCredentials(profile: "default"), .usage),
+            (AWSCredentialError.incomplete("profile p has role_arn but no source_profile"), .usage),
+            (AWSCredentialError.fetch(source: "profile p's credential_process", problem: "exit status 1"), .transferFailed),
             (S3Error.verification("part 1 came back with ETag x"), .verificationFailed),
             (POSIXFailure(operation: "write", path: "/d/f", code: ENOSPC), .localError),
         ]

@@ -37,6 +37,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -52,6 +53,18 @@ SEED_POLICY_NAME = "transferd-test-allow-all"
 SEED_POLICY = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+}
+# arn:aws:iam::123456789012:role/transferd-test-role (moto's default account).
+SEED_ROLE = "transferd-test-role"
+SEED_TRUST_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": "*", "Federated": "*"},
+            "Action": ["sts:AssumeRole", "sts:AssumeRoleWithWebIdentity"],
+        }
+    ],
 }
 
 
@@ -74,6 +87,20 @@ def seed_credentials(access_key: str, secret_key: str) -> None:
     if SEED_USER not in backend.users:
         backend.create_user(region_name="us-east-1", user_name=SEED_USER)
     backend.put_user_policy(SEED_USER, SEED_POLICY_NAME, json.dumps(SEED_POLICY))
+    # A role anyone may assume (STS AssumeRole, AssumeRoleWithWebIdentity) with the
+    # same allow-all policy: moto accepts the keys STS hands out for a role it knows.
+    if not any(role.name == SEED_ROLE for role in backend.roles.values()):
+        backend.create_role(
+            role_name=SEED_ROLE,
+            assume_role_policy_document=json.dumps(SEED_TRUST_POLICY),
+            path="/",
+            permissions_boundary=None,
+            description="transferd tests",
+            tags=[],
+            max_session_duration="3600",
+            linked_service=None,
+        )
+    backend.put_role_policy(SEED_ROLE, SEED_POLICY_NAME, json.dumps(SEED_POLICY))
     if access_key in backend.access_keys:
         key = backend.access_keys[access_key]
         key.secret_access_key = secret_key
@@ -149,10 +176,24 @@ def enable_authentication() -> None:
     settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
     ActionAuthenticatorMixin.request_count = 0
 
+    # moto (5.2) authenticates AssumeRoleWithWebIdentity too and fails with 500 without a
+    # signature; AWS takes it unsigned. The middleware marks such a request (UNSIGNED_ACTIONS).
+    original = ActionAuthenticatorMixin._authenticate_and_authorize_normal_action
+
+    def authenticate(self, *args: Any, **kwargs: Any) -> None:
+        if getattr(_current, "unsigned", False):
+            return
+        original(self, *args, **kwargs)
+
+    ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = authenticate
+
 
 # ---------------------------------------------------------------------------
 # Request log
 # ---------------------------------------------------------------------------
+
+# STS actions AWS takes without a signature (the token is the proof).
+UNSIGNED_ACTIONS = {"AssumeRoleWithWebIdentity"}
 
 # GET on a bucket with only these parameters is ListObjects (V1).
 LIST_OBJECTS_PARAMETERS = {"prefix", "delimiter", "marker", "max-keys", "encoding-type"}
@@ -276,6 +317,21 @@ class LoggingMiddleware:
         )
         return [body]
 
+    @staticmethod
+    def form_action(environ: dict[str, Any]) -> Optional[str]:
+        """The Action of a form POST to / (STS, IAM), read and put back."""
+        if environ.get("REQUEST_METHOD") != "POST" or environ.get("PATH_INFO", "/") not in ("", "/"):
+            return None
+        if not environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+            return None
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length <= 0 or length > 1 << 20:
+            return None
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        fields = dict(parse_qsl(body.decode("utf-8", "replace")))
+        return fields.get("Action")
+
     def auth_problem(self, environ: dict[str, Any]) -> Optional[tuple[str, str, str]]:
         """Why moto could not check this request's signature, if it could not.
 
@@ -324,7 +380,11 @@ class LoggingMiddleware:
                 self.log.write(f"{operation} {method} {code} {length} {access_key} {target}")
             return start_response(status, headers, exc_info)
 
-        problem = self.auth_problem(environ)
+        action = self.form_action(environ)
+        if action:
+            operation = action
+        _current.unsigned = action in UNSIGNED_ACTIONS and "HTTP_AUTHORIZATION" not in environ
+        problem = None if _current.unsigned else self.auth_problem(environ)
         if problem is not None:
             return self.refuse(*problem, logging_start_response)
         try:
@@ -350,6 +410,7 @@ class LoggingMiddleware:
             raise
         finally:
             _current.target = None
+            _current.unsigned = False
         if method == "POST" and raw_path.rstrip("/") == "/moto-api/reset":
             self.reseed()
         return result

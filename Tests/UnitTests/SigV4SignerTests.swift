@@ -88,7 +88,7 @@ final class SigV4SignerTests: XCTestCase {
         let configuration = S3Configuration(endpoint: URL(string: "http://127.0.0.1:9000")!, region: "us-east-1",
                                             credentials: AWSCredentials(accessKeyID: "AKID", secretAccessKey: "secret"),
                                             pathStyle: true)
-        let source = S3Client(configuration: configuration, transport: URLSessionTransport())
+        let source = try S3Client(configuration: configuration, transport: URLSessionTransport())
             .downloadSource(bucket: "b", key: "dir/a b.bin")
         XCTAssertEqual(source.url.absoluteString, "http://127.0.0.1:9000/b/dir/a%20b.bin")
         var options = DownloadOptions(url: source.url, destination: "/nonexistent/a.bin")

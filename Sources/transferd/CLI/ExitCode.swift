@@ -56,6 +56,13 @@ struct ExitCode: Equatable, Hashable {
             case .verification: return .verificationFailed
             default: return .transferFailed
             }
+        // A chain set up wrong (a role without source_profile) is configuration; a source that
+        // answered no credentials (STS, a credential_process, an endpoint) a failure to transfer.
+        case let failure as AWSCredentialError:
+            switch failure {
+            case .incomplete: return .usage
+            case .fetch: return .transferFailed
+            }
         case is S3PrefixError: return .transferFailed
         // A request the chosen backend cannot make is a configuration choice; any other a transfer's failure.
         case let failure as TransportError: return failure.kind == .unsupported ? .usage : .transferFailed

@@ -100,7 +100,7 @@ enum CopyCommand {
                     region: arguments.value("--source-region") ?? arguments.value("--region"),
                     profile: arguments.value("--source-profile") ?? arguments.value("--profile"))
                 let sourceClient = S3Client(configuration: configuration, transport: client.transport, retry: client.retry, tls: client.tls)
-                streamedTo = (StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key), bucket, key)
+                streamedTo = (try StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key), bucket, key)
             default:
                 break
             }

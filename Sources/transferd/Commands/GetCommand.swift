@@ -78,7 +78,7 @@ enum GetCommand {
                                                             region: arguments.value("--region"),
                                                             profile: arguments.value("--profile"))
             let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments))
-            let object = client.downloadSource(bucket: location.bucket, key: location.key)
+            let object = try client.downloadSource(bucket: location.bucket, key: location.key)
             (source, url) = (object, object.url)
         } else {
             guard let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),

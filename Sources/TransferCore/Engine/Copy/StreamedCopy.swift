@@ -19,8 +19,8 @@ package struct StreamSource: Sendable {
     }
 
     /// `bucket/key` through `client` (its endpoint and credentials), with signed GETs.
-    package init(s3 client: S3Client, bucket: String, key: String) {
-        let source = client.downloadSource(bucket: bucket, key: key)
+    package init(s3 client: S3Client, bucket: String, key: String) throws {
+        let source = try client.downloadSource(bucket: bucket, key: key)
         url = source.url
         headers = [:]
         tls = client.tls

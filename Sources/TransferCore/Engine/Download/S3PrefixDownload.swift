@@ -301,7 +301,7 @@ package final class S3PrefixDownload: Sendable {
 
     /// Downloads one object to its partial path (`completedPartPath`), complete and verified.
     private func download(_ object: S3ListedObject, to path: String) async throws -> DownloadResult {
-        let source = client.downloadSource(bucket: options.bucket, key: object.key)
+        let source = try client.downloadSource(bucket: options.bucket, key: object.key)
         let share = options.maxRate.map { max(1, $0 / Int64(max(1, options.filesInFlight))) }
         var download = DownloadOptions(url: source.url, destination: path, connections: options.connections,
                                        overwrite: options.overwrite == .refuse ? .refuse : .overwrite,

@@ -7,7 +7,11 @@ package final class S3Client: Sendable {
     package let transport: Transport
     package let retry: RetryPolicy
     package let tls: TLSOptions
-    var signer: SigV4Signer { SigV4Signer(credentials: configuration.credentials, region: configuration.region) }
+    /// A signer with the credentials to use now (asked of the provider at each signing,
+    /// which fetches new temporary credentials before the held ones expire).
+    func signer() throws -> SigV4Signer {
+        SigV4Signer(credentials: try configuration.credentialsProvider.credentials(), region: configuration.region)
+    }
 
     package init(configuration: S3Configuration, transport: Transport, retry: RetryPolicy = .default, tls: TLSOptions = TLSOptions()) {
         self.configuration = configuration
@@ -162,9 +166,14 @@ package final class S3Client: Sendable {
     package static let requestFloor: Int64 = 64 << 20
 
     /// What the download engine needs to fetch `bucket/key` (see `S3DownloadSource`).
-    package func downloadSource(bucket: String, key: String) -> S3DownloadSource {
-        let signer = self.signer
+    /// Fails when no credentials can be had; each request of the download is signed with the credentials
+    /// current when it is sent (if a refresh fails, with the last ones held).
+    package func downloadSource(bucket: String, key: String) throws -> S3DownloadSource {
+        let provider = configuration.credentialsProvider
+        let first = try provider.credentials()
+        let region = configuration.region
         return S3DownloadSource(url: configuration.url(bucket: bucket, key: key), signer: { method, url, headers in
+            let signer = SigV4Signer(credentials: (try? provider.credentials()) ?? provider.lastKnown ?? first, region: region)
             // Asks for the object's stored checksum (`x-amz-checksum-*`), which the download then
             // checks when it is a full-object one (`PublishedChecksum`).
             var headers = headers
@@ -174,9 +183,9 @@ package final class S3Client: Sendable {
     }
 
     /// A signed request for `GET bucket/key` (S3 downloads run through the download engine with these headers).
-    package func signedGetHeaders(bucket: String, key: String, extra: HTTPHeaders = [:]) -> (URL, HTTPHeaders) {
+    package func signedGetHeaders(bucket: String, key: String, extra: HTTPHeaders = [:]) throws -> (URL, HTTPHeaders) {
         let url = configuration.url(bucket: bucket, key: key)
-        return (url, signer.sign(method: "GET", url: url, headers: extra, payloadHash: SigV4Signer.unsignedPayload).headers)
+        return (url, try signer().sign(method: "GET", url: url, headers: extra, payloadHash: SigV4Signer.unsignedPayload).headers)
     }
 
     // MARK: Sending
@@ -198,7 +207,8 @@ package final class S3Client: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            // Signed per attempt: the date must be fresh.
+            // Signed per attempt: the date must be fresh (and the credentials: they may have been refreshed).
+            let signer = try signer()
             let signed = signer.sign(method: method, url: url, headers: headers, payloadHash: payloadHash).headers
             let sink = CapturingSink(limit: responseLimit, url: url,
                                      advice: "check that \(Redaction.url(configuration.endpoint)) is an S3 endpoint"
@@ -218,7 +228,7 @@ package final class S3Client: Sendable {
                 let code = document?.code ?? "HTTP \(outcome.head.status)"
                 if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken"].contains(code) {
                     throw S3Error.rejectedCredentials(endpoint: Redaction.url(configuration.endpoint), code: code,
-                                                      accessKey: configuration.credentials.accessKeyID)
+                                                      accessKey: signer.credentials.accessKeyID)
                 }
                 lastError = S3Error.service(status: outcome.head.status, code: code,
                                             message: document?.message ?? "",

@@ -5,52 +5,58 @@ import Foundation
 package struct S3Configuration: Sendable {
     package var endpoint: URL
     package var region: String
-    package var credentials: AWSCredentials
+    /// What requests are signed with, asked at each signing (temporary credentials are
+    /// fetched again before they expire).
+    package var credentialsProvider: AWSCredentialsProvider
     /// `https://endpoint/bucket/key` (path style) instead of `https://bucket.endpoint/key`.
     package var pathStyle: Bool
 
     package init(endpoint: URL, region: String, credentials: AWSCredentials, pathStyle: Bool) {
+        self.init(endpoint: endpoint, region: region, credentialsProvider: AWSCredentialsProvider(fixed: credentials), pathStyle: pathStyle)
+    }
+
+    package init(endpoint: URL, region: String, credentialsProvider: AWSCredentialsProvider, pathStyle: Bool) {
         self.endpoint = endpoint
         self.region = region
-        self.credentials = credentials
+        self.credentialsProvider = credentialsProvider
         self.pathStyle = pathStyle
     }
 
     /// Resolves from (in order) explicit values, `AWS_ENDPOINT_URL_S3` /
-    /// `AWS_ENDPOINT_URL`, `AWS_REGION` / `AWS_DEFAULT_REGION`, the
-    /// credentials in `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
-    /// `AWS_SESSION_TOKEN`, then the `~/.aws/credentials` profile
-    /// (`AWS_PROFILE`, default `default`) and `~/.aws/config`. Custom
-    /// endpoints use path-style addressing; AWS itself virtual-hosted.
+    /// `AWS_ENDPOINT_URL`, `AWS_REGION` / `AWS_DEFAULT_REGION`, and the
+    /// credentials as the AWS SDKs' default chain finds them
+    /// (`AWSCredentialSource.choose`): the environment, a web identity token
+    /// file, the profile (`AWS_PROFILE`, default `default`) of the shared
+    /// credentials and config files (static keys, `role_arn` +
+    /// `source_profile`, `credential_process`), container credentials, the
+    /// instance metadata service. Nothing is fetched here: the provider
+    /// fetches at the first signing. Custom endpoints use path-style
+    /// addressing; AWS itself virtual-hosted.
     package static func resolve(endpoint: String? = nil, region: String? = nil, profile: String? = nil,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Configuration {
         let profileName = profile ?? environment["AWS_PROFILE"] ?? "default"
         let home = environment["HOME"] ?? NSHomeDirectory()
         let credentialsFile = INIFile.load(environment["AWS_SHARED_CREDENTIALS_FILE"] ?? "\(home)/.aws/credentials")
         let configFile = INIFile.load(environment["AWS_CONFIG_FILE"] ?? "\(home)/.aws/config")
-        let profileCredentials = credentialsFile[profileName] ?? [:]
+        let profiles = AWSCredentialSource.profiles(credentialsFile: credentialsFile, configFile: configFile)
         let profileConfig = configFile[profileName == "default" ? "default" : "profile \(profileName)"] ?? [:]
 
-        let credentials: AWSCredentials
-        if let key = environment["AWS_ACCESS_KEY_ID"], let secret = environment["AWS_SECRET_ACCESS_KEY"] {
-            credentials = AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: environment["AWS_SESSION_TOKEN"])
-        } else if let key = profileCredentials["aws_access_key_id"], let secret = profileCredentials["aws_secret_access_key"] {
-            credentials = AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: profileCredentials["aws_session_token"])
-        } else {
+        guard let source = try AWSCredentialSource.choose(profileName: profileName, environment: environment, profiles: profiles) else {
             throw S3Error.noCredentials(profile: profileName)
         }
         let resolvedRegion = region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"]
             ?? profileConfig["region"] ?? "us-east-1"
         let custom = endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
             ?? profileConfig["endpoint_url"]
+        let credentials = source.provider(region: resolvedRegion, environment: environment, profile: profileName)
         if let custom {
             guard let url = URL(string: custom), url.scheme == "http" || url.scheme == "https", url.host != nil else {
                 throw S3Error.badEndpoint(custom)
             }
-            return S3Configuration(endpoint: url, region: resolvedRegion, credentials: credentials, pathStyle: true)
+            return S3Configuration(endpoint: url, region: resolvedRegion, credentialsProvider: credentials, pathStyle: true)
         }
         return S3Configuration(endpoint: URL(string: "https://s3.\(resolvedRegion).amazonaws.com")!, region: resolvedRegion,
-                               credentials: credentials, pathStyle: false)
+                               credentialsProvider: credentials, pathStyle: false)
     }
 
     /// The URL of `key` in `bucket`, with `query` (already encoded) appended.
@@ -150,7 +156,8 @@ enum INIFile {
 
 /// S3 failures, each saying what to do. Secrets never appear.
 package enum S3Error: Error, CustomStringConvertible, Sendable {
-    case noCredentials(profile: String)
+    /// `lastProblem`: why the instance metadata service, the last source, gave none.
+    case noCredentials(profile: String, lastProblem: String? = nil)
     case badEndpoint(String)
     case rejectedCredentials(endpoint: String, code: String, accessKey: String)
     case service(status: Int, code: String, message: String, operation: String, endpoint: String)
@@ -158,8 +165,10 @@ package enum S3Error: Error, CustomStringConvertible, Sendable {
 
     package var description: String {
         switch self {
-        case .noCredentials(let profile):
-            return "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add them to the [\(profile)] profile in ~/.aws/credentials"
+        case .noCredentials(let profile, let lastProblem):
+            return "no AWS credentials: tried \(AWSCredentialSource.chainDescription.replacingOccurrences(of: "the profile", with: "the profile [\(profile)]"))"
+                + (lastProblem.map { " (\($0))" } ?? " (AWS_EC2_METADATA_DISABLED=true)")
+                + ": set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add them to the [\(profile)] profile in ~/.aws/credentials"
         case .badEndpoint(let text):
             return "'\(text)' is not an http:// or https:// endpoint URL"
         case .rejectedCredentials(let endpoint, let code, let accessKey):

@@ -61,7 +61,7 @@ struct DownloadExecutor: JobExecutor {
                                                             environment: context.environment)
             let client = S3Client(configuration: configuration,
                                   transport: context.transports.transport(named: spec.transport ?? context.options.transport))
-            let object = client.downloadSource(bucket: location.bucket, key: location.key)
+            let object = try client.downloadSource(bucket: location.bucket, key: location.key)
             (source, url) = (object, object.url)
         }
         try context.ensureFolder(of: destination)

@@ -52,7 +52,7 @@ struct S3CopyExecutor: JobExecutor {
                 let sourceClient = S3Client(configuration: sourceConfiguration, transport: transport, retry: retry,
                                             tls: context.options.tls)
                 let copy = StreamedCopy(client: client, transport: transport, retry: retry,
-                                        options: StreamedCopyOptions(source: StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key),
+                                        options: StreamedCopyOptions(source: try StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key),
                                                                      bucket: bucket, key: key, partSize: spec.partSize ?? 8 << 20,
                                                                      partsInFlight: spec.partsInFlight ?? 4),
                                         state: state, onEvent: progress)
