@@ -138,6 +138,14 @@ final class S3CopyCommandTests: XCTestCase {
             XCTAssertTrue(put.stderr.contains("1 file sent") && put.stderr.contains("1 deleted"), put.stderr)
             XCTAssertNil(try size(target, bucket: bucket, key: "up/sub/two.txt"), target.name)
             XCTAssertEqual(try size(target, bucket: bucket, key: "up/three.txt"), 5, target.name)
+
+            // A partial upload (a queue's own files left out) deletes nothing.
+            try FileManager.default.removeItem(atPath: folder + "/three.txt")
+            try FileManager.default.createDirectory(atPath: folder + "/q/.transferd", withIntermediateDirectories: true)
+            try Data("db".utf8).write(to: URL(fileURLWithPath: folder + "/q/.transferd/state.db"))
+            let partial = try transferd(["put", folder, "s3://\(bucket)/up/", "--skip-unchanged", "--delete"])
+            XCTAssertEqual(partial.status, 1, partial.stderr)
+            XCTAssertEqual(try size(target, bucket: bucket, key: "up/three.txt"), 5, "\(target.name): a partial upload deletes nothing")
         }
     }
 
@@ -151,7 +159,7 @@ final class S3CopyCommandTests: XCTestCase {
             environment["HOME"] = directory
             let out = directory + "/out"
             try FileManager.default.createDirectory(atPath: out + "/tmp", withIntermediateDirectories: true)
-            for name in ["stale.txt", "tmp/keep.txt", "big.iso.transferd-part"] {
+            for name in ["stale.txt", "a.bin", "tmp/keep.txt", "big.iso.transferd-part"] {
                 try Data("x".utf8).write(to: URL(fileURLWithPath: out + "/" + name))
             }
             XCTAssertEqual(symlink("/etc/hostname", out + "/link"), 0)
@@ -164,9 +172,10 @@ final class S3CopyCommandTests: XCTestCase {
             XCTAssertTrue(dry.stdout.contains("would copy    a.bin") && dry.stdout.contains("would delete  stale.txt"), dry.stdout)
             XCTAssertTrue(dry.stdout.contains("2 to copy") && dry.stdout.contains("1 to delete"), dry.stdout)
             XCTAssertTrue(FileManager.default.fileExists(atPath: out + "/stale.txt"), "a dry run deletes nothing")
-            XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/a.bin"), "a dry run saves nothing")
+            XCTAssertEqual(FileManager.default.contents(atPath: out + "/a.bin"), Data("x".utf8), "a dry run saves nothing")
 
-            let synced = try get(["--delete"])
+            // a.bin is another file than the object: replaced (--overwrite), then stale.txt deleted, 1 of 2.
+            let synced = try get(["--delete", "--overwrite"])
             XCTAssertEqual(synced.status, 0, synced.stderr)
             XCTAssertTrue(synced.stderr.contains("1 file deleted"), synced.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/stale.txt"), target.name)
@@ -180,6 +189,11 @@ final class S3CopyCommandTests: XCTestCase {
                                                environment: environment)
             XCTAssertEqual(all.status, 2, all.stderr)
             XCTAssertTrue(all.stderr.contains("would remove all"), all.stderr)
+            let dryAll = try TransferdProcess.run(["get", "s3://\(bucket)/nothing/", "-o", out, "--delete", "--dry-run"],
+                                                  directory: directory, environment: environment)
+            XCTAssertEqual(dryAll.status, 0, dryAll.stderr)
+            XCTAssertTrue(dryAll.stdout.contains("would delete  a.bin") && dryAll.stdout.contains("without --dry-run: --delete would remove all"),
+                          "a dry run lists what a refused delete would take: \(dryAll.stdout)")
             XCTAssertTrue(FileManager.default.fileExists(atPath: out + "/a.bin"), target.name)
         }
     }

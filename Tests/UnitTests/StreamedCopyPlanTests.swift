@@ -31,16 +31,35 @@ final class StreamedCopyPlanTests: XCTestCase {
         func check(_ status: Int, _ headers: HTTPHeaders, first: Int64 = 100, last: Int64 = 199) -> StreamedCopyPlan.PartAnswer {
             StreamedCopyPlan.part(status: status, headers: headers, first: first, last: last, size: 1000, validators: version)
         }
-        XCTAssertEqual(check(206, ["Content-Range": "bytes 100-199/1000", "ETag": "\"v1\""]), .part)
-        XCTAssertEqual(check(206, ["Content-Range": "bytes 100-199/1000"]), .part, "no validators in the answer: the condition vouched")
+        let both: HTTPHeaders = ["Content-Range": "bytes 100-199/1000", "ETag": "\"v1\"", "Last-Modified": "Mon, 07 Dec 2026 10:00:00 GMT"]
+        XCTAssertEqual(check(206, both), .part)
+        guard case .changed = check(206, ["Content-Range": "bytes 100-199/1000"]) else {
+            return XCTFail("an answer without the validators first seen could be of any version")
+        }
+        guard case .changed = check(206, ["Content-Range": "bytes 100-199/1000", "ETag": "\"v1\""]) else {
+            return XCTFail("the Last-Modified first seen must come back too")
+        }
+        guard case .refused = check(206, ["Content-Range": "bytes 100-199/*", "ETag": "\"v1\"",
+                                          "Last-Modified": "Mon, 07 Dec 2026 10:00:00 GMT"]) else {
+            return XCTFail("a range without the file's length")
+        }
         guard case .changed = check(412, [:]) else { return XCTFail("412 is a changed source") }
         guard case .changed = check(416, ["Content-Range": "bytes */50"]) else { return XCTFail("416 inside the first size: shorter now") }
-        guard case .changed = check(206, ["Content-Range": "bytes 100-199/1000", "ETag": "\"v2\""]) else { return XCTFail("other ETag") }
-        guard case .changed = check(206, ["Content-Range": "bytes 100-199/2000", "ETag": "\"v1\""]) else { return XCTFail("other size") }
-        guard case .refused = check(206, ["Content-Range": "bytes 0-99/1000"]) else { return XCTFail("other range") }
-        guard case .refused = check(200, ["Content-Length": "1000"]) else { return XCTFail("the whole file to a range") }
+        var other = both
+        other.set("ETag", "\"v2\"")
+        guard case .changed = check(206, other) else { return XCTFail("other ETag") }
+        var longer = both
+        longer.set("Content-Range", "bytes 100-199/2000")
+        guard case .changed = check(206, longer) else { return XCTFail("other size") }
+        var elsewhere = both
+        elsewhere.set("Content-Range", "bytes 0-99/1000")
+        guard case .refused = check(206, elsewhere) else { return XCTFail("other range") }
+        var whole = both
+        whole.remove("Content-Range")
+        whole.set("Content-Length", "1000")
+        guard case .refused = check(200, whole) else { return XCTFail("the whole file to a range") }
         guard case .refused = check(500, [:]) else { return XCTFail("an error status") }
         // The whole file asked for as one range may come back as a plain 200 of that length.
-        XCTAssertEqual(check(200, ["Content-Length": "1000"], first: 0, last: 999), .part)
+        XCTAssertEqual(check(200, whole, first: 0, last: 999), .part)
     }
 }

@@ -16,13 +16,12 @@ final class SyncPlanTests: XCTestCase {
 
     func testDeletingAllOrMoreThanTheShareNeedsForce() {
         let options = SyncOptions(delete: true)
-        XCTAssertNil(SyncPlan.refusal(deleting: 0, keeping: 0, options: options))
-        XCTAssertNil(SyncPlan.refusal(deleting: 5, keeping: 5, options: options), "half is allowed by default")
-        XCTAssertNotNil(SyncPlan.refusal(deleting: 6, keeping: 4, options: options))
-        XCTAssertNotNil(SyncPlan.refusal(deleting: 1, keeping: 0, options: options), "all of it, however few")
-        XCTAssertNil(SyncPlan.refusal(deleting: 1, keeping: 2, options: options), "one stale file beside two the source brings")
-        XCTAssertNil(SyncPlan.refusal(deleting: 10, keeping: 0, options: SyncOptions(delete: true, force: true)))
-        XCTAssertNil(SyncPlan.refusal(deleting: 9, keeping: 1, options: SyncOptions(delete: true, maxDeleteShare: 0.9)))
-        XCTAssertTrue(SyncPlan.refusal(deleting: 6, keeping: 4, options: options)?.contains("60%") ?? false)
+        XCTAssertNil(SyncPlan.refusal(deleting: 0, of: 0, options: options))
+        XCTAssertNil(SyncPlan.refusal(deleting: 5, of: 10, options: options), "half is allowed by default")
+        XCTAssertNotNil(SyncPlan.refusal(deleting: 6, of: 10, options: options))
+        XCTAssertNotNil(SyncPlan.refusal(deleting: 1, of: 1, options: options), "all of it, however few")
+        XCTAssertNil(SyncPlan.refusal(deleting: 10, of: 10, options: SyncOptions(delete: true, force: true)))
+        XCTAssertNil(SyncPlan.refusal(deleting: 9, of: 10, options: SyncOptions(delete: true, maxDeleteShare: 0.9)))
+        XCTAssertTrue(SyncPlan.refusal(deleting: 6, of: 10, options: options)?.contains("60%") ?? false)
     }
 }

@@ -6,6 +6,8 @@ import TransferCore
 enum GetPrefix {
     static func run(_ arguments: ParsedArguments, prefix: S3Prefix) async -> ExitCode {
         let download: S3PrefixDownload
+        // The files the download saved, by identity: --delete never removes one of them.
+        let savedFiles = Locked<Set<[UInt64]>>([])
         let quiet = arguments.has("--quiet")
         let line: PrefixLine
         do {
@@ -45,6 +47,9 @@ enum GetPrefix {
                                                      + options.filter.include.map { "+" + $0 } + options.filter.exclude.map { "-" + $0 })
                                                 .joined(separator: "\n"))) {
                 line.handle($0)
+                if case .saved(_, let path, _) = $0, let identity = FileStamp.of(path) {
+                    savedFiles.withLock { _ = $0.insert(identity.file) }
+                }
             }
         } catch {
             Output.err("transferd get: \(error)\n")
@@ -55,11 +60,13 @@ enum GetPrefix {
             let sync = try SyncFlags.options(arguments)
             var plan: FolderSync?
             if sync.dryRun || sync.delete {
-                plan = try await FolderSync.plan(client: download.client, options: download.options, sync: sync)
-                if sync.dryRun, let plan {
-                    SyncFlags.print(plan.preview)
+                let made = try await FolderSync.plan(client: download.client, options: download.options, sync: sync)
+                if sync.dryRun {
+                    SyncFlags.print(made.preview)
                     return .success
                 }
+                if let refusal = made.preview.refusal { throw SyncRefusal(reason: refusal) }
+                plan = made
             }
             let result = try await SignalHandler.cancelling { try await download.run() }
             line.finish(result)
@@ -69,7 +76,7 @@ enum GetPrefix {
             }
             // Only after every key was saved: a failed or partial download deletes nothing.
             if let plan, !plan.preview.delete.isEmpty {
-                let removed = try plan.deleteExtraneous(in: download.options.destination)
+                let removed = try plan.deleteExtraneous(in: download.options.destination, saved: savedFiles.current)
                 if !quiet { Output.err("\(line.name): \(removed) file\(removed == 1 ? "" : "s") deleted (--delete)\n") }
             }
             return .success

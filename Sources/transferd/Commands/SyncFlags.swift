@@ -7,7 +7,7 @@ enum SyncFlags {
     static let specs: [OptionSpec] = [
         OptionSpec("--dry-run", help: "bulk copy: say what would be copied, skipped and deleted; change nothing"),
         OptionSpec("--delete", help: "bulk copy: then delete what the destination holds and the source does not (the filters apply)"),
-        OptionSpec("--max-delete", value: "PERCENT", help: "most of the destination --delete may remove (default: 50); past it, or all of it, needs --force"),
+        OptionSpec("--max-delete", value: "PERCENT", help: "most of what the destination holds that --delete may remove (default: 50); past it, or all of it, needs --force"),
         OptionSpec("--force", help: "let --delete remove past --max-delete, or everything"),
     ]
 
@@ -37,6 +37,7 @@ enum SyncFlags {
         let bytes = preview.copy.reduce(Int64(0)) { $0 + $1.size }
         text += "dry run: \(preview.copy.count) to copy (\(Format.bytes(bytes))), \(preview.unchanged.count) unchanged, "
             + "\(preview.delete.count) to delete; nothing was changed\n"
+        if let refusal = preview.refusal { text += "and without --dry-run: \(refusal)\n" }
         Output.out(text)
     }
 }

@@ -111,11 +111,11 @@ package final class S3PrefixCopy: Sendable {
         }
         let deletions = sync.delete
             ? SyncPlan.extraneous(source: Set(objects.map { Data($0.relative.utf8) }), destination: destination, filter: filter) : []
-        if let refusal = SyncPlan.refusal(deleting: deletions.count, keeping: objects.count, options: sync) {
-            throw SyncRefusal(reason: refusal)
-        }
+        let refusal = SyncPlan.refusal(deleting: deletions.count, of: destination.filter(filter.takes).count, options: sync)
+        if let refusal, !sync.dryRun { throw SyncRefusal(reason: refusal) }
         if sync.dryRun {
             var preview = SyncPreview()
+            preview.refusal = refusal
             preview.copy = pending.map { ($0.relative, $0.object.size) }
             preview.unchanged = (unchanged + doneEarlier).sorted()
             preview.delete = deletions

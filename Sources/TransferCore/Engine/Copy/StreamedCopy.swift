@@ -127,6 +127,8 @@ package final class StreamedCopy: Sendable {
     }
 
     private var shownURL: String { Redaction.url(options.source.url) }
+    /// The most memory parts in flight may hold together.
+    static let memoryBound: Int64 = 1 << 30
     private var sourceDigest: String { SHA256Hasher.hex(of: Data(options.source.url.absoluteString.utf8)) }
 
     package func run() async throws -> S3UploadResult {
@@ -150,6 +152,9 @@ package final class StreamedCopy: Sendable {
 
     private func attempt() async throws -> S3UploadResult {
         let probe = try await fetch(["Range": "bytes=0-0"], limit: 1)
+        if probe.overrun && probe.status == 206 {
+            throw StreamedCopyError.notRangeable(url: shownURL, reason: "answered a range of one byte with more bytes")
+        }
         let size: Int64
         let validators: ResponseValidators
         switch StreamedCopyPlan.source(status: probe.status, headers: probe.headers) {
@@ -168,15 +173,35 @@ package final class StreamedCopy: Sendable {
         case .failed(let status):
             throw StreamedCopyError.sourceStatus(url: shownURL, status: status)
         }
+        // Without a strong ETag or a Last-Modified, nothing tells two versions' parts apart.
+        guard validators.etag.map({ !$0.hasPrefix("W/") }) == true || validators.lastModified != nil else {
+            throw StreamedCopyError.notRangeable(url: shownURL, reason: "gives neither a strong ETag nor a Last-Modified, so its parts could come from two versions")
+        }
         let partSize = S3UploadOptions.effectivePartSize(requested: options.partSize, fileSize: size)
-        let contentType = options.contentType ?? probe.headers["Content-Type"] ?? "application/octet-stream"
+        // Memory is about part size x parts in flight: held to a GiB whatever size the source claims.
+        let inFlight = max(1, min(options.partsInFlight, Int(StreamedCopy.memoryBound / partSize)))
+        var headers = HTTPHeaders()
+        if options.source.sign != nil {
+            // An S3 object's headers and metadata go with it (not its encryption: the destination's own applies).
+            for (name, value) in probe.headers {
+                let lower = name.lowercased()
+                guard S3ObjectHead.carriedNames.contains(lower) || lower.hasPrefix("x-amz-meta-"),
+                      !lower.hasPrefix("x-amz-server-side-encryption") else { continue }
+                headers.add(name, value)
+            }
+        }
+        if let type = options.contentType { headers.set("Content-Type", type) }
+        if !headers.contains("Content-Type") { headers.set("Content-Type", probe.headers["Content-Type"] ?? "application/octet-stream") }
         onEvent(.started(totalSize: size))
         if size <= partSize {
+            // A copy in parts an earlier run began is not left open.
+            await abandon()
             let data = size == 0 ? Data() : try await part(1, first: 0, last: size - 1, size: size, validators: validators)
             let md5 = Array(Self.md5(data))
+            var putHeaders = headers
+            putHeaders.set("Content-MD5", Data(md5).base64EncodedString())
             let response = try await client.send("PutObject", method: "PUT", bucket: options.bucket, key: options.key,
-                                                 headers: ["Content-MD5": Data(md5).base64EncodedString(), "Content-Type": contentType],
-                                                 body: .data(data))
+                                                 headers: putHeaders, body: .data(data))
             let etag = response.headers["ETag"] ?? ""
             guard S3MultipartUpload.unquote(etag) == md5.hexString else {
                 throw S3Error.verification("the object's ETag \(etag) does not match the MD5 \(md5.hexString) of what was sent")
@@ -184,7 +209,7 @@ package final class StreamedCopy: Sendable {
             onEvent(.progress(sent: size, totalSize: size))
             return S3UploadResult(etag: etag, size: size, parts: 1, partsSent: 1, resumed: false, elapsed: 0)
         }
-        var checkpoint = try await resumeOrCreate(size: size, validators: validators, partSize: partSize, contentType: contentType)
+        var checkpoint = try await resumeOrCreate(size: size, validators: validators, partSize: partSize, headers: headers)
         let resumed = !checkpoint.parts.isEmpty
         let count = Int((size + partSize - 1) / partSize)
         let missing = (1...count).filter { checkpoint.parts[$0] == nil }
@@ -213,7 +238,7 @@ package final class StreamedCopy: Sendable {
                         return (number, S3CopyCheckpoint.Part(etag: etag, size: Int64(data.count)))
                     }
                 }
-                for _ in 0..<options.partsInFlight { launch() }
+                for _ in 0..<inFlight { launch() }
                 while let (number, part) = try await group.next() {
                     checkpoint.parts[number] = part
                     try save(checkpoint)
@@ -249,6 +274,9 @@ package final class StreamedCopy: Sendable {
         switch StreamedCopyPlan.part(status: answer.status, headers: answer.headers, first: first, last: last, size: size,
                                      validators: validators) {
         case .part:
+            if answer.overrun {
+                throw StreamedCopyError.badPart(url: shownURL, number: number, reason: "it sent more than the \(last - first + 1) bytes asked for")
+            }
             guard Int64(answer.body.count) == last - first + 1 else {
                 throw StreamedCopyError.badPart(url: shownURL, number: number,
                                                 reason: "\(answer.body.count) bytes arrived of \(last - first + 1)")
@@ -263,7 +291,7 @@ package final class StreamedCopy: Sendable {
 
     /// One GET of the source with `headers`, its body read into memory up to `limit` bytes,
     /// sent again by the retry policy after a network failure, a 5xx or a 429.
-    private func fetch(_ headers: HTTPHeaders, limit: Int) async throws -> (status: Int, headers: HTTPHeaders, body: Data) {
+    private func fetch(_ headers: HTTPHeaders, limit: Int) async throws -> (status: Int, headers: HTTPHeaders, body: Data, overrun: Bool) {
         var attempt = 0
         while true {
             attempt += 1
@@ -274,20 +302,20 @@ package final class StreamedCopy: Sendable {
             do {
                 let outcome = try await transport.execute(request, sink: sink)
                 let status = outcome.head.status
-                guard status == 429 || status >= 500 else { return (status, outcome.head.headers, sink.body) }
+                guard status == 429 || status >= 500 else { return (status, outcome.head.headers, sink.body, false) }
                 lastError = StreamedCopyError.sourceStatus(url: shownURL, status: status)
                 failure = .http(status: status, retryAfter: outcome.head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
             } catch let error as TransportError {
                 if error.kind == .cancelled { throw CancellationError() }
                 // The sink stopped a body longer than the range (the transport reports why it ended).
-                if let head = sink.overrun {
-                    return (head.status, head.headers, Data())
-                }
+                if let head = sink.stoppedHead { return (head.status, head.headers, sink.body, sink.overrun != nil) }
                 lastError = error
                 failure = .transport(error.kind)
-            } catch is RangeSink.Overrun {
-                guard let head = sink.overrun else { throw StreamedCopyError.badPart(url: shownURL, number: 0, reason: "an answer without end") }
-                return (head.status, head.headers, Data())
+            } catch is RangeSink.Stopped {
+                guard let head = sink.stoppedHead else {
+                    throw StreamedCopyError.notRangeable(url: shownURL, reason: "gave an answer that could not be read")
+                }
+                return (head.status, head.headers, sink.body, sink.overrun != nil)
             }
             switch retry.decide(failure, attempt: attempt) {
             case .retry(let delay):
@@ -300,38 +328,43 @@ package final class StreamedCopy: Sendable {
     }
 
     /// The body of a ranged GET, at most `limit` bytes: a longer one (a server that ignored the
-    /// range and sends the whole file) is stopped at its head, before its bytes arrive, and the
-    /// caller judges the head (`StreamedCopyPlan`). An error page is kept up to 4 KiB.
+    /// range and sends the whole file) is stopped at its head, before its bytes arrive, or as soon
+    /// as it passes the limit; the caller judges the head (`StreamedCopyPlan`). An error page is
+    /// kept up to 4 KiB, and the exchange stopped there (an error body without end ends here).
     // Locked: a transport's threads write, the caller reads once the exchange is over.
     final class RangeSink: ResponseSink, Sendable {
-        struct Overrun: Error {}
+        struct Stopped: Error {}
         let limit: Int
-        private let captured = Locked<(head: ResponseHead?, body: Data, overrun: Bool)>((nil, Data(), false))
+        static let errorPageLimit = 4096
+        private let captured = Locked<(head: ResponseHead?, body: Data, overrun: Bool, stopped: Bool)>((nil, Data(), false, false))
 
         init(limit: Int) { self.limit = limit }
 
         var body: Data { captured.current.body }
         /// The head of an answer stopped for being longer than the range.
         var overrun: ResponseHead? { captured.withLock { $0.overrun ? $0.head : nil } }
+        /// The head of any answer this sink stopped (longer than the range, or an error page past its 4 KiB).
+        var stoppedHead: ResponseHead? { captured.withLock { $0.stopped ? $0.head : nil } }
 
         func receive(head: ResponseHead) throws {
             let longer = (200..<300).contains(head.status)
                 && (head.headers["Content-Length"].flatMap(Int64.init).map { $0 > Int64(limit) } ?? false)
-            captured.withLock { $0 = (head, Data(), longer) }
-            if longer { throw Overrun() }
+            captured.withLock { $0 = (head, Data(), longer, longer) }
+            if longer { throw Stopped() }
         }
 
         func receive(body chunk: UnsafeRawBufferPointer) throws {
             try captured.withLock { captured in
                 let success = captured.head.map { (200..<300).contains($0.status) } ?? false
-                let room = success ? limit : 4096
+                let room = success ? limit : Self.errorPageLimit
                 guard captured.body.count + chunk.count <= room else {
                     if success {
                         captured.overrun = true
-                        throw Overrun()
+                    } else {
+                        captured.body.append(contentsOf: chunk.prefix(max(0, room - captured.body.count)))
                     }
-                    captured.body.append(contentsOf: chunk.prefix(max(0, room - captured.body.count)))
-                    return
+                    captured.stopped = true
+                    throw Stopped()
                 }
                 captured.body.append(contentsOf: chunk)
             }
@@ -347,7 +380,7 @@ package final class StreamedCopy: Sendable {
     /// Continues the recorded upload when it is of this source's version into this key with
     /// these parts, and the server still has it; otherwise starts a new one.
     private func resumeOrCreate(size: Int64, validators: ResponseValidators, partSize: Int64,
-                                contentType: String) async throws -> StreamedCopyCheckpoint {
+                                headers: HTTPHeaders) async throws -> StreamedCopyCheckpoint {
         var fresh = StreamedCopyCheckpoint(source: sourceDigest, size: size, validators: validators, bucket: options.bucket,
                                            key: options.key, partSize: partSize, uploadID: "", parts: [:])
         if let saved = state.decoded(StreamedCopyCheckpoint.self) {
@@ -373,8 +406,7 @@ package final class StreamedCopy: Sendable {
         } else {
             try save(fresh)
         }
-        fresh.uploadID = try await client.createMultipartUpload(bucket: options.bucket, key: options.key,
-                                                                headers: ["Content-Type": contentType])
+        fresh.uploadID = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, headers: headers)
         do {
             try save(fresh)
         } catch {

@@ -69,15 +69,20 @@ package enum StreamedCopyPlan {
         // The range lies inside the size first seen: a source without those bytes is shorter now.
         if status == 416 { return .changed("the source answered 416 to bytes \(first)-\(last) of \(size): it is shorter now") }
         guard status == 206 || status == 200 else { return .refused("HTTP \(status)") }
+        // Every validator first seen must come back, the same: an answer without them could be of any version.
         let answered = ResponseValidators(headers: headers)
-        if !validators.matches(answered) {
+        if (validators.etag != nil && answered.etag != validators.etag)
+            || (validators.lastModified != nil && answered.lastModified != validators.lastModified) {
             return .changed("its validators are \(describe(answered)), not \(describe(validators))")
         }
         guard let range = headers["Content-Range"].flatMap(ContentRange.init(header:)) else {
             return status == 200 && first == 0 && last == size - 1 && headers["Content-Length"] == String(size)
                 ? .part : .refused("the answer to a range has no Content-Range: the server ignored the range")
         }
-        if let complete = range.completeLength, complete != size {
+        guard let complete = range.completeLength else {
+            return .refused("its Content-Range does not say the file's length (bytes \(range.first)-\(range.last)/*)")
+        }
+        if complete != size {
             return .changed("it is \(complete) bytes long now, not \(size)")
         }
         guard range.first == first, range.last == last else {

@@ -25,18 +25,21 @@ package struct SyncPreview: Sendable, Equatable {
     package var copy: [(name: String, size: Int64)] = []
     package var unchanged: [String] = []
     package var delete: [String] = []
+    /// Why the delete would be refused (`SyncPlan.refusal`): a dry run shows it, a run stops on it.
+    package var refusal: String?
 
     package init() {}
 
     package static func == (lhs: SyncPreview, rhs: SyncPreview) -> Bool {
         lhs.copy.map(\.name) == rhs.copy.map(\.name) && lhs.copy.map(\.size) == rhs.copy.map(\.size)
-            && lhs.unchanged == rhs.unchanged && lhs.delete == rhs.delete
+            && lhs.unchanged == rhs.unchanged && lhs.delete == rhs.delete && lhs.refusal == rhs.refusal
     }
 }
 
 /// A `--delete` refused before anything was copied or deleted (`SyncPlan.refusal`).
 package struct SyncRefusal: Error, CustomStringConvertible, Sendable {
     package var reason: String
+    package init(reason: String) { self.reason = reason }
     package var description: String { reason }
 }
 
@@ -50,18 +53,17 @@ package enum SyncPlan {
             .sorted { Data($0.utf8).lexicographicallyPrecedes(Data($1.utf8)) }
     }
 
-    /// Why deleting `count` entries is refused, or nil, when the destination will then hold
-    /// `keeping` entries the filters take (the source's): deleting everything (the source holds
-    /// none), or more than `maxDeleteShare` of what the destination would hold with them, needs `force`.
-    package static func refusal(deleting count: Int, keeping: Int, options: SyncOptions) -> String? {
+    /// Why deleting `count` of the `total` entries the destination holds now (those the filters
+    /// take) is refused, or nil: every one of them, or more than `maxDeleteShare` of them, needs `force`.
+    package static func refusal(deleting count: Int, of total: Int, options: SyncOptions) -> String? {
         guard count > 0, !options.force else { return nil }
-        if keeping == 0 {
-            return "--delete would remove all \(count) of the destination's entries (the source holds none of them): "
-                + "check the source and the filters, or add --force to delete them"
+        if count >= total {
+            return "--delete would remove all \(count) of the destination's entries: check the source and the filters, "
+                + "or add --force to delete them"
         }
-        let share = Double(count) / Double(count + keeping)
+        let share = Double(count) / Double(max(total, 1))
         guard share > options.maxDeleteShare else { return nil }
-        return "--delete would remove \(count) of the destination's \(count + keeping) entries (\(Int((share * 100).rounded()))%), "
+        return "--delete would remove \(count) of the destination's \(total) entries (\(Int((share * 100).rounded()))%), "
             + "more than --max-delete \(Int((options.maxDeleteShare * 100).rounded()))%: check the source and the filters, "
             + "or raise --max-delete, or add --force"
     }
@@ -73,10 +75,17 @@ extension S3Client {
     package func deleteObjects(bucket: String, keys: [String]) async throws {
         var start = 0
         while start < keys.count {
-            let batch = keys[start..<min(start + 1000, keys.count)]
+            let batch = Array(keys[start..<min(start + 1000, keys.count)])
             start += batch.count
-            var xml = "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
-            for key in batch { xml += "<Object><Key>\(XMLText.escape(key))</Key></Object>" }
+            var xml = "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>false</Quiet>"
+            for key in batch {
+                // XML 1.0 carries no other C0 control, and reads a bare CR as a line feed: written as a reference.
+                if key.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" && $0 != "\n" && $0 != "\r" }) {
+                    throw S3Error.verification("s3://\(bucket)/\(HTTPHeaders.visible(key)) cannot be named in a DeleteObjects request "
+                                               + "(a control character XML cannot carry); delete it by hand")
+                }
+                xml += "<Object><Key>\(XMLText.escape(key).replacingOccurrences(of: "\r", with: "&#13;"))</Key></Object>"
+            }
             xml += "</Delete>"
             let body = Data(xml.utf8)
             var digest = Digest(.md5)
@@ -91,6 +100,13 @@ extension S3Client {
                                       message: "\(errors.count) of \(batch.count) keys not deleted, the first \(first.value("Key") ?? "?"): "
                                         + (first.value("Message") ?? ""),
                                       operation: "DeleteObjects", endpoint: Redaction.url(configuration.endpoint))
+            }
+            // Every key must come back deleted: a server that drops some says nothing of them otherwise.
+            let deleted = Set(result.children("Deleted").compactMap { $0.child("Key").map { Data($0.text.utf8) } })
+            if let missing = batch.first(where: { !deleted.contains(Data($0.utf8)) }) {
+                throw S3Error.verification("DeleteObjects at \(Redaction.url(configuration.endpoint)) did not report "
+                                           + "s3://\(bucket)/\(HTTPHeaders.visible(missing)) deleted (nor an error for it); "
+                                           + "check the bucket, then run the sync again")
             }
         }
     }

@@ -5,10 +5,11 @@ import Foundation
 /// one `UploadStateStore` so a later run skips the done items and resumes the others.
 ///
 /// A checkpoint change (an upload id, a part) is saved at once. An item marked done is saved
-/// with the next change after a second, or by `flush()`: a batch of many small items does
-/// not write the whole record once per item (1,000 objects copied made 1,000 saves of a record
-/// growing to 1,000 names), and what a kill loses is at most a second of done marks, whose
-/// items are transferred again, to the same result.
+/// with the first change that comes a second or more after the last save, or by `flush()`
+/// (when the batch stops early): a batch of many small items does not write the whole record
+/// once per item (1,000 objects copied made 1,000 saves of a record growing to 1,000 names).
+/// What a kill loses is done marks not yet saved, whose items are transferred again, to the
+/// same result (their versions are checked again).
 // The record is a `Locked` value; saves are ordered by `saving` and a sequence number, so a
 // slower save of an older record never lands after a newer one.
 final class BatchUploadState: Sendable {

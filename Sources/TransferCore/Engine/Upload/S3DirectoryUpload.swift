@@ -142,14 +142,15 @@ package final class S3DirectoryUpload: Sendable {
             }
             pending = sending
         }
-        // The folder's files the filters take, transferd's own among them: their objects are never deleted.
+        // Every name below the folder, read strictly (any kind, transferd's own among them): no object
+        // of a name the folder holds is deleted, nor any when a folder could not be read.
         let deletions = sync.delete
-            ? SyncPlan.extraneous(source: Set((all + leftOut.map(\.path)).map { Data($0.utf8) }), destination: held, filter: filter) : []
-        if let refusal = SyncPlan.refusal(deleting: deletions.count, keeping: all.count + leftOut.count, options: sync) {
-            throw SyncRefusal(reason: refusal)
-        }
+            ? SyncPlan.extraneous(source: try StrictWalk.names(directory), destination: held, filter: filter) : []
+        let refusal = SyncPlan.refusal(deleting: deletions.count, of: held.filter(filter.takes).count, options: sync)
+        if let refusal, !sync.dryRun { throw SyncRefusal(reason: refusal) }
         if sync.dryRun {
             var preview = SyncPreview()
+            preview.refusal = refusal
             preview.copy = pending.map { relative in
                 var info = stat()
                 return (relative, stat((directory as NSString).appendingPathComponent(relative), &info) == 0 ? Int64(info.st_size) : 0)
@@ -179,10 +180,11 @@ package final class S3DirectoryUpload: Sendable {
             throw error
         }
         state.forget()
-        // Only once every file went: a failed upload deletes nothing.
-        if !deletions.isEmpty { try await client.deleteObjects(bucket: bucket, keys: deletions.map { prefix + $0 }) }
+        // Only once every file went: a failed upload deletes nothing, nor a partial one (files left out).
+        let deleting = leftOut.isEmpty ? deletions : []
+        if !deleting.isEmpty { try await client.deleteObjects(bucket: bucket, keys: deleting.map { prefix + $0 }) }
         return Result(files: all.count, bytes: bytes, skippedAsDone: doneEarlier, unchanged: unchanged.count,
-                      leftOut: leftOut, deleted: deletions.count)
+                      leftOut: leftOut, deleted: deleting.count)
     }
 
     private func upload(_ relative: String) async throws -> Int64 {
