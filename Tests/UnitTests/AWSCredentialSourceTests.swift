@@ -91,6 +91,12 @@ final class AWSCredentialSourceTests: XCTestCase {
         XCTAssertTrue(CredentialEndpoint.containerURLAllowed(URL(string: "https://creds.example/c")!))
         XCTAssertFalse(CredentialEndpoint.containerURLAllowed(URL(string: "http://creds.example/c")!),
                        "a token is not sent in clear text to any host")
+        XCTAssertFalse(CredentialEndpoint.containerURLAllowed(URL(string: "http://127.attacker.example/c")!),
+                       "a name that starts like a loopback address is no loopback address")
+        XCTAssertTrue(CredentialEndpoint.containerURLAllowed(URL(string: "http://[::1]:8080/c")!))
+        // With both set, the SDKs take the relative URI.
+        XCTAssertEqual(try choose(["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/c", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:1/c"]),
+                       .container(url: "http://169.254.170.2/v2/c", token: nil, tokenFile: nil))
     }
 
     func testWhenCredentialsAreFetchedAgain() {
@@ -118,16 +124,22 @@ final class AWSCredentialSourceTests: XCTestCase {
         XCTAssertEqual(try provider.credentials(now: start).accessKeyID, "AKID1")
         XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(3000)).accessKeyID, "AKID1")
         XCTAssertEqual(provider.fetches, 1)
-        XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(3400)).accessKeyID, "AKID2", "under 5 minutes left")
+        // Under 5 minutes left: the held ones still sign, and new ones are fetched beside.
+        XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(3400)).accessKeyID, "AKID1", "still good: not waited for")
+        provider.waitForRefresh()
         XCTAssertEqual(provider.fetches, 2)
+        XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(3401)).accessKeyID, "AKID2", "the refreshed ones")
         XCTAssertEqual(Redaction.scrub("unit-token-2-7f3a9c unit-secret-2-7f3a9c"), "REDACTED REDACTED", "fetched secrets are registered")
 
         // A failed early refresh keeps the still valid credentials; once expired, the failure is thrown.
         failing.increment()
         XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(7000)).accessKeyID, "AKID2")
+        provider.waitForRefresh()
         XCTAssertThrowsError(try provider.credentials(now: start.addingTimeInterval(7200)))
         failing.reset()
-        XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(7200)).accessKeyID, "AKID3")
+        // For 30 s after a failure the same failure is given at once, not waited for again.
+        XCTAssertThrowsError(try provider.credentials(now: start.addingTimeInterval(7210)))
+        XCTAssertEqual(try provider.credentials(now: start.addingTimeInterval(7231)).accessKeyID, "AKID3")
     }
 
     func testOneFetchAtATime() throws {

@@ -78,7 +78,7 @@ enum CredentialHTTP {
         defer { session.finishTasksAndInvalidate() }
         let result = Locked<Result<Answer, Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        session.dataTask(with: request) { data, response, error in
+        let task = session.dataTask(with: request) { data, response, error in
             if let error {
                 result.withLock { $0 = .failure(error) }
             } else {
@@ -86,8 +86,11 @@ enum CredentialHTTP {
                 result.withLock { $0 = .success(Answer(status: status, body: (data ?? Data()).prefix(bodyLimit))) }
             }
             done.signal()
-        }.resume()
+        }
+        task.resume()
         if done.wait(timeout: .now() + timeout * 2 + 1) == .timedOut {
+            // Not left receiving: an answer without end would grow without bound.
+            task.cancel()
             throw AWSCredentialError.incomplete("no answer from \(Redaction.url(url)) within \(Int(timeout * 2 + 1)) s")
         }
         switch result.current {
@@ -124,7 +127,10 @@ package enum STSRequest {
               let key = credentials.value("AccessKeyId"), !key.isEmpty,
               let secret = credentials.value("SecretAccessKey"), !secret.isEmpty else { return nil }
         let token = credentials.value("SessionToken")
+        // STS credentials always expire: one without a readable Expiration is taken to last the
+        // least STS grants (15 minutes), and is fetched again before then, never kept for ever.
         let expiration = credentials.value("Expiration").flatMap(AWSCredentialDocument.parseTimestamp)
+            ?? Date().addingTimeInterval(15 * 60)
         return AWSExpiringCredentials(credentials: AWSCredentials(accessKeyID: key, secretAccessKey: secret,
                                                                   sessionToken: token?.isEmpty == false ? token : nil),
                                       expiration: expiration)
@@ -158,8 +164,9 @@ package enum STSRequest {
                 return element.children.lazy.compactMap { firstError($0, depth: depth + 1) }.first
             }
             let error = firstError(S3XMLElement.parse(String(decoding: answer.body, as: UTF8.self)))
-            let code = error?.value("Code") ?? "no credentials in the answer"
-            let message = (error?.value("Message")).map { ": " + String($0.prefix(300)) } ?? ""
+            // Scrubbed before it is cut: a secret the server echoes must not survive in part.
+            let code = String(Redaction.scrub(error?.value("Code") ?? "no credentials in the answer").prefix(64))
+            let message = (error?.value("Message")).map { ": " + String(Redaction.scrub($0).prefix(300)) } ?? ""
             throw AWSCredentialError.fetch(source: source, problem: "STS \(action) at \(Redaction.url(url)) answered HTTP \(answer.status) \(code)\(message); check the role ARN, its trust policy and the STS endpoint")
         }
         return credentials
@@ -270,29 +277,44 @@ package enum CredentialProcess {
         } catch {
             throw AWSCredentialError.fetch(source: source, problem: "\(program) could not be started (\((error as NSError).localizedDescription))")
         }
-        let timedOut = Locked(false)
         let pid = process.processIdentifier
-        let timer = DispatchWorkItem {
-            timedOut.withLock { $0 = true }
-            kill(pid, SIGKILL)
-        }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+        // Read against a deadline with poll(2): a helper that leaves a background process holding
+        // its output open (an agent it starts) never gives EOF, and must not hold this up for ever.
+        let deadline = Date().addingTimeInterval(timeout)
         var data = Data()
         var tooLong = false
-        let reader = output.fileHandleForReading
+        var timedOut = false
+        let fd = output.fileHandleForReading.fileDescriptor
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
         while true {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            if data.count + chunk.count > outputLimit {
-                tooLong = true
-                kill(pid, SIGKILL)
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else {
+                timedOut = true
                 break
             }
-            data.append(chunk)
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, Int32(min(left, 1) * 1000) + 1)
+            if ready < 0 && errno == EINTR { continue }
+            if ready <= 0 { continue }
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            if data.count + count > outputLimit {
+                tooLong = true
+                break
+            }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        if timedOut || tooLong { kill(pid, SIGKILL) }
+        try? output.fileHandleForReading.close()
+        // The process itself is waited for with the same deadline (plus a second after a kill).
+        while process.isRunning && Date() < deadline.addingTimeInterval(timedOut || tooLong ? 1 : 0) { usleep(10_000) }
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            timedOut = true
         }
         process.waitUntilExit()
-        timer.cancel()
-        if timedOut.current {
+        if timedOut {
             throw AWSCredentialError.fetch(source: source, problem: "\(program) did not finish within \(Int(timeout)) s and was stopped")
         }
         if tooLong {
@@ -316,8 +338,18 @@ package enum CredentialEndpoint {
     package static func containerURLAllowed(_ url: URL) -> Bool {
         if url.scheme == "https" { return url.host != nil }
         guard url.scheme == "http", let host = url.host else { return false }
-        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
-            || host == "169.254.170.2" || host == "169.254.170.23"
+        // An address literal, never a name that merely starts like one (127.attacker.example).
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            let first = UInt32(bigEndian: v4.s_addr) >> 24
+            return first == 127 || host == "169.254.170.2" || host == "169.254.170.23"
+        }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, bare, &v6) == 1 {
+            return bare == "::1" || bare.lowercased() == "fd00:ec2::23"
+        }
+        return host == "localhost"
     }
 
     package static func container(url text: String, token: String?, tokenFile: String?) throws -> AWSExpiringCredentials {

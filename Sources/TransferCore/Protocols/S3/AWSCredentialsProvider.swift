@@ -32,17 +32,34 @@ package enum CredentialRefresh: Equatable, Sendable {
 }
 
 /// What S3Client signs with: fixed credentials, or a source that hands out temporary ones,
-/// fetched on first use and again when fewer than `CredentialRefresh.margin` remain, one
-/// fetch at a time. The signer asks at every signing, so a long transfer moves to new keys
-/// before the old ones expire. Every secret fetched is registered with `Redaction`.
+/// fetched on first use and again when fewer than `CredentialRefresh.margin` remain. The
+/// signer asks at every signing, so a long transfer moves to new keys before the old ones
+/// expire. Every secret fetched is registered with `Redaction`.
+///
+/// Credentials still good are never waited for: the early refresh runs on a thread of its own
+/// (not Swift's cooperative pool, two threads here), once at a time, and not again within 30 s
+/// of a failure or soon after a success. Only a signing with none, or expired ones, waits for a
+/// fetch; after a failure those fail at once for 30 s with the same reason rather than each
+/// waiting on a source that does not answer.
 package final class AWSCredentialsProvider: Sendable {
     /// What the credentials come from, for messages ("the environment", "web identity (AWS_WEB_IDENTITY_TOKEN_FILE)").
     package let sourceName: String
     private let fetch: @Sendable () throws -> AWSExpiringCredentials
     private let margin: TimeInterval
-    private let held = Locked<AWSExpiringCredentials?>(nil)
+    private struct State {
+        var held: AWSExpiringCredentials?
+        var fetchedAt: Date?
+        var failedAt: Date?
+        var failure: (any Error)?
+        var refreshing = false
+    }
+    private let state = Locked(State())
     private let fetching = PlainLock()
     private let fetchCount = Locked(0)
+    /// How long a failed fetch is not tried again.
+    static let pauseAfterFailure: TimeInterval = 30
+    /// The longest kept secret (a session token is about 1 KiB): a source that sends more is lying.
+    static let longestSecret = 16 << 10
 
     package init(sourceName: String, margin: TimeInterval = CredentialRefresh.margin,
                  fetch: @escaping @Sendable () throws -> AWSExpiringCredentials) {
@@ -54,38 +71,99 @@ package final class AWSCredentialsProvider: Sendable {
     /// Fixed keys that never expire.
     package convenience init(fixed credentials: AWSCredentials, sourceName: String = "fixed credentials") {
         self.init(sourceName: sourceName) { AWSExpiringCredentials(credentials: credentials, expiration: nil) }
-        held.withLock { $0 = AWSExpiringCredentials(credentials: credentials, expiration: nil) }
+        state.withLock { $0.held = AWSExpiringCredentials(credentials: credentials, expiration: nil) }
     }
 
-    /// The credentials to sign with now (fetched when none are held or they are about to expire).
+    /// The credentials to sign with now: those held while they are good (an early refresh starts
+    /// beside), else fetched now.
     package func credentials(now: Date = Date()) throws -> AWSCredentials {
-        if let current = held.current, CredentialRefresh.decide(now: now, expiration: current.expiration, margin: margin) == .use {
-            return current.credentials
+        let current = state.current
+        if let held = current.held {
+            switch CredentialRefresh.decide(now: now, expiration: held.expiration, margin: margin) {
+            case .use:
+                return held.credentials
+            case .refreshEarly:
+                refreshBeside(now: now, expiration: held.expiration)
+                return held.credentials
+            case .refreshNow:
+                break
+            }
+        }
+        if let failedAt = current.failedAt, now.timeIntervalSince(failedAt) < Self.pauseAfterFailure, let failure = current.failure {
+            throw failure
         }
         fetching.lock()
         defer { fetching.unlock() }
         // Another caller may have fetched while this one waited.
-        let current = held.current
-        if let current, CredentialRefresh.decide(now: now, expiration: current.expiration, margin: margin) == .use {
-            return current.credentials
+        if let held = state.current.held, CredentialRefresh.decide(now: now, expiration: held.expiration, margin: margin) != .refreshNow {
+            return held.credentials
         }
+        return try fetchNow(now: now).credentials
+    }
+
+    /// Fetches, keeps and returns fresh credentials, or records the failure. Called with `fetching` held.
+    private func fetchNow(now: Date) throws -> AWSExpiringCredentials {
         do {
             let fresh = try fetch()
+            let secrets = [fresh.credentials.secretAccessKey, fresh.credentials.accessKeyID] + [fresh.credentials.sessionToken].compactMap { $0 }
+            guard secrets.allSatisfy({ $0.utf8.count <= Self.longestSecret }) else {
+                throw AWSCredentialError.fetch(source: sourceName, problem: "the credentials it gave are longer than any AWS issues (over \(Self.longestSecret / 1024) KiB)")
+            }
+            if CredentialRefresh.decide(now: now, expiration: fresh.expiration, margin: 0) == .refreshNow {
+                throw AWSCredentialError.fetch(source: sourceName, problem: "the credentials it gave have expired already (check the clock and the source)")
+            }
             Redaction.registerSecret(fresh.credentials.secretAccessKey)
             if let token = fresh.credentials.sessionToken { Redaction.registerSecret(token) }
-            held.withLock { $0 = fresh }
+            state.withLock {
+                $0.held = fresh
+                $0.fetchedAt = now
+                $0.failedAt = nil
+                $0.failure = nil
+            }
             fetchCount.withLock { $0 += 1 }
-            return fresh.credentials
+            return fresh
         } catch {
-            if let current, CredentialRefresh.decide(now: now, expiration: current.expiration, margin: margin) == .refreshEarly {
-                return current.credentials  // still valid; the next signing tries again
+            state.withLock {
+                $0.failedAt = now
+                $0.failure = error
             }
             throw error
         }
     }
 
+    /// Starts a refresh on a thread of its own unless one is under way, one failed less than 30 s
+    /// ago, or the credentials held were fetched less than a second ago (a source handing out
+    /// short-lived ones is asked at most once a second, not at every signing).
+    private func refreshBeside(now: Date, expiration: Date?) {
+        let start = state.withLock { state -> Bool in
+            guard !state.refreshing else { return false }
+            if let failedAt = state.failedAt, now.timeIntervalSince(failedAt) < Self.pauseAfterFailure { return false }
+            if let fetchedAt = state.fetchedAt, let expiration {
+                let wait = min(1, max(0, expiration.timeIntervalSince(now)) / 2)
+                if now.timeIntervalSince(fetchedAt) < wait { return false }
+            }
+            state.refreshing = true
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in
+            fetching.lock()
+            _ = try? fetchNow(now: now)
+            fetching.unlock()
+            state.withLock { $0.refreshing = false }
+        }
+        thread.name = "transferd credentials refresh"
+        thread.start()
+    }
+
+    /// Waits (up to `timeout`) for an early refresh under way to end (for tests).
+    package func waitForRefresh(timeout: TimeInterval = 5) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while state.current.refreshing && Date() < deadline { usleep(5_000) }
+    }
+
     /// The credentials held, without fetching (nil before the first fetch).
-    package var lastKnown: AWSCredentials? { held.current?.credentials }
+    package var lastKnown: AWSCredentials? { state.current.held?.credentials }
 
     /// How many times credentials were fetched (for tests and the debug log).
     package var fetches: Int { fetchCount.current }
@@ -162,11 +240,12 @@ package enum AWSCredentialSource: Equatable, Sendable {
         }
         let token = nonEmpty("AWS_CONTAINER_AUTHORIZATION_TOKEN")
         let tokenFile = nonEmpty("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
-        if let full = nonEmpty("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
-            return .container(url: full, token: token, tokenFile: tokenFile)
-        }
+        // The SDKs take the relative URI first, the full one only without it.
         if let relative = nonEmpty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
             return .container(url: containerHost + (relative.hasPrefix("/") ? "" : "/") + relative, token: token, tokenFile: tokenFile)
+        }
+        if let full = nonEmpty("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+            return .container(url: full, token: token, tokenFile: tokenFile)
         }
         if nonEmpty("AWS_EC2_METADATA_DISABLED")?.lowercased() == "true" { return nil }
         return .instanceMetadata(endpoint: nonEmpty("AWS_EC2_METADATA_SERVICE_ENDPOINT") ?? metadataEndpoint)
