@@ -28,6 +28,7 @@ The port is printed on stdout (one line) once the server listens on 127.0.0.1.
 from __future__ import annotations
 
 import argparse
+import os
 import datetime
 import json
 import secrets
@@ -128,13 +129,17 @@ def make_handler(state: State) -> type:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--token", required=True, help="the container endpoint's Authorization value")
-    parser.add_argument("--access-key", required=True)
-    parser.add_argument("--secret-key", required=True)
-    parser.add_argument("--session-token", default="")
+    # The secrets come from the environment, not argv: /proc/PID/cmdline is readable by every user.
+    parser.add_argument("--token", default=os.environ.get("CREDENTIALS_SERVER_TOKEN"),
+                        help="the container endpoint's Authorization value (default: $CREDENTIALS_SERVER_TOKEN)")
+    parser.add_argument("--access-key", default=os.environ.get("CREDENTIALS_SERVER_ACCESS_KEY"))
+    parser.add_argument("--secret-key", default=os.environ.get("CREDENTIALS_SERVER_SECRET_KEY"))
+    parser.add_argument("--session-token", default=os.environ.get("CREDENTIALS_SERVER_SESSION_TOKEN", ""))
     parser.add_argument("--lifetime", type=int, default=3600, help="seconds until the credentials handed out expire")
     parser.add_argument("--role", default="transferd-test-role")
     args = parser.parse_args(argv)
+    if not (args.token and args.access_key and args.secret_key):
+        parser.error("the token, access key and secret key are needed (CREDENTIALS_SERVER_* variables)")
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(args)))
     server.daemon_threads = True
 

@@ -12,9 +12,14 @@ package final class CredentialsServer {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Servers/credentials_server.py").path
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, "--token", token, "--access-key", credentials.accessKeyID,
-                             "--secret-key", credentials.secretAccessKey, "--session-token", credentials.sessionToken ?? "",
-                             "--lifetime", String(lifetime)]
+        process.arguments = ["python3", script, "--lifetime", String(lifetime)]
+        // Secrets through the environment, not argv (every user can read /proc/PID/cmdline).
+        var environment = ProcessInfo.processInfo.environment
+        environment["CREDENTIALS_SERVER_TOKEN"] = token
+        environment["CREDENTIALS_SERVER_ACCESS_KEY"] = credentials.accessKeyID
+        environment["CREDENTIALS_SERVER_SECRET_KEY"] = credentials.secretAccessKey
+        environment["CREDENTIALS_SERVER_SESSION_TOKEN"] = credentials.sessionToken ?? ""
+        process.environment = environment
         let output = Pipe()
         process.standardOutput = output
         try process.run()
