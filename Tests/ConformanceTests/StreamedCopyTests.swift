@@ -154,4 +154,35 @@ final class StreamedCopyTests: XCTestCase {
             XCTAssertEqual(read, try SHA256Hasher.hex(ofFileAt: path), label)
         }
     }
+
+    /// A whole prefix on one server copied to another, each object streamed through memory.
+    func testAPrefixOnAnotherEndpointIsStreamedAcross() async throws {
+        let targets = try UploadServers.current().s3Servers
+        guard targets.count == 2 else { throw XCTSkip("needs SeaweedFS beside moto") }
+        let transport = CurlTransport()
+        let source = S3Client(configuration: targets[0].configuration, transport: transport, retry: quickRetry)
+        let destination = S3Client(configuration: targets[1].configuration, transport: transport, retry: quickRetry)
+        let bucket = bucket("across-prefix", "moto-seaweedfs")
+        try await source.createBucket(bucket)
+        try await destination.createBucket(bucket)
+        let directory = try scratchDirectory()
+        var sums: [String: String] = [:]
+        for (index, name) in ["a.bin", "dir/b.bin", "skip.tmp"].enumerated() {
+            let path = directory + "/\(index)"
+            try Data((0..<(100_000 * (index + 1))).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }).write(to: URL(fileURLWithPath: path))
+            sums[name] = try SHA256Hasher.hex(ofFileAt: path)
+            _ = try await S3MultipartUpload(client: source, options: S3UploadOptions(source: path, bucket: bucket, key: "src/" + name),
+                                            state: try state("seed-\(index)")).run()
+        }
+        let result = try await S3PrefixCopy(client: destination, from: source, source: S3Location(bucket: bucket, key: "src/"),
+                                            bucket: bucket, prefix: "src/", filter: S3PrefixPlan.Filter(exclude: ["*.tmp"]),
+                                            store: try state("across")).run()
+        XCTAssertEqual(result.objects, 2)
+        for name in ["a.bin", "dir/b.bin"] {
+            let read = try await readBack(destination, transport: transport, bucket: bucket, key: "src/" + name)
+            XCTAssertEqual(read, sums[name], name)
+        }
+        let skipped = try await destination.headObjectIfPresent(bucket: bucket, key: "src/skip.tmp")
+        XCTAssertNil(skipped, "excluded")
+    }
 }

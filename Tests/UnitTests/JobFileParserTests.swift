@@ -253,8 +253,7 @@ final class JobFileParserTests: XCTestCase {
             (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "s3://b/k", "dest": "x"}"#, "dest", "unknown key for a s3-copy job"),
             (#"{"type": "s3-copy", "url": "s3://b/k2", "source": "https://e.com/a", "source_profile": "p"}"#, "source_profile",
              "is for an s3:// source"),
-            (#"{"type": "s3-copy", "url": "s3://c/", "source": "s3://b/a/", "source_endpoint": "http://x"}"#, "source_endpoint",
-             "one endpoint only"),
+
         ]
         for (text, field, message) in cases {
             let found = errors(text)

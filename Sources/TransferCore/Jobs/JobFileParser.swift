@@ -614,13 +614,8 @@ struct Context {
         }
         let other = [("source_endpoint", spec.sourceEndpoint), ("source_region", spec.sourceRegion), ("source_profile", spec.sourceProfile)]
             .filter { $0.1 != nil }.map(\.0)
-        if let field = other.first {
-            if web {
-                fail(job, id, field, "is for an s3:// source; an http(s) source is read as it is", fix: "remove it")
-            } else if prefix {
-                fail(job, id, field, "a prefix is copied on one endpoint only: a prefix copy between endpoints is not supported yet",
-                     fix: "copy the objects one by one, or get the prefix and put the folder")
-            }
+        if let field = other.first, web {
+            fail(job, id, field, "is for an s3:// source; an http(s) source is read as it is", fix: "remove it")
         }
     }
 

@@ -55,12 +55,12 @@ enum CopyCommand {
             guard let made = S3CopyTarget(source: source, destination: destination) else {
                 throw UsageError("'\(source)' or '\(destination)' names no bucket: write s3://bucket/key or s3://bucket/prefix/")
             }
-            if let problem = made.problem { throw UsageError(problem) }
-            if case .prefix = made {
-                for option in ["--source-endpoint", "--source-region", "--source-profile"] where arguments.has(option) {
-                    throw UsageError("\(option): a prefix is copied on one endpoint only; a prefix copy between endpoints is not supported yet")
-                }
-            } else {
+            var isPrefix = false
+            if case .prefix = made { isPrefix = true }
+            // Overlapping prefixes matter on one endpoint only.
+            let across = arguments.has("--source-endpoint") || arguments.has("--source-region") || arguments.has("--source-profile")
+            if let problem = made.problem, !(across && isPrefix) { throw UsageError(problem) }
+            if !isPrefix {
                 for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
                     throw UsageError("\(option) is for a prefix copy; \(source) names one object (end it with / for a prefix)")
                 }
@@ -146,8 +146,15 @@ enum CopyCommand {
                                + "\(describe(result.verdict, etag: result.etag))\n")
                 }
             case .prefix(let from, let bucket, let prefix):
+                // Another endpoint or other credentials: each object streamed through memory.
+                let sourceClient = streamedAcross ? S3Client(
+                    configuration: try S3Configuration.resolve(
+                        endpoint: arguments.value("--source-endpoint") ?? arguments.value("--endpoint"),
+                        region: arguments.value("--source-region") ?? arguments.value("--region"),
+                        profile: arguments.value("--source-profile") ?? arguments.value("--profile")),
+                    transport: client.transport, retry: client.retry, tls: client.tls) : nil
                 let copy = S3PrefixCopy(
-                    client: client, source: from, bucket: bucket, prefix: prefix, partSize: partSize, partsInFlight: parts,
+                    client: client, from: sourceClient, source: from, bucket: bucket, prefix: prefix, partSize: partSize, partsInFlight: parts,
                     objectsInFlight: try arguments.integer("--jobs", range: 1...256) ?? 8,
                     filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
                     skipUnchanged: arguments.has("--skip-unchanged"), sync: try SyncFlags.options(arguments),

@@ -6,6 +6,9 @@ import Foundation
 /// unfinished object's parts live in one state record.
 package final class S3PrefixCopy: Sendable {
     let client: S3Client
+    /// The source's endpoint and credentials when they are not the destination's (nil: the same).
+    let from: S3Client?
+    var sourceClient: S3Client { from ?? client }
     let source: S3Location
     let bucket: String
     let prefix: String
@@ -21,12 +24,13 @@ package final class S3PrefixCopy: Sendable {
     let sync: SyncOptions
 
     /// `source.key` and `prefix` name prefixes: "" for a whole bucket, else ending in `/` (added when missing).
-    package init(client: S3Client, source: S3Location, bucket: String, prefix: String, partSize: Int64 = 64 << 20,
+    package init(client: S3Client, from: S3Client? = nil, source: S3Location, bucket: String, prefix: String, partSize: Int64 = 64 << 20,
                 partsInFlight: Int = 10, objectsInFlight: Int = 8, filter: S3PrefixPlan.Filter = S3PrefixPlan.Filter(),
                 skipUnchanged: Bool = false, sync: SyncOptions = SyncOptions(), store: UploadStateStore,
                 onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) {
         self.sync = sync
         self.client = client
+        self.from = from
         self.source = S3Location(bucket: source.bucket, key: Self.asPrefix(source.key))
         self.bucket = bucket
         self.prefix = Self.asPrefix(prefix)
@@ -68,12 +72,12 @@ package final class S3PrefixCopy: Sendable {
     }
 
     package func run() async throws -> Result {
-        if let problem = Self.overlapProblem(source: source, bucket: bucket, prefix: prefix) {
+        if from == nil, let problem = Self.overlapProblem(source: source, bucket: bucket, prefix: prefix) {
             throw S3Error.verification(problem)
         }
         // One listing of the source: key below the prefix → object.
         var objects: [(relative: String, object: S3ListedObject)] = []
-        try await client.forEachListedPage(bucket: source.bucket, prefix: source.key) { page in
+        try await sourceClient.forEachListedPage(bucket: source.bucket, prefix: source.key) { page in
             for object in page where PathNormalization.hasBytePrefix(object.key, source.key) {
                 guard object.size >= 0, object.size <= S3CopyPlan.largestObject else {
                     throw S3Error.verification("ListObjectsV2 lists s3://\(source.bucket)/\(object.key) with \(object.size) bytes, "
@@ -160,14 +164,10 @@ package final class S3PrefixCopy: Sendable {
     }
 
     private func copy(_ relative: String, listed: S3ListedObject, copied: Locked<Int64>, total: Int64) async throws -> S3CopyResult {
-        var options = S3CopyOptions(source: S3Location(bucket: source.bucket, key: source.key + relative), bucket: bucket,
-                                    key: prefix + relative, partSize: partSize, partsInFlight: partsInFlight)
-        options.skipUnchanged = false
-        // Progress of the whole prefix: the finished objects plus each object's own count.
         let events = onEvent
         let before = Locked<Int64>(0)
-        let copy = S3ObjectCopy(client: client, options: options, state: state.view(relative),
-                                listed: S3ObjectHead(size: listed.size, etag: listed.etag)) { event in
+        // Progress of the whole prefix: the finished objects plus each object's own count.
+        let progress: @Sendable (UploadEvent) -> Void = { event in
             guard case .progress(let sent, _) = event else { return }
             let added = before.withLock { last -> Int64 in
                 defer { last = sent }
@@ -176,6 +176,23 @@ package final class S3PrefixCopy: Sendable {
             let now = copied.withLock { $0 += added; return $0 }
             events(.progress(sent: now, totalSize: total))
         }
+        if let from {
+            let streamed = StreamedCopy(client: client, transport: client.transport, retry: client.retry,
+                                        options: StreamedCopyOptions(source: try StreamSource(s3: from, bucket: source.bucket,
+                                                                                              key: source.key + relative),
+                                                                     bucket: bucket, key: prefix + relative),
+                                        state: state.view(relative), onEvent: progress)
+            let result = try await streamed.run()
+            try state.markDone(relative, version: S3CopyPlan.ETagShape(listed.etag).normalized)
+            // Each part's MD5 checked by the server, the object's ETag by the parts': the bytes read are the bytes stored.
+            return S3CopyResult(etag: result.etag, size: result.size, parts: result.parts, partsCopied: result.partsSent,
+                                resumed: result.resumed, elapsed: result.elapsed, verdict: .sameETag, sourceETag: listed.etag)
+        }
+        var options = S3CopyOptions(source: S3Location(bucket: source.bucket, key: source.key + relative), bucket: bucket,
+                                    key: prefix + relative, partSize: partSize, partsInFlight: partsInFlight)
+        options.skipUnchanged = false
+        let copy = S3ObjectCopy(client: client, options: options, state: state.view(relative),
+                                listed: S3ObjectHead(size: listed.size, etag: listed.etag), onEvent: progress)
         let result = try await copy.run()
         try state.markDone(relative, version: S3CopyPlan.ETagShape(result.sourceETag).normalized)
         return result
@@ -184,9 +201,15 @@ package final class S3PrefixCopy: Sendable {
     /// Aborts every copy in parts the record holds unfinished (a cancelled job, objects no longer taken)
     /// and forgets it; a store that fenced this worker off refuses that, and nothing is aborted.
     package func abandonUnfinished() async {
+        // What both kinds of checkpoint (a copy in parts, a streamed copy) record of their upload.
+        struct RecordedUpload: Decodable {
+            var bucket: String
+            var key: String
+            var uploadID: String
+        }
         for (relative, json) in state.unfinished {
             let view = state.view(relative)
-            guard let saved = try? JSONDecoder().decode(S3CopyCheckpoint.self, from: Data(json.utf8)) else {
+            guard let saved = try? JSONDecoder().decode(RecordedUpload.self, from: Data(json.utf8)) else {
                 try? view.remove()
                 continue
             }

@@ -25,8 +25,16 @@ struct S3CopyExecutor: JobExecutor {
             let progress = context.progressRecorder(job)
             switch target {
             case .prefix(let from, let bucket, let prefix):
+                // Another endpoint or other credentials: each object streamed through memory.
+                var sourceClient: S3Client?
+                if spec.sourceEndpoint != nil || spec.sourceProfile != nil || spec.sourceRegion != nil {
+                    let sourceConfiguration = try S3Configuration.resolve(
+                        endpoint: spec.sourceEndpoint ?? spec.endpoint, region: spec.sourceRegion ?? spec.region,
+                        profile: spec.sourceProfile ?? spec.profile, environment: context.environment)
+                    sourceClient = S3Client(configuration: sourceConfiguration, transport: transport, retry: retry, tls: context.options.tls)
+                }
                 let copy = S3PrefixCopy(
-                    client: client, source: from, bucket: bucket, prefix: prefix, partSize: spec.partSize ?? 64 << 20,
+                    client: client, from: sourceClient, source: from, bucket: bucket, prefix: prefix, partSize: spec.partSize ?? 64 << 20,
                     partsInFlight: spec.partsInFlight ?? 10, objectsInFlight: max(1, job.connections),
                     filter: S3PrefixPlan.Filter(include: spec.include ?? [], exclude: spec.exclude ?? []),
                     skipUnchanged: spec.skipUnchanged ?? false, store: state, onEvent: progress)
