@@ -12,10 +12,15 @@ final class TransportPool: Sendable {
     func transport(named name: String) -> Transport {
         transports.withLock { pool in
             if let existing = pool[name] { return existing }
-            var made: Transport = name == "urlsession" ? URLSessionTransport() : CurlTransport()
-            if let log { made = LoggingTransport(made, write: log) }
+            let made = fresh(named: name)
             pool[name] = made
             return made
         }
+    }
+
+    /// A transport of its own, for a job that may hold its thread (a streamed copy's sequential source).
+    func fresh(named name: String) -> Transport {
+        let made: Transport = name == "urlsession" ? URLSessionTransport() : CurlTransport(loops: 1)
+        return log.map { LoggingTransport(made, write: $0) } ?? made
     }
 }

@@ -112,9 +112,12 @@ enum CopyCommand {
             let started = Date()
             let line = UploadLine(name: streamedTo.map { Redaction.url($0.source.url) } ?? source, quiet: quiet, verb: "copying")
             if let (from, bucket, key) = streamedTo {
+                var streamOptions = StreamedCopyOptions(source: from, bucket: bucket, key: key, partSize: partSize, partsInFlight: parts)
+                // A source without ranges is read once through a transport of its own (its thread may wait).
+                let sequential = try TransferFlags.transport(arguments)
+                streamOptions.sequentialTransport = { sequential }
                 let copy = StreamedCopy(client: client, transport: client.transport, retry: client.retry,
-                                        options: StreamedCopyOptions(source: from, bucket: bucket, key: key, partSize: partSize,
-                                                                     partsInFlight: parts),
+                                        options: streamOptions,
                                         state: FileUploadStateStore(source: recordName, bucket: bucket, key: key)) { line.handle($0) }
                 let result = try await SignalHandler.cancelling { try await copy.run() }
                 line.clear()

@@ -47,6 +47,9 @@ package struct StreamedCopyOptions: Sendable {
     /// Parts fetched and sent at once: memory is about `partSize` × this.
     package var partsInFlight: Int
     package var contentType: String?
+    /// A transport of its own for a source that does not take ranges or say its length, read once
+    /// from start to end (`SequentialPartSink` waits on its thread); nil: such a source is refused.
+    package var sequentialTransport: (@Sendable () -> Transport)?
 
     package init(source: StreamSource, bucket: String, key: String, partSize: Int64 = 8 << 20, partsInFlight: Int = 4,
                 contentType: String? = nil) {
@@ -82,6 +85,8 @@ package enum StreamedCopyError: Error, CustomStringConvertible, Sendable {
     case badPart(url: String, number: Int, reason: String)
     /// The source answered an error status.
     case sourceStatus(url: String, status: Int)
+    /// What this backend cannot do for this source (`TransportCapabilities`), with the fix.
+    case backendLacks(url: String, reason: String)
 
     package var description: String {
         switch self {
@@ -91,6 +96,8 @@ package enum StreamedCopyError: Error, CustomStringConvertible, Sendable {
             return "\(url) did not answer part \(number) as asked: \(reason)"
         case .sourceStatus(let url, let status):
             return "\(url) answered HTTP \(status): check the URL and its access"
+        case .backendLacks(let url, let reason):
+            return "\(url) \(reason)"
         }
     }
 }
@@ -166,10 +173,16 @@ package final class StreamedCopy: Sendable {
         case .empty(let seen):
             (size, validators) = (0, seen)
         case .whole(let length):
-            throw StreamedCopyError.notRangeable(url: shownURL, reason: length.map { "answered a range with a whole answer of \($0) bytes and no Content-Range" }
-                                                 ?? "answered a range with a whole answer, without its length")
+            guard let make = options.sequentialTransport else {
+                throw StreamedCopyError.notRangeable(url: shownURL, reason: length.map { "answered a range with a whole answer of \($0) bytes and no Content-Range" }
+                                                     ?? "answered a range with a whole answer, without its length")
+            }
+            return try await sequential(length: length, probe: probe.headers, transport: make())
         case .unknownLength:
-            throw StreamedCopyError.notRangeable(url: shownURL, reason: "does not say its length")
+            guard let make = options.sequentialTransport else {
+                throw StreamedCopyError.notRangeable(url: shownURL, reason: "does not say its length")
+            }
+            return try await sequential(length: nil, probe: probe.headers, transport: make())
         case .failed(let status):
             throw StreamedCopyError.sourceStatus(url: shownURL, status: status)
         }
@@ -260,6 +273,115 @@ package final class StreamedCopy: Sendable {
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
             if error is S3ObjectCopy.SourceChanged { throw error }
             // A permanent failure leaves no parts stored (forgotten first: see `S3MultipartUpload`).
+            try state.remove()
+            try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: uploadID)
+            throw error
+        }
+    }
+
+    /// The source read once, start to end, cut into parts as it arrives (`SequentialPartSink`): a
+    /// source without ranges, or without a length (parts then grow to hold up to 5 TiB). It cannot
+    /// resume: an earlier attempt's upload is aborted and the copy starts from zero.
+    private func sequential(length: Int64?, probe: HTTPHeaders, transport source: Transport) async throws -> S3UploadResult {
+        // Holding the reading back waits on the transport's thread: URLSession's is FoundationNetworking's
+        // own, which every session shares, and the uploads would stall behind it.
+        guard source.capabilities.contains(.backpressure) else {
+            throw StreamedCopyError.backendLacks(url: shownURL, reason: "does not take ranges (or say its length), so it must be read "
+                + "once while the parts go, and the \(source.name) backend cannot hold a download back without stalling its other "
+                + "transfers: use --transport curl for it")
+        }
+        await abandon()
+        if let length, length > S3CopyPlan.largestObject {
+            throw StreamedCopyError.notRangeable(url: shownURL, reason: "says it is \(length) bytes long, more than S3's largest object (5 TiB)")
+        }
+        let partSize: @Sendable (Int) -> Int64
+        if let length {
+            let size = S3UploadOptions.effectivePartSize(requested: options.partSize, fileSize: length)
+            partSize = { _ in size }
+        } else {
+            partSize = SequentialPartSink.growing(base: max(options.partSize, S3UploadOptions.minimumPart))
+        }
+        let inFlight = max(1, min(options.partsInFlight, Int(Self.memoryBound / partSize(1)) - 1))
+        var headers = HTTPHeaders()
+        headers.set("Content-Type", options.contentType ?? probe["Content-Type"] ?? "application/octet-stream")
+        // Recorded before and after it is made: a kill leaves an upload the next attempt finds and aborts.
+        var checkpoint = StreamedCopyCheckpoint(source: sourceDigest, size: length ?? -1, validators: ResponseValidators(),
+                                                bucket: options.bucket, key: options.key, partSize: 0, uploadID: "", parts: [:])
+        try save(checkpoint)
+        let uploadID = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, headers: headers)
+        checkpoint.uploadID = uploadID
+        try save(checkpoint)
+        onEvent(.started(totalSize: length ?? 0))
+        let (stream, continuation) = AsyncStream.makeStream(of: (number: Int, data: Data).self)
+        let sink = SequentialPartSink(inFlight: inFlight, partSize: partSize, continuation: continuation)
+        let parts = Locked<[Int: S3CopyCheckpoint.Part]>([:])
+        let sent = Locked<Int64>(0)
+        let request = options.source.request([:])
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    do {
+                        let outcome = try await source.execute(request, sink: sink)
+                        guard (200..<300).contains(outcome.head.status) else {
+                            throw StreamedCopyError.sourceStatus(url: self.shownURL, status: outcome.head.status)
+                        }
+                        if let length, sink.received != length {
+                            throw StreamedCopyError.badPart(url: self.shownURL, number: 0, reason: "\(sink.received) bytes arrived of the \(length) it announced")
+                        }
+                        sink.finish()
+                    } catch {
+                        sink.fail()
+                        if let head = sink.head, !(200..<300).contains(head.status) {
+                            throw StreamedCopyError.sourceStatus(url: self.shownURL, status: head.status)
+                        }
+                        throw error
+                    }
+                }
+                group.addTask {
+                    try await withThrowingTaskGroup(of: Void.self) { uploads in
+                        for await part in stream {
+                            uploads.addTask {
+                                do {
+                                    let md5 = Array(Self.md5(part.data))
+                                    let query = "partNumber=\(part.number)&uploadId=\(AWSEncoding.encode(uploadID))"
+                                    let response = try await self.client.send("UploadPart", method: "PUT", bucket: self.options.bucket,
+                                                                              key: self.options.key, query: query,
+                                                                              headers: ["Content-MD5": Data(md5).base64EncodedString()],
+                                                                              body: .data(part.data))
+                                    let etag = response.headers["ETag"] ?? ""
+                                    guard S3MultipartUpload.unquote(etag) == md5.hexString else {
+                                        throw S3Error.verification("part \(part.number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
+                                    }
+                                    parts.withLock { $0[part.number] = S3CopyCheckpoint.Part(etag: etag, size: Int64(part.data.count)) }
+                                    let total = sent.withLock { $0 += Int64(part.data.count); return $0 }
+                                    self.onEvent(.progress(sent: total, totalSize: length ?? total))
+                                    sink.release()
+                                } catch {
+                                    sink.fail()
+                                    throw error
+                                }
+                            }
+                        }
+                        try await uploads.waitForAll()
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let ordered = parts.current.sorted { $0.key < $1.key }
+            guard ordered.map(\.key) == Array(1...max(1, ordered.count)) else {
+                throw S3Error.verification("the parts sent are not every part from 1 to \(ordered.count)")
+            }
+            let etag = try await client.completeMultipartUpload(bucket: options.bucket, key: options.key, uploadID: uploadID,
+                                                                parts: ordered.map { ($0.key, $0.value.etag, nil) })
+            let expected = S3MultipartUpload.multipartETag(ordered.map(\.value.etag))
+            guard S3MultipartUpload.unquote(etag) == expected else {
+                throw S3Error.verification("the object's ETag \(etag) is not the expected \(expected) (MD5 of the part MD5s)")
+            }
+            try? state.remove()
+            return S3UploadResult(etag: etag, size: sink.received, parts: ordered.count, partsSent: ordered.count, resumed: false, elapsed: 0)
+        } catch {
+            sink.fail()
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
             try state.remove()
             try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: uploadID)
             throw error

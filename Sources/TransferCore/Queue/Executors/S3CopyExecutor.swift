@@ -44,10 +44,12 @@ struct S3CopyExecutor: JobExecutor {
                 var source = StreamSource(url: url, headers: try context.expandedHeaders(spec), tls: context.options.tls)
                 source.connectTimeout = context.options.connectTimeout
                 source.idleTimeout = context.options.idleTimeout
-                let copy = StreamedCopy(client: client, transport: transport, retry: retry,
-                                        options: StreamedCopyOptions(source: source, bucket: bucket, key: key,
-                                                                     partSize: spec.partSize ?? 8 << 20,
-                                                                     partsInFlight: spec.partsInFlight ?? 4),
+                var streamOptions = StreamedCopyOptions(source: source, bucket: bucket, key: key, partSize: spec.partSize ?? 8 << 20,
+                                                        partsInFlight: spec.partsInFlight ?? 4)
+                let pool = context.transports
+                let backend = spec.transport ?? context.options.transport
+                streamOptions.sequentialTransport = { pool.fresh(named: backend) }
+                let copy = StreamedCopy(client: client, transport: transport, retry: retry, options: streamOptions,
                                         state: state, onEvent: progress)
                 streamed = copy
                 return .completed(size: try await copy.run().size)
