@@ -309,12 +309,9 @@ package final class S3ObjectCopy: Sendable {
             same.parts = saved.parts
             if !saved.uploadID.isEmpty, saved == same {
                 do {
-                    let listed = try await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID)
                     var reconciled = saved
-                    reconciled.parts = saved.parts.filter { number, part in
-                        listed.contains { $0.number == number && S3MultipartUpload.unquote($0.etag) == S3MultipartUpload.unquote(part.etag)
-                            && $0.size == part.size }
-                    }
+                    reconciled.parts = try await client.partsStillHeld(saved.parts, etag: \.etag, size: \.size, bucket: options.bucket,
+                                                                       key: options.key, uploadID: saved.uploadID)
                     return reconciled
                 } catch let error as S3Error where S3MultipartUpload.uploadIsGone(error) {
                     // Aborted or completed meanwhile: a new upload below.
@@ -340,12 +337,7 @@ package final class S3ObjectCopy: Sendable {
     }
 
     /// Aborts the recorded multipart copy, if any, and forgets it (a cancelled job, a changed source).
-    package func abandon() async {
-        guard let saved = state.decoded(S3CopyCheckpoint.self) else { return }
-        // Forgotten first: a store that fenced this worker off refuses it, and the upload, the new owner's, is left alone.
-        do { try state.remove() } catch { return }
-        await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-    }
+    package func abandon() async { await client.abandonRecordedUpload(in: state) }
 
     private func save(_ checkpoint: S3CopyCheckpoint) throws {
         lock.lock()

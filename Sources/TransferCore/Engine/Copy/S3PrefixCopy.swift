@@ -201,20 +201,14 @@ package final class S3PrefixCopy: Sendable {
     /// Aborts every copy in parts the record holds unfinished (a cancelled job, objects no longer taken)
     /// and forgets it; a store that fenced this worker off refuses that, and nothing is aborted.
     package func abandonUnfinished() async {
-        // What both kinds of checkpoint (a copy in parts, a streamed copy) record of their upload.
-        struct RecordedUpload: Decodable {
-            var bucket: String
-            var key: String
-            var uploadID: String
-        }
         for (relative, json) in state.unfinished {
             let view = state.view(relative)
-            guard let saved = try? JSONDecoder().decode(RecordedUpload.self, from: Data(json.utf8)) else {
+            // A record that names no upload is only forgotten.
+            guard (try? JSONDecoder().decode(S3Client.RecordedUpload.self, from: Data(json.utf8))) != nil else {
                 try? view.remove()
                 continue
             }
-            do { try view.remove() } catch { return }
-            await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+            guard await client.abandonRecordedUpload(in: view) else { return }
         }
     }
 }

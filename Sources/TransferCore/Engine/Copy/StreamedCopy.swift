@@ -238,17 +238,7 @@ package final class StreamedCopy: Sendable {
                         let first = Int64(number - 1) * partSize
                         let last = min(first + partSize, size) - 1
                         let data = try await self.part(number, first: first, last: last, size: size, validators: validators)
-                        let md5 = Array(Self.md5(data))
-                        let query = "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))"
-                        let response = try await self.client.send("UploadPart", method: "PUT", bucket: self.options.bucket,
-                                                                  key: self.options.key, query: query,
-                                                                  headers: ["Content-MD5": Data(md5).base64EncodedString()],
-                                                                  body: .data(data))
-                        let etag = response.headers["ETag"] ?? ""
-                        guard S3MultipartUpload.unquote(etag) == md5.hexString else {
-                            throw S3Error.verification("part \(number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
-                        }
-                        return (number, S3CopyCheckpoint.Part(etag: etag, size: Int64(data.count)))
+                        return (number, try await self.sendPart(number, data, uploadID: uploadID))
                     }
                 }
                 for _ in 0..<inFlight { launch() }
@@ -342,17 +332,8 @@ package final class StreamedCopy: Sendable {
                         for await part in stream {
                             uploads.addTask {
                                 do {
-                                    let md5 = Array(Self.md5(part.data))
-                                    let query = "partNumber=\(part.number)&uploadId=\(AWSEncoding.encode(uploadID))"
-                                    let response = try await self.client.send("UploadPart", method: "PUT", bucket: self.options.bucket,
-                                                                              key: self.options.key, query: query,
-                                                                              headers: ["Content-MD5": Data(md5).base64EncodedString()],
-                                                                              body: .data(part.data))
-                                    let etag = response.headers["ETag"] ?? ""
-                                    guard S3MultipartUpload.unquote(etag) == md5.hexString else {
-                                        throw S3Error.verification("part \(part.number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
-                                    }
-                                    parts.withLock { $0[part.number] = S3CopyCheckpoint.Part(etag: etag, size: Int64(part.data.count)) }
+                                    let sentPart = try await self.sendPart(part.number, part.data, uploadID: uploadID)
+                                    parts.withLock { $0[part.number] = sentPart }
                                     let total = sent.withLock { $0 += Int64(part.data.count); return $0 }
                                     self.onEvent(.progress(sent: total, totalSize: length ?? total))
                                     sink.release()
@@ -386,6 +367,19 @@ package final class StreamedCopy: Sendable {
             try? await client.abortMultipartUpload(bucket: options.bucket, key: options.key, uploadID: uploadID)
             throw error
         }
+    }
+
+    /// One part's bytes as UploadPart `number`, with their Content-MD5; the ETag must be that MD5.
+    private func sendPart(_ number: Int, _ data: Data, uploadID: String) async throws -> S3CopyCheckpoint.Part {
+        let md5 = Array(Self.md5(data))
+        let query = "partNumber=\(number)&uploadId=\(AWSEncoding.encode(uploadID))"
+        let response = try await client.send("UploadPart", method: "PUT", bucket: options.bucket, key: options.key, query: query,
+                                             headers: ["Content-MD5": Data(md5).base64EncodedString()], body: .data(data))
+        let etag = response.headers["ETag"] ?? ""
+        guard S3MultipartUpload.unquote(etag) == md5.hexString else {
+            throw S3Error.verification("part \(number) came back with ETag \(etag), not the MD5 \(md5.hexString) of what was sent")
+        }
+        return S3CopyCheckpoint.Part(etag: etag, size: Int64(data.count))
     }
 
     /// Bytes `first...last` of the source, as the version `validators` names.
@@ -512,12 +506,9 @@ package final class StreamedCopy: Sendable {
             // A source without validators could be another version now: it is never resumed.
             if !saved.uploadID.isEmpty, !validators.isEmpty, saved == same {
                 do {
-                    let listed = try await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID)
                     var reconciled = saved
-                    reconciled.parts = saved.parts.filter { number, part in
-                        listed.contains { $0.number == number && S3MultipartUpload.unquote($0.etag) == S3MultipartUpload.unquote(part.etag)
-                            && $0.size == part.size }
-                    }
+                    reconciled.parts = try await client.partsStillHeld(saved.parts, etag: \.etag, size: \.size, bucket: options.bucket,
+                                                                       key: options.key, uploadID: saved.uploadID)
                     return reconciled
                 } catch let error as S3Error where S3MultipartUpload.uploadIsGone(error) {
                     // Aborted or completed meanwhile: a new upload below.
@@ -539,12 +530,7 @@ package final class StreamedCopy: Sendable {
     }
 
     /// Aborts the recorded upload, if any, and forgets it (a cancelled job, a changed source).
-    package func abandon() async {
-        guard let saved = state.decoded(StreamedCopyCheckpoint.self) else { return }
-        // Forgotten first: a store that fenced this worker off refuses it, and the upload, the new owner's, is left alone.
-        do { try state.remove() } catch { return }
-        await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-    }
+    package func abandon() async { await client.abandonRecordedUpload(in: state) }
 
     private func save(_ checkpoint: StreamedCopyCheckpoint) throws {
         lock.lock()

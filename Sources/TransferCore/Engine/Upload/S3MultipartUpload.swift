@@ -24,6 +24,35 @@ extension UploadStateStore {
 }
 
 extension S3Client {
+    /// What every multipart checkpoint (an upload's, a copy's, a streamed copy's) records of its upload.
+    struct RecordedUpload: Decodable {
+        var bucket: String
+        var key: String
+        var uploadID: String
+    }
+
+    /// Aborts the multipart upload `state` records, if any, and forgets it. Forgotten first: a store
+    /// that fenced this worker off refuses it, and the upload, the new owner's, is left alone.
+    /// - Returns: false when the store refused.
+    @discardableResult
+    func abandonRecordedUpload(in state: UploadStateStore) async -> Bool {
+        guard let saved = state.decoded(RecordedUpload.self) else { return true }
+        do { try state.remove() } catch { return false }
+        await abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
+        return true
+    }
+
+    /// The recorded parts (by number) the server still holds for the upload, with the same ETag and
+    /// size; throws what ListParts throws (`S3MultipartUpload.uploadIsGone` for an upload gone).
+    func partsStillHeld<Part>(_ parts: [Int: Part], etag: KeyPath<Part, String>, size: KeyPath<Part, Int64>,
+                              bucket: String, key: String, uploadID: String) async throws -> [Int: Part] {
+        let listed = try await listParts(bucket: bucket, key: key, uploadID: uploadID)
+        return parts.filter { number, part in
+            listed.contains { $0.number == number && S3MultipartUpload.unquote($0.etag) == S3MultipartUpload.unquote(part[keyPath: etag])
+                && $0.size == part[keyPath: size] }
+        }
+    }
+
     /// Aborts a recorded multipart upload; with no id recorded (a run died between creating it
     /// and recording it), every upload open for the key. Failures are ignored: best effort.
     func abortRecordedUpload(bucket: String, key: String, uploadID: String) async {
@@ -267,11 +296,9 @@ package final class S3MultipartUpload: Sendable {
             if !saved.uploadID.isEmpty, saved.bucket == options.bucket, saved.key == options.key, saved.fileSize == size,
                saved.fileModified == modified, saved.partSize == partSize {
                 do {
-                    let listed = try await client.listParts(bucket: options.bucket, key: options.key, uploadID: saved.uploadID)
                     var reconciled = saved
-                    reconciled.parts = saved.parts.filter { number, part in
-                        listed.contains { $0.number == number && Self.unquote($0.etag) == Self.unquote(part.etag) && $0.size == part.size }
-                    }
+                    reconciled.parts = try await client.partsStillHeld(saved.parts, etag: \.etag, size: \.size, bucket: options.bucket,
+                                                                       key: options.key, uploadID: saved.uploadID)
                     return reconciled
                 } catch let error as S3Error where Self.uploadIsGone(error) {
                     // Aborted or completed meanwhile: a new upload below.
@@ -339,12 +366,7 @@ package final class S3MultipartUpload: Sendable {
     }
 
     /// Aborts the recorded multipart upload, if any, and forgets it (a cancelled job).
-    package func abandon() async {
-        guard let saved = state.decoded(S3UploadCheckpoint.self) else { return }
-        // Forgotten first: a store that fenced this worker off refuses it, and the upload, the new owner's, is left alone.
-        do { try state.remove() } catch { return }
-        await client.abortRecordedUpload(bucket: saved.bucket, key: saved.key, uploadID: saved.uploadID)
-    }
+    package func abandon() async { await client.abandonRecordedUpload(in: state) }
 
     private func save(_ checkpoint: S3UploadCheckpoint) throws {
         lock.lock()
