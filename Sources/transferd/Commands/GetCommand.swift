@@ -6,6 +6,8 @@ enum GetCommand {
     static let specs: [OptionSpec] = [
         OptionSpec("-o", "--output", value: "PATH", help: "where to save (a file, or an existing directory)"),
         OptionSpec("-c", "--connections", value: "N", help: "parallel range connections for this file (default: 1)"),
+        OptionSpec("--mirror", value: "URL", help: "another URL of the same file: ranges are spread over all by measured speed (repeatable)"),
+        OptionSpec("--connections-per-mirror", value: "N", help: "with --mirror: connections one mirror takes at once (default: 2)"),
         OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
         OptionSpec("--checksums", value: "URL", help: "a SHA256SUMS list whose line for the file gives its expected SHA-256"),
         OptionSpec("--checksums-name", value: "NAME", help: "the name the file has in --checksums (default: the URL's file name)"),
@@ -128,6 +130,17 @@ enum GetCommand {
         options.lowSpeed = try TransferFlags.lowSpeed(arguments)
         options.checksumsURL = checksums
         options.checksumsName = arguments.value("--checksums-name")
+        options.mirrors = try arguments.all("--mirror").map { text in
+            guard source == nil else { throw UsageError("--mirror is for http:// and https:// URLs, not s3://") }
+            guard let mirror = URL(string: text), ["http", "https"].contains(mirror.scheme?.lowercased() ?? ""), mirror.host != nil else {
+                throw UsageError("--mirror needs an http:// or https:// URL, not '\(Redaction.url(string: text))'")
+            }
+            return mirror
+        }
+        if let perMirror = try arguments.integer("--connections-per-mirror", range: 1...16) {
+            guard !options.mirrors.isEmpty else { throw UsageError("--connections-per-mirror goes with --mirror") }
+            options.connectionsPerMirror = perMirror
+        }
         source?.configure(&options)
         return options
     }

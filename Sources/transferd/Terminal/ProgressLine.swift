@@ -72,6 +72,10 @@ final class ProgressLine: Sendable {
                 state.live.show("\(name): starting over: \(reason)", permanent: true)
             case .verifying:
                 if state.live.interactive { state.live.show("\(name): verifying SHA-256", permanent: false) }
+            case .refetching(let bytes, let reason):
+                state.live.show("\(name): fetching \(Format.bytes(bytes)) again: \(reason)", permanent: true)
+            case .mirrorDropped(let url, let reason):
+                state.live.show("\(name): mirror \(url) dropped: \(reason)", permanent: true)
             }
         }
     }
@@ -109,5 +113,15 @@ final class ProgressLine: Sendable {
         if result.restarts > 0 { text += ", restarted \(result.restarts)×" }
         if result.sha256 != nil { text += ", sha256 ok" }
         Output.err(text + "\n")
+        // Where the bytes came from: each mirror's share, and the ones dropped.
+        if result.mirrors.count > 1 {
+            let total = max(1, result.mirrors.reduce(0) { $0 + $1.kept })
+            for mirror in result.mirrors {
+                let share = String(format: "%.0f%%", Double(mirror.kept) * 100 / Double(total))
+                let discarded = mirror.bytes > mirror.kept ? ", \(Format.bytes(mirror.bytes - mirror.kept)) more fetched and not kept" : ""
+                let state = mirror.dropped.map { ", dropped: \($0)" } ?? ""
+                Output.err("  \(mirror.url): \(Format.bytes(mirror.kept)) of the file (\(share))\(discarded)\(state)\n")
+            }
+        }
     }
 }

@@ -35,6 +35,8 @@ package struct DownloadCheckpoint: Codable, Equatable, Sendable {
     /// over. Absent in checkpoints from before it was kept, and where the file system keeps no
     /// user attributes: then only the file's size is checked.
     package var fileTag: String?
+    /// A download from several mirrors: the version each served (`MirrorSet.pins`).
+    package var mirrors: MirrorPins?
 
     /// What a new run may resume from in the boot `current`: all of `plan` in
     /// the boot that wrote it, else only its durable bytes. `durable` stays

@@ -12,6 +12,8 @@ public final class DownloadEngine: Sendable {
     private let currentState = Locked<DownloadState?>(nil)
     /// `options.maxRate` as one bucket shared by every request of this download.
     private let rateLimiter: BandwidthLimiter?
+    /// With `options.mirrors`: the transport that spreads the requests over them (also `transport`).
+    private let mirrors: MirrorTransport?
 
     /// Bytes on disk and the total size, for callers that poll instead of
     /// taking `.progress` events (`DownloadOptions.ownTicker` off).
@@ -32,7 +34,25 @@ public final class DownloadEngine: Sendable {
     /// - Parameter store: where checkpoints go (the queue's: its database); nil: the file beside the partial file.
     package init(transport: Transport, options: DownloadOptions, store: CheckpointStore?,
                  onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) {
-        self.transport = transport
+        var options = options
+        if options.mirrors.isEmpty {
+            mirrors = nil
+            self.transport = transport
+        } else {
+            let spread = MirrorTransport(base: transport, primary: options.url, mirrors: options.mirrors,
+                                         perMirror: options.connectionsPerMirror, expectedSize: options.expectedSize) { url, reason in
+                onEvent(.mirrorDropped(url: Redaction.url(url), reason: reason))
+            }
+            mirrors = spread
+            self.transport = spread
+            // Enough connections for every mirror to take its share (at most 16); requests of
+            // 4 MiB, so that a fast mirror's connections come back for more often; segments split
+            // down to 1 MiB, so that a slow mirror holds little of the file's end.
+            let slots = (options.mirrors.count + 1) * max(1, options.connectionsPerMirror)
+            options.connections = max(options.connections, min(16, slots))
+            options.requestFloor = min(options.requestFloor, 4 << 20)
+            options.minSegmentSize = min(options.minSegmentSize, 1 << 20)
+        }
         self.options = options
         self.store = store ?? FileCheckpointStore(path: options.statePath)
         self.onEvent = onEvent
@@ -58,6 +78,18 @@ public final class DownloadEngine: Sendable {
     /// (read at the start of `run`), else none.
     private var expectedSHA256: String? { options.sha256 ?? listedSHA256.withLock { $0 } }
     private let listedSHA256 = Locked<String?>(nil)
+    /// Mirrors whose bytes failed the file's checksum, being fetched again from another.
+    private let suspects = Locked<[URL]>([])
+
+    /// What each mirror served in this run (empty without mirrors).
+    private var mirrorShares: [MirrorShare] {
+        guard let mirrors else { return [] }
+        let set = mirrors.current
+        return set.mirrors.indices.map {
+            MirrorShare(url: Redaction.url(set.mirrors[$0].url), bytes: set.mirrors[$0].bytesServed, kept: set.holds($0),
+                        dropped: set.mirrors[$0].dropped)
+        }
+    }
 
     public func run() async throws -> DownloadResult {
         let started = Date()
@@ -115,6 +147,8 @@ public final class DownloadEngine: Sendable {
         }
         let resumedFrom = state.plan.bytesWritten
         var restarts = 0
+        var finished: (size: Int64, digest: String?)?
+        while finished == nil {
         while true {
             do {
                 try await fetchAll(state, fresh: state.plan.bytesWritten == 0)
@@ -157,14 +191,23 @@ public final class DownloadEngine: Sendable {
         }
         // No checkpoint due by bytes may land after the final one.
         state.drainWriters()
-        let (size, digest) = try finalize(state, file)
+        do {
+            finished = try finalize(state, file)
+        } catch DownloadSignal.refetch(let ranges, let reason) {
+            // Bytes that failed a checksum, fetched again (`MirrorSet.narrowToOne`).
+            onEvent(.refetching(bytes: ranges.reduce(0) { $0 + Int64($1.count) }, reason: reason))
+            try state.refetch(ranges)
+            try? saveCheckpoint(state)
+        }
+        }
+        let (size, digest) = finished!
         handedOver = options.deferRename
         return DownloadResult(path: options.destination, size: size, sha256: digest,
                               bytesFetched: state.bytesReceived, resumedFrom: resumedFrom, skipped: false,
                               completedPartPath: options.deferRename ? options.partPath : nil,
                               restarts: restarts, segments: state.plan.segments.count,
                               elapsed: Date().timeIntervalSince(started), partFile: options.deferRename ? file : nil,
-                              validators: state.validators)
+                              validators: state.validators, mirrors: mirrorShares)
     }
 
     // MARK: Start
@@ -218,14 +261,18 @@ public final class DownloadEngine: Sendable {
             // Removed once the file is complete (one of an older incarnation too).
             if resumed.hadRecord { noteRecord = true }
         }
+        // The mirrors' versions are the checkpoint's (a fresh file: none yet).
+        mirrors?.restore(checkpoint?.mirrors)
         let start = checkpoint ?? DownloadCheckpoint(url: options.url.absoluteString,
                                                      validators: options.expectedValidators ?? ResponseValidators(),
                                                      plan: .single(totalSize: nil), rangesSupported: true)
         // The run's bucket: kept by the transport when it can pause one exchange (curl), else
         // by the sink, which waits for its bytes (urlsession).
+        var pins: (@Sendable () -> MirrorPins)?
+        if let mirrors { pins = { mirrors.current.pins } }
         let state = DownloadState(fd: fd, partPath: part, url: options.url, checkpoint: start,
                                   limiter: transport.capabilities.contains(.receiveRateLimit) ? nil : options.sharedLimiter,
-                                  store: store)
+                                  store: store, mirrorPins: pins)
         if checkpoint == nil {
             // Tagged at once, a new file too: the tag is how a later run knows the file is
             // transferd's (`PartFile.mayStartOver`) when it was killed before any checkpoint.
@@ -577,6 +624,9 @@ public final class DownloadEngine: Sendable {
 
     private func classify(_ error: Error, sink: DownloadSink) -> (RetryPolicy.Failure, String) {
         switch error {
+        case let exhausted as MirrorsExhausted:
+            // Each mirror was tried, rested and dropped already: nothing more to try.
+            return (.local, exhausted.description)
         case let failure as HTTPStatusFailure:
             return (.http(status: failure.status, retryAfter: failure.retryAfter), "HTTP \(failure.status)")
         case let slow as TooSlow:
@@ -704,12 +754,24 @@ public final class DownloadEngine: Sendable {
         if let expected = expectedSHA256 {
             onEvent(.verifying)
             let actual = try SHA256Hasher.hex(ofFileAt: state.partPath)
+            if actual != expected, let mirrors, let narrowed = mirrors.narrowToOne() {
+                // Several mirrors served it: one of them lied, or more. The bytes the others served
+                // are fetched again from the one that served the most; the ones that then differ name it.
+                suspects.withLock { $0 = narrowed.suspects + $0.filter { !narrowed.suspects.contains($0) && $0 != narrowed.mirror } }
+                let named = narrowed.suspects.map { Redaction.url($0) }.joined(separator: ", ")
+                throw DownloadSignal.refetch(narrowed.refetch, reason: "the file's SHA-256 is \(actual), not \(expected); "
+                    + "fetching from \(Redaction.url(narrowed.mirror)) what other mirrors served (suspects: \(named.isEmpty ? "none" : named))")
+            }
             guard actual == expected else {
                 unlink(state.partPath)
                 try? store.remove()
                 throw DownloadError.checksumMismatch(path: options.destination, expected: expected, actual: actual)
             }
             digest = actual
+            // It matches now: the mirrors whose bytes were replaced served wrong ones.
+            for suspect in suspects.withLock({ $0 }) {
+                mirrors?.drop(suspect, reason: "suspect: the file failed its SHA-256 with bytes it served, and passed with them from another mirror")
+            }
         } else if let published = state.published {
             // No checksum from the job: the one the server published, if it did.
             onEvent(.verifying)

@@ -18,6 +18,11 @@ public struct DownloadOptions: Sendable {
     public var headers: HTTPHeaders
     /// Parallel range connections for one large file.
     public var connections: Int
+    /// Other URLs serving the same file (a job's `mirrors`, a metalink's list): the file's
+    /// ranges are spread over `url` and these by their measured speed (`MirrorSet`).
+    public var mirrors: [URL] = []
+    /// Connections one mirror may take at once (aria2's `--max-connection-per-server`).
+    public var connectionsPerMirror = 2
     /// Segments smaller than this are not split further.
     public var minSegmentSize: Int64
     /// Expected SHA-256 in hex; checked before the file appears.
@@ -165,6 +170,20 @@ public struct DownloadResult: Sendable {
     /// The version the saved bytes are (the answers' ETag and Last-Modified): what was received,
     /// to record, not what a listing said.
     package var validators = ResponseValidators()
+    /// With mirrors: what each served in this run, and why any was dropped.
+    public var mirrors: [MirrorShare] = []
+}
+
+/// What one mirror of a download did in a run.
+public struct MirrorShare: Sendable, Equatable {
+    /// The mirror's URL, redacted.
+    public var url: String
+    /// Body bytes it delivered in this run.
+    public var bytes: Int64
+    /// Of those, the bytes the finished file holds (the rest were fetched again from another).
+    public var kept: Int64
+    /// Why it was dropped (nil: used to the end).
+    public var dropped: String?
 }
 
 /// Things a download reports while it runs.
@@ -177,4 +196,9 @@ public enum DownloadEvent: Sendable {
     case retrying(attempt: Int, delay: TimeInterval, reason: String, resumeAt: Int64?)
     case restarted(reason: String)
     case verifying
+    /// A mirror is no longer asked (its URL redacted), with the reason; its bytes were not used,
+    /// or failed a checksum.
+    case mirrorDropped(url: String, reason: String)
+    /// The complete file failed its checksum: `bytes` other mirrors served are fetched again.
+    case refetching(bytes: Int64, reason: String)
 }

@@ -92,8 +92,12 @@ final class DownloadState: Sendable {
     /// Where the download's checkpoints are kept: emptied before the file starts over (`reset`).
     private let store: CheckpointStore?
 
+    /// What the download's mirrors are pinned to, for each checkpoint (nil: one URL).
+    private let mirrorPins: (@Sendable () -> MirrorPins)?
+
     init(fd: Int32, partPath: String, url: URL, checkpoint: DownloadCheckpoint, limiter: BandwidthLimiter? = nil,
-         store: CheckpointStore? = nil) {
+         store: CheckpointStore? = nil, mirrorPins: (@Sendable () -> MirrorPins)? = nil) {
+        self.mirrorPins = mirrorPins
         self.limiter = limiter
         self.store = store
         self.fd = fd
@@ -166,6 +170,7 @@ final class DownloadState: Sendable {
             checkpoint.restarts = $0.restarts
             checkpoint.writtenID = $0.writtenID
             checkpoint.fileTag = tag
+            checkpoint.mirrors = mirrorPins?()
             if $0.durable != $0.plan {
                 checkpoint.durable = $0.durable
                 checkpoint.bootID = BootID.current
@@ -323,6 +328,24 @@ final class DownloadState: Sendable {
         }
     }
 
+    /// Marks `ranges` of a complete file to be fetched again (they failed a checksum), keeping the
+    /// rest. The file is synced first: the checkpoint then claims the kept bytes as durable.
+    func refetch(_ ranges: [Range<Int64>]) throws {
+        persistLock.lock()
+        defer { persistLock.unlock() }
+        writtenLock.lock()
+        defer { writtenLock.unlock() }
+        guard fsync(fd) == 0 else { throw POSIXFailure(operation: "sync", path: partPath) }
+        if fields.withLock({ $0.writtenRecorded }) { WrittenOffsets.remove(fd: fd) }
+        fields.withLock {
+            $0.writtenID = WrittenOffsets.newID()
+            $0.sinceWrittenRecord = 0
+            $0.requests = [:]
+            $0.plan = $0.plan.refetching(ranges)
+            $0.durable = $0.plan
+        }
+    }
+
     /// Reserves disk space once the total size is known (see `Preallocation`).
     func reserveSpaceIfKnown() throws {
         try fields.withLock {
@@ -412,6 +435,8 @@ enum DownloadSignal: Error {
     /// The server's answers to ranges cannot be trusted (`ResponseDecision.Verdict.withoutRange`):
     /// start over from zero with one request for the whole file, and ask no range again.
     case withoutRange(reason: String)
+    /// The complete file failed a checksum: fetch these ranges again (from another mirror).
+    case refetch([Range<Int64>], reason: String)
 }
 
 /// An error status from the server, with what the body said about it.

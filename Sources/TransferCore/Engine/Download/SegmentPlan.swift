@@ -171,6 +171,33 @@ package struct SegmentPlan: Codable, Equatable, Sendable {
         return segments.count - 1
     }
 
+    /// A complete file's plan with `ranges` to be fetched again (bytes that failed a checksum):
+    /// the bytes between them stay written, each range becomes an empty segment. Ranges are
+    /// clipped to the file and merged where they touch.
+    package func refetching(_ ranges: [Range<Int64>]) -> SegmentPlan {
+        guard let total = totalSize else { return self }
+        var merged: [Range<Int64>] = []
+        for range in ranges.map({ max(0, $0.lowerBound)..<min(total, $0.upperBound) }).filter({ !$0.isEmpty })
+            .sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, range.lowerBound <= last.upperBound {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        var segments: [Segment] = []
+        var next: Int64 = 0
+        for range in merged {
+            if range.lowerBound > next {
+                segments.append(Segment(start: next, end: range.lowerBound, written: range.lowerBound - next))
+            }
+            segments.append(Segment(start: range.lowerBound, end: range.upperBound))
+            next = range.upperBound
+        }
+        if next < total { segments.append(Segment(start: next, end: total, written: total - next)) }
+        return SegmentPlan(segments: segments.isEmpty ? [Segment(start: 0, end: 0)] : segments, totalSize: total)
+    }
+
     /// Whether a remainder is large enough to split, now or once its
     /// connection shows itself slow: an idle connection waits while one is.
     package func hasSplittableRemainder(minSegmentSize: Int64) -> Bool {

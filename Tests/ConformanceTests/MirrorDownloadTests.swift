@@ -1,0 +1,132 @@
+import Foundation
+import TransferCore
+import TestSupport
+import XCTest
+
+/// One file from several mirrors (`DownloadOptions.mirrors`), every case on both backends, against
+/// nginx: copies of the 64 MiB fixture under folders of their own, one behind nginx's 16 MB/s
+/// location, and copies that lie (another size, other bytes of the same size, none at all).
+final class MirrorDownloadTests: XCTestCase {
+    let quickRetry = RetryPolicy(maxAttempts: 5, baseDelay: 0.05, maxDelay: 0.5)
+
+    /// A folder under nginx's root holding `good/64m.bin`, `bad/64m.bin` (8 bytes changed in every
+    /// MiB) and `short/64m.bin` (its first 1,000 bytes); its name below the root.
+    func mirrorFolder(_ servers: TestServers) throws -> String {
+        let name = "mirrors-\(UUID().uuidString.prefix(8))"
+        let root = servers.path(name)
+        let manager = FileManager.default
+        for folder in ["good", "bad", "short"] {
+            try manager.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
+        }
+        try manager.copyItem(atPath: servers.path("64m.bin"), toPath: "\(root)/good/64m.bin")
+        var bad = try Data(contentsOf: URL(fileURLWithPath: servers.path("64m.bin")))
+        for mebibyte in 0..<64 { bad.replaceSubrange((mebibyte << 20)..<((mebibyte << 20) + 8), with: Data("XXXXXXXX".utf8)) }
+        try bad.write(to: URL(fileURLWithPath: "\(root)/bad/64m.bin"))
+        try bad.prefix(1000).write(to: URL(fileURLWithPath: "\(root)/short/64m.bin"))
+        addTeardownBlock { try? manager.removeItem(atPath: root) }
+        return name
+    }
+
+    func options(_ url: URL, mirrors: [URL], label: String) throws -> DownloadOptions {
+        let destination = (try scratchDirectory(label) as NSString).appendingPathComponent("out.bin")
+        var options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
+        options.mirrors = mirrors
+        return options
+    }
+
+    func testRangesAreSpreadOverTheMirrorsAndTheOnesThatDisagreeAreDropped() async throws {
+        let servers = try TestServers.current()
+        let folder = try mirrorFolder(servers)
+        let fast = servers.http.appendingPathComponent("\(folder)/good/64m.bin")
+        let slow = servers.http.appendingPathComponent("crawl/\(folder)/good/64m.bin")
+        let short = servers.http.appendingPathComponent("\(folder)/short/64m.bin")
+        let missing = servers.http.appendingPathComponent("\(folder)/none/64m.bin")
+        for (name, transport) in Backends.all {
+            let dropped = Locked<[String: String]>([:])
+            let options = try options(slow, mirrors: [fast, short, missing], label: #function + name)
+            let result = try await DownloadEngine(transport: transport, options: options) { event in
+                if case .mirrorDropped(let url, let reason) = event { dropped.withLock { $0[url] = reason } }
+            }.run()
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
+            XCTAssertEqual(dropped.current[short.absoluteString], "it serves 1000 bytes; the other mirrors say 67108864", name)
+            XCTAssertEqual(dropped.current[missing.absoluteString], "HTTP 404", name)
+            XCTAssertEqual(result.mirrors.map(\.url), [slow, fast, short, missing].map(\.absoluteString), name)
+            XCTAssertEqual(result.mirrors.reduce(0) { $0 + $1.kept }, 64 << 20, "\(name): every byte has one source")
+            XCTAssertEqual(result.mirrors[2].bytes + result.mirrors[3].bytes, 0, "\(name): no byte of a dropped mirror")
+            // nginx without a limit outpaces its 1 MB/s location (per connection): it serves more.
+            // nginx's limit_rate lets the start of each response through at full speed, so only curl's
+            // requests of 4 MiB find the location slow (urlsession's, of 512 KiB, do not).
+            if name == "curl" { XCTAssertGreaterThan(result.mirrors[1].kept, result.mirrors[0].kept, "\(name): \(result.mirrors)") }
+            XCTAssertGreaterThan(result.mirrors[0].kept, 0, "\(name): the slower mirror took part")
+            XCTAssertGreaterThan(result.mirrors[1].kept, 0, "\(name): the faster mirror took part")
+        }
+    }
+
+    func testAMirrorServingOtherBytesIsFoundByTheChecksumAndTheFileIsRight() async throws {
+        let servers = try TestServers.current()
+        let folder = try mirrorFolder(servers)
+        let good = servers.http.appendingPathComponent("\(folder)/good/64m.bin")
+        let bad = servers.http.appendingPathComponent("\(folder)/bad/64m.bin")
+        let expected = try servers.sha256(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            for order in [[good, bad], [bad, good]] {
+                var options = try options(order[0], mirrors: [order[1]], label: #function + name)
+                options.sha256 = expected
+                let refetched = Locked<Int64>(0)
+                let result = try await DownloadEngine(transport: transport, options: options) { event in
+                    if case .refetching(let bytes, _) = event { refetched.withLock { $0 += bytes } }
+                }.run()
+                XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), expected, name)
+                XCTAssertEqual(result.sha256, expected, name)
+                let byURL = Dictionary(uniqueKeysWithValues: result.mirrors.map { ($0.url, $0) })
+                // Whichever was asked again first, the lying mirror ends dropped and holds nothing.
+                XCTAssertNotNil(byURL[bad.absoluteString]?.dropped, "\(name): \(result.mirrors)")
+                XCTAssertEqual(byURL[bad.absoluteString]?.kept, 0, name)
+                XCTAssertEqual(byURL[good.absoluteString]?.kept, 64 << 20, name)
+                XCTAssertGreaterThan(refetched.current, 0, "\(name): the lying mirror's bytes were fetched again")
+                try FileManager.default.removeItem(atPath: options.destination)
+            }
+        }
+    }
+
+    func testAResumeKeepsEachMirrorsVersionAndDropsOneWhoseFileChanged() async throws {
+        let servers = try TestServers.current()
+        let folder = try mirrorFolder(servers)
+        let manager = FileManager.default
+        // 64 MiB from the fault server at 8 MB/s a response, at two mirrors: long enough to stop
+        // partway. (nginx's limit_rate lets each response's start through at full speed.)
+        try manager.createDirectory(atPath: servers.path("\(folder)/other"), withIntermediateDirectories: true)
+        try manager.copyItem(atPath: servers.path("64m.bin"), toPath: servers.path("\(folder)/other/64m.bin"))
+        let expected = try servers.sha256(of: "64m.bin")
+        let rate = ["rate": String(8_000_000)]
+        let good = servers.fault("\(folder)/good/64m.bin", rate, key: "\(folder)-good").0
+        let other = servers.fault("\(folder)/other/64m.bin", rate, key: "\(folder)-other").0
+        for (name, transport) in Backends.all {
+            var options = try options(good, mirrors: [other], label: #function + name)
+            options.sha256 = expected
+            let engine = DownloadEngine(transport: transport, options: options)
+            let running = Task { try await engine.run() }
+            try await Task.sleep(nanoseconds: 600_000_000)
+            running.cancel()
+            let outcome = await running.result
+            if case .success = outcome { XCTFail("\(name): finished before it was stopped") }
+            let saved = try XCTUnwrap(try FileCheckpointStore(path: options.statePath).load(), name)
+            XCTAssertEqual(saved.mirrors?.pins.count, 2, name)
+            XCTAssertGreaterThan(saved.plan.bytesWritten, 0, name)
+            // The second mirror's file gets another date: another version, as its validators say.
+            // The first still serves the one it served.
+            let otherPath = servers.path("\(folder)/other/64m.bin")
+            try manager.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: otherPath)
+            let dropped = Locked<[String]>([])
+            let result = try await DownloadEngine(transport: transport, options: options) { event in
+                if case .mirrorDropped(let url, let reason) = event { dropped.withLock { $0.append("\(url): \(reason)") } }
+            }.run()
+            XCTAssertGreaterThan(result.resumedFrom, 0, name)
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), expected, name)
+            XCTAssertEqual(dropped.current.count, 1, "\(name): \(dropped.current)")
+            XCTAssertTrue(dropped.current.first?.hasPrefix("\(Redaction.url(other)): since the partial file was started, the remote file changed") == true,
+                          "\(name): \(dropped.current)")
+            try manager.setAttributes([.modificationDate: Date()], ofItemAtPath: otherPath)
+        }
+    }
+}
