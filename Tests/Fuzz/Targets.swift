@@ -52,6 +52,8 @@ enum FuzzTarget: String, CaseIterable {
     /// instance metadata endpoints' (`AWSCredentialDocument`), an STS answer (`STSRequest.credentials`),
     /// and a credential_process command line split into arguments (`CredentialProcess.arguments`).
     case awsCredentials = "aws-credentials"
+    /// A metalink document (Metalink 4 `.meta4` or Metalink 3 `.metalink`): `Metalink.parse`.
+    case metalink
 
     func run(_ data: Data) {
         switch self {
@@ -72,6 +74,7 @@ enum FuzzTarget: String, CaseIterable {
         case .checksumList: fuzzChecksumList(data)
         case .tusHeaders: fuzzTusHeaders(data)
         case .awsCredentials: fuzzAWSCredentials(data)
+        case .metalink: fuzzMetalink(data)
         }
     }
 }
@@ -598,5 +601,70 @@ func fuzzAWSCredentials(_ data: Data) {
     if let words = CredentialProcess.arguments(text) {
         let quoted = words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
         check(CredentialProcess.arguments(quoted) == words, "\(words) do not split back from \(quoted)")
+    }
+}
+
+// MARK: Metalink
+
+/// Every file read has a safe relative name (unique), only http(s) URLs without user info and
+/// without repeats, a SHA-256 of 64 lowercase hex digits, and piece hashes of the algorithm's
+/// length whose count matches the size when both are given; the piece sums stay inside the file.
+/// A refusal names the document, has a fix, and shows no control character.
+func fuzzMetalink(_ data: Data) {
+    let origin = "fuzz.meta4"
+    let files: [MetalinkFile]
+    do {
+        files = try Metalink.parse(data, origin: origin)
+    } catch let error as JobFileError {
+        check(error.file == origin, "a refusal names \(error.file)")
+        check(!error.message.isEmpty && !(error.fix ?? "").isEmpty, "a refusal without a message or a fix: \(error)")
+        check(!error.description.unicodeScalars.contains(where: TerminalText.mustEscape),
+              "a control character in: \(error.description.debugDescription)")
+        check(error.line.map { $0 > 0 } ?? true, "a refusal at line \(error.line ?? 0)")
+        return
+    } catch {
+        check(false, "not a JobFileError: \(error)")
+        return
+    }
+    check(!files.isEmpty, "a metalink read without files")
+    var names: Set<String> = []
+    for file in files {
+        let name = file.name
+        check(names.insert(name).inserted, "the name \(name.debugDescription) twice")
+        check(!name.isEmpty && name.utf8.count <= 1024 && !name.hasPrefix("/") && !name.contains("\\"),
+              "an unsafe name \(name.debugDescription)")
+        check(!name.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) },
+              "a control character in the name \(name.debugDescription)")
+        check(!name.split(separator: "/", omittingEmptySubsequences: false).contains { $0.isEmpty || $0 == "." || $0 == ".." },
+              "an empty, . or .. component in \(name.debugDescription)")
+        check(!file.urls.isEmpty, "\(name.debugDescription) without a URL")
+        check(Set(file.urls.map(\.absoluteString)).count == file.urls.count, "a URL twice for \(name.debugDescription)")
+        for url in file.urls {
+            check(["http", "https"].contains(url.scheme?.lowercased() ?? ""), "a URL of another scheme: \(url)")
+            check(url.user == nil && url.password == nil, "a URL with user info taken")
+            check(!(url.host ?? "").isEmpty, "a URL without a host: \(url)")
+        }
+        if let size = file.size { check(size >= 0, "a negative size \(size)") }
+        if let sha256 = file.sha256 {
+            check(sha256.utf8.count == 64 && sha256.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) },
+                  "a SHA-256 \(sha256.debugDescription)")
+        }
+        guard let pieces = file.pieces else { continue }
+        check(pieces.length > 0 && pieces.length <= 1 << 30, "a piece length \(pieces.length)")
+        check(pieces.hashes.count <= 1_000_000, "\(pieces.hashes.count) pieces")
+        let digest = pieces.algorithm == .sha1 ? 20 : 32
+        check(pieces.hashes.allSatisfy { $0.count == digest }, "a \(pieces.algorithm) piece hash of another length")
+        guard let size = file.size else { continue }
+        let count = size / pieces.length + (size % pieces.length == 0 ? 0 : 1)
+        check(Int64(pieces.hashes.count) == count, "\(pieces.hashes.count) pieces of \(pieces.length) for \(size) bytes")
+        // The pieces tile the file: the first starts at 0, the last ends at the size, each overlaps only itself.
+        for index in Set([0, 1, pieces.hashes.count / 2, pieces.hashes.count - 2, pieces.hashes.count - 1]) where index >= 0 && index < pieces.hashes.count {
+            let range = pieces.range(of: index, size: size)
+            check(range.lowerBound >= 0 && range.upperBound <= size && !range.isEmpty, "piece \(index) is \(range) of \(size)")
+            if index == 0 { check(range.lowerBound == 0, "the first piece starts at \(range.lowerBound)") }
+            if index == pieces.hashes.count - 1 { check(range.upperBound == size, "the last piece ends at \(range.upperBound), not \(size)") }
+            check(pieces.pieces(overlapping: range) == index..<(index + 1), "piece \(index)'s bytes overlap \(pieces.pieces(overlapping: range))")
+        }
+        check(pieces.pieces(overlapping: 0..<size) == 0..<pieces.hashes.count, "the whole file is not every piece")
     }
 }
