@@ -9,24 +9,6 @@ import XCTest
 final class MirrorDownloadTests: XCTestCase {
     let quickRetry = RetryPolicy(maxAttempts: 5, baseDelay: 0.05, maxDelay: 0.5)
 
-    /// A folder under nginx's root holding `good/64m.bin`, `bad/64m.bin` (8 bytes changed in every
-    /// MiB) and `short/64m.bin` (its first 1,000 bytes); its name below the root.
-    func mirrorFolder(_ servers: TestServers) throws -> String {
-        let name = "mirrors-\(UUID().uuidString.prefix(8))"
-        let root = servers.path(name)
-        let manager = FileManager.default
-        for folder in ["good", "bad", "short"] {
-            try manager.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
-        }
-        try manager.copyItem(atPath: servers.path("64m.bin"), toPath: "\(root)/good/64m.bin")
-        var bad = try Data(contentsOf: URL(fileURLWithPath: servers.path("64m.bin")))
-        for mebibyte in 0..<64 { bad.replaceSubrange((mebibyte << 20)..<((mebibyte << 20) + 8), with: Data("XXXXXXXX".utf8)) }
-        try bad.write(to: URL(fileURLWithPath: "\(root)/bad/64m.bin"))
-        try bad.prefix(1000).write(to: URL(fileURLWithPath: "\(root)/short/64m.bin"))
-        addTeardownBlock { try? manager.removeItem(atPath: root) }
-        return name
-    }
-
     func options(_ url: URL, mirrors: [URL], label: String) throws -> DownloadOptions {
         let destination = (try scratchDirectory(label) as NSString).appendingPathComponent("out.bin")
         var options = DownloadOptions(url: url, destination: destination, retry: quickRetry, idleTimeout: 10)
@@ -36,7 +18,7 @@ final class MirrorDownloadTests: XCTestCase {
 
     func testRangesAreSpreadOverTheMirrorsAndTheOnesThatDisagreeAreDropped() async throws {
         let servers = try TestServers.current()
-        let folder = try mirrorFolder(servers)
+        let folder = try servers.mirrorFolder(self)
         let fast = servers.http.appendingPathComponent("\(folder)/good/64m.bin")
         let slow = servers.http.appendingPathComponent("crawl/\(folder)/good/64m.bin")
         let short = servers.http.appendingPathComponent("\(folder)/short/64m.bin")
@@ -64,7 +46,7 @@ final class MirrorDownloadTests: XCTestCase {
 
     func testAMirrorServingOtherBytesIsFoundByTheChecksumAndTheFileIsRight() async throws {
         let servers = try TestServers.current()
-        let folder = try mirrorFolder(servers)
+        let folder = try servers.mirrorFolder(self)
         let good = servers.http.appendingPathComponent("\(folder)/good/64m.bin")
         let bad = servers.http.appendingPathComponent("\(folder)/bad/64m.bin")
         let expected = try servers.sha256(of: "64m.bin")
@@ -89,9 +71,37 @@ final class MirrorDownloadTests: XCTestCase {
         }
     }
 
+    func testPieceHashesNameTheMirrorThatServedWrongBytes() async throws {
+        let servers = try TestServers.current()
+        let folder = try servers.mirrorFolder(self)
+        let good = servers.http.appendingPathComponent("\(folder)/good/64m.bin")
+        let bad = servers.http.appendingPathComponent("\(folder)/bad/64m.bin")
+        let document = try servers.metalink(for: "64m.bin", urls: [bad, good])
+        let file = try XCTUnwrap(try Metalink.parse(Data(document.utf8), origin: "test.meta4").first)
+        for (name, transport) in Backends.all {
+            // The lying mirror first: untried, it takes the first requests, so some of its bytes are in the file.
+            var options = try options(bad, mirrors: [good], label: #function + name)
+            options.pieces = file.pieces
+            options.expectedSize = file.size
+            let refetched = Locked<Int64>(0)
+            let result = try await DownloadEngine(transport: transport, options: options) { event in
+                if case .refetching(let bytes, _) = event { refetched.withLock { $0 += bytes } }
+            }.run()
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), try servers.sha256(of: "64m.bin"), name)
+            XCTAssertTrue(result.mirrors[0].dropped?.hasPrefix("piece ") == true, "\(name): \(result.mirrors)")
+            XCTAssertTrue(result.mirrors[0].dropped?.hasSuffix("as it served it fails its sha-256 hash") == true, name)
+            // What it served of pieces that pass (no changed byte in them) stays.
+            XCTAssertEqual(result.mirrors[0].kept + result.mirrors[1].kept, 64 << 20, name)
+            // Only the pieces it served were fetched again: whole pieces, fewer than all of them.
+            XCTAssertGreaterThan(refetched.current, 0, name)
+            XCTAssertEqual(refetched.current % (1 << 20), 0, name)
+            XCTAssertLessThan(refetched.current, 64 << 20, name)
+        }
+    }
+
     func testAResumeKeepsEachMirrorsVersionAndDropsOneWhoseFileChanged() async throws {
         let servers = try TestServers.current()
-        let folder = try mirrorFolder(servers)
+        let folder = try servers.mirrorFolder(self)
         let manager = FileManager.default
         // 64 MiB from the fault server at 8 MB/s a response, at two mirrors: long enough to stop
         // partway. (nginx's limit_rate lets each response's start through at full speed.)

@@ -86,6 +86,42 @@ package struct TestServers: Sendable {
 
     package func path(_ file: String) -> String { (www as NSString).appendingPathComponent(file) }
 
+    /// A folder under nginx's root, removed when `test` ends, holding `good/64m.bin` (the fixture),
+    /// `bad/64m.bin` (8 bytes changed at the start of every MiB: another file of the same size) and
+    /// `short/64m.bin` (its first 1,000 bytes): mirrors that agree, lie and disagree. Returns its
+    /// name below the root.
+    package func mirrorFolder(_ test: XCTestCase) throws -> String {
+        let name = "mirrors-\(UUID().uuidString.prefix(8))"
+        let root = path(name)
+        let manager = FileManager.default
+        for folder in ["good", "bad", "short"] {
+            try manager.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
+        }
+        try manager.copyItem(atPath: path("64m.bin"), toPath: "\(root)/good/64m.bin")
+        var bad = try Data(contentsOf: URL(fileURLWithPath: path("64m.bin")))
+        for mebibyte in 0..<64 { bad.replaceSubrange((mebibyte << 20)..<((mebibyte << 20) + 8), with: Data("XXXXXXXX".utf8)) }
+        try bad.write(to: URL(fileURLWithPath: "\(root)/bad/64m.bin"))
+        try bad.prefix(1000).write(to: URL(fileURLWithPath: "\(root)/short/64m.bin"))
+        test.addTeardownBlock { try? manager.removeItem(atPath: root) }
+        return name
+    }
+
+    /// A Metalink 4 document for the fixture `file` (its size, SHA-256 and SHA-256 piece hashes of
+    /// `pieceLength` bytes) served at `urls`, in that order of priority.
+    package func metalink(for file: String, urls: [URL], pieceLength: Int = 1 << 20) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path(file)))
+        let pieces = stride(from: 0, to: data.count, by: pieceLength).map { start in
+            "<hash>\(SHA256Hasher.hex(of: data[start..<min(data.count, start + pieceLength)]))</hash>"
+        }.joined()
+        let listed = urls.enumerated().map { "<url priority=\"\($0.offset + 1)\">\($0.element.absoluteString)</url>" }.joined()
+        return """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="\((file as NSString).lastPathComponent)">\
+            <size>\(data.count)</size><hash type="sha-256">\(SHA256Hasher.hex(of: data))</hash>\
+            <pieces length="\(pieceLength)" type="sha-256">\(pieces)</pieces>\(listed)</file></metalink>
+            """
+    }
+
     /// SHA-256 of a served file, computed once per process.
     package func sha256(of file: String) throws -> String {
         try Self.digests.withLock { cache in

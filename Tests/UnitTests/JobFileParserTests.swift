@@ -304,3 +304,78 @@ final class JobFileParserTests: XCTestCase {
         }
     }
 }
+
+/// `mirrors` and `connections_per_mirror` on a download job, and metalinks in the queue folder.
+final class MirrorJobFileTests: XCTestCase {
+    let parser = JobFileParser(root: "/data")
+
+    func testAJobsMirrorsAreKeptAndStoredAndMistakesNamed() throws {
+        let text = #"{"url": "https://a.example/f.iso", "mirrors": ["https://b.example/f.iso", "http://c.example/x/f.iso"], "connections_per_mirror": 4}"#
+        let jobs = try parser.parse(name: "m.json", data: Data(text.utf8)).get()
+        XCTAssertEqual(jobs[0].mirrors, ["https://b.example/f.iso", "http://c.example/x/f.iso"])
+        XCTAssertEqual(jobs[0].connectionsPerMirror, 4)
+        XCTAssertEqual(try JobSpec(stored: jobs[0].storedJSON), jobs[0])
+        XCTAssertEqual(try JSONDecoder().decode(JobSpec.self, from: Data(jobs[0].storedJSON.utf8)), jobs[0])
+
+        let mistakes: [(String, String)] = [
+            (#"{"url": "https://a.example/f", "mirrors": ["ftp://b.example/f"]}"#, "item 1 is not an http:// or https:// URL"),
+            (#"{"url": "https://a.example/f", "mirrors": []}"#, "must list 1 to 32 URLs (got 0)"),
+            (#"{"url": "https://a.example/f", "mirrors": "https://b.example/f"}"#, "must be a list of strings"),
+            (#"{"url": "https://a.example/f", "connections_per_mirror": 2}"#, "goes with \"mirrors\""),
+            (#"{"url": "s3://bucket/key", "mirrors": ["https://b.example/f"]}"#, "which is not one"),
+        ]
+        for (text, message) in mistakes {
+            guard case .failure(let rejection) = parser.parse(name: "m.json", data: Data(text.utf8)) else {
+                XCTFail("accepted: \(text)")
+                continue
+            }
+            XCTAssertTrue(rejection.errors.contains { $0.description.contains(message) }, "\(text): \(rejection.errors)")
+        }
+    }
+
+    func testAMetalinkInTheQueueFolderGivesOneDownloadAFile() throws {
+        let piece = String(repeating: "ab", count: 32)
+        let document = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+              <file name="isos/a.iso"><size>3000</size><hash type="sha-256">\(piece)</hash>
+                <pieces length="1024" type="sha-256"><hash>\(piece)</hash><hash>\(piece)</hash><hash>\(piece)</hash></pieces>
+                <url priority="2">https://b.example/a.iso</url><url priority="1">https://a.example/a.iso</url></file>
+              <file name="b.bin"><url>http://c.example/b.bin</url></file>
+            </metalink>
+            """
+        XCTAssertTrue(JobFileParser.isJobFile("x.meta4") && JobFileParser.isJobFile("x.metalink"))
+        let jobs = try parser.parse(name: "set.meta4", data: Data(document.utf8)).get()
+        XCTAssertEqual(jobs.map(\.destination), ["/data/isos/a.iso", "/data/b.bin"])
+        XCTAssertEqual(jobs.map(\.url), ["https://a.example/a.iso", "http://c.example/b.bin"])
+        XCTAssertEqual(jobs[0].mirrors, ["https://b.example/a.iso"])
+        XCTAssertNil(jobs[1].mirrors)
+        XCTAssertEqual(jobs[0].size, 3000)
+        XCTAssertEqual(jobs[0].sha256, piece)
+        let pieces = try XCTUnwrap(jobs[0].pieces.flatMap(PieceHashes.init(encoded:)))
+        XCTAssertEqual(pieces.length, 1024)
+        XCTAssertEqual(pieces.hashes.count, 3)
+        XCTAssertEqual(pieces.encoded, jobs[0].pieces)
+        XCTAssertEqual(try JobSpec(stored: jobs[0].storedJSON), jobs[0])
+
+        // A name that leaves the root, and a document that is not one, are refused with the file named.
+        let escaping = #"<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="../etc/x"><url>https://a.example/x</url></file></metalink>"#
+        guard case .failure(let rejection) = parser.parse(name: "bad.meta4", data: Data(escaping.utf8)) else {
+            return XCTFail("a name with .. was taken")
+        }
+        XCTAssertEqual(rejection.errors.first?.file, "bad.meta4")
+        guard case .failure = parser.parse(name: "junk.meta4", data: Data("not xml".utf8)) else { return XCTFail("junk taken") }
+    }
+
+    func testEncodedPieceHashesReadBackAndMalformedOnesAreNot() {
+        let pieces = PieceHashes(algorithm: .sha1, length: 5, hashes: [Array(repeating: 0xAB, count: 20), Array(0..<20)])
+        XCTAssertEqual(PieceHashes(encoded: pieces.encoded), pieces)
+        for broken in ["", "sha-1:5", "sha-1:0:" + String(repeating: "a", count: 40), "md5:5:" + String(repeating: "a", count: 32),
+                       "sha-1:5:" + String(repeating: "a", count: 39), "sha-1:5:" + String(repeating: "g", count: 40),
+                       "sha-1:5:" + String(repeating: "A", count: 40)] {
+            XCTAssertNil(PieceHashes(encoded: broken), broken)
+        }
+        // No pieces at all reads back as none (an empty file's list).
+        XCTAssertEqual(PieceHashes(encoded: "sha-256:4:")?.hashes, [])
+    }
+}

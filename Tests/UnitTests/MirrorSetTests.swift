@@ -32,7 +32,7 @@ final class MirrorSetTests: XCTestCase {
         stated.settle([0: .answered(size: 5, validators: etag("a")), 1: .answered(size: 5, validators: etag("b")),
                        2: .answered(size: 6, validators: etag("c"))], expectedSize: 6)
         XCTAssertEqual(stated.inUse, [2])
-        XCTAssertEqual(stated.mirrors[0].dropped, "it serves 5 bytes; the job says 6")
+        XCTAssertEqual(stated.mirrors[0].dropped, "it serves 5 bytes; the size given is 6")
     }
 
     func testAResumedDownloadDropsAMirrorWhoseFileChangedAndTakesANewOne() {

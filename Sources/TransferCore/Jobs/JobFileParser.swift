@@ -40,7 +40,12 @@ package struct JobFileParser: Sendable {
 
     /// The extensions ingest reads; other files in the queue folder are left alone.
     package static func isJobFile(_ name: String) -> Bool {
-        !name.hasPrefix(".") && (name.hasSuffix(".json") || name.hasSuffix(".urls"))
+        !name.hasPrefix(".") && (name.hasSuffix(".json") || name.hasSuffix(".urls") || isMetalink(name))
+    }
+
+    /// A Metalink document (`.meta4`, RFC 5854; `.metalink`, Metalink 3.0): one download a file it lists.
+    package static func isMetalink(_ name: String) -> Bool {
+        name.hasSuffix(".meta4") || name.hasSuffix(".metalink")
     }
 
     package func parse(name: String, data: Data) -> Result<[JobSpec], JobFileRejection> {
@@ -63,6 +68,14 @@ package struct JobFileParser: Sendable {
         context.allowsCommands = allowsCommands
         if name.hasSuffix(".urls") {
             context.parseList(text)
+        } else if Self.isMetalink(name) {
+            do {
+                context.parseMetalink(try Metalink.parse(data, origin: name))
+            } catch let error as JobFileError {
+                return .failure(JobFileRejection(errors: [error]))
+            } catch {
+                return reject("not a metalink (\(error))", fix: "check it is a Metalink 4 (.meta4) or 3.0 (.metalink) document")
+            }
         } else {
             do {
                 context.data = data
@@ -237,7 +250,7 @@ struct Context {
     private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate",
                                                   "on_done", "on_failed", "notify"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
-        .download: ["dest", "connections", "sha256", "checksums", "checksums_name", "overwrite", "region", "endpoint", "profile", "include", "exclude",
+        .download: ["dest", "connections", "sha256", "checksums", "checksums_name", "mirrors", "connections_per_mirror", "overwrite", "region", "endpoint", "profile", "include", "exclude",
                     "speed_limit", "speed_time"],
         .put: ["source", "method", "content_type", "sha256"],
         .form: ["fields", "files"],
@@ -368,6 +381,26 @@ struct Context {
                     fail("overwrite", "unknown policy \"\(policy)\"", fix: "use \"refuse\", \"overwrite\" or \"skip\"")
                 }
             }
+            if let mirrors = reader.stringList("mirrors") {
+                if let url, !["http", "https"].contains(URL(string: url)?.scheme?.lowercased() ?? "") {
+                    fail("mirrors", "are other http:// or https:// URLs of the file at \"url\", which is not one",
+                         fix: "remove them, or make \"url\" one of the http(s) URLs")
+                } else if mirrors.isEmpty || mirrors.count > 32 {
+                    fail("mirrors", "must list 1 to 32 URLs (got \(mirrors.count))")
+                } else if let bad = mirrors.firstIndex(where: { text in
+                    guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""),
+                          parsed.host?.isEmpty == false else { return true }
+                    return text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+                }) {
+                    fail("mirrors", "item \(bad + 1) is not an http:// or https:// URL: \"\(Redaction.url(string: mirrors[bad]))\"")
+                } else {
+                    spec.mirrors = mirrors
+                }
+            }
+            spec.connectionsPerMirror = reader.integer("connections_per_mirror", in: 1...16).map(Int.init)
+            if spec.connectionsPerMirror != nil && !reader.has("mirrors") {
+                fail("connections_per_mirror", "goes with \"mirrors\"", fix: "list the other URLs as \"mirrors\", or remove it")
+            }
             let include = reader.stringList("include")
             let exclude = reader.stringList("exclude")
             if let url, S3Prefix(url) != nil {
@@ -474,6 +507,28 @@ struct Context {
 
     /// False (after recording why) when an earlier job of this file writes the same file:
     /// two downloads into one destination would share one partial file.
+    /// One download job for each file of a metalink: from its first URL, the others as mirrors,
+    /// saved under its name below the root, its size, SHA-256 and piece hashes checked.
+    mutating func parseMetalink(_ files: [MetalinkFile]) {
+        for (index, file) in files.enumerated() {
+            let number = index + 1
+            let id = "\(idPrefix)-\(number)"
+            guard let first = file.urls.first, let url = checkURL(first.absoluteString, kind: .download, job: number, id: nil),
+                  let destination = resolveInsideRoot(file.name, field: "dest", job: number, id: nil) else { continue }
+            if let reason = PartialNames.refusal(of: destination) {
+                fail(number, nil, "dest", "cannot save to \(destination): \(reason)", fix: "rename the file in the metalink")
+                continue
+            }
+            guard claimDestination(destination, job: number, id: nil) else { continue }
+            var spec = JobSpec(id: id, kind: .download, url: url, destination: destination)
+            if file.urls.count > 1 { spec.mirrors = file.urls.dropFirst().map(\.absoluteString) }
+            spec.sha256 = file.sha256
+            spec.size = file.size
+            spec.pieces = file.pieces?.encoded
+            jobs.append(spec)
+        }
+    }
+
     mutating func claimDestination(_ destination: String, job: Int, id: String?) -> Bool {
         let first: Int?
         if destinationsByDigest {

@@ -46,6 +46,10 @@ extension JobSpec {
         if let sha256 { object.add("sha256", sha256) }
         if let checksums { object.add("checksums", checksums) }
         if let checksumsName { object.add("checksumsName", checksumsName) }
+        if let mirrors { object.add("mirrors", .array(mirrors.map { .string($0) })) }
+        if let connectionsPerMirror { object.add("connectionsPerMirror", connectionsPerMirror) }
+        if let size { object.add("size", size) }
+        if let pieces { object.add("pieces", pieces) }
         if let skipUnchanged { object.add("skipUnchanged", .bool(skipUnchanged)) }
         if let source { object.add("source", source) }
         if let sourceEndpoint { object.add("sourceEndpoint", sourceEndpoint) }
@@ -112,6 +116,10 @@ extension JobSpec {
         sha256 = try string("sha256")
         checksums = try string("checksums")
         checksumsName = try string("checksumsName")
+        mirrors = try list("mirrors")
+        connectionsPerMirror = try integer("connectionsPerMirror").map(Int.init)
+        size = try integer("size")
+        pieces = try string("pieces")
         if let policy = try string("overwrite") {
             guard let value = OverwritePolicy(rawValue: policy) else { throw StoredSpecError("unknown overwrite \(policy)") }
             overwrite = value

@@ -42,6 +42,13 @@ public struct JobSpec: Codable, Equatable, Sendable {
     /// and `checksums_name`, the name it is listed under (default: the URL's file name).
     public var checksums: String?
     public var checksumsName: String?
+    /// `mirrors`: other http(s) URLs of the same file (`DownloadOptions.mirrors`), and
+    /// `connections_per_mirror`, what one of them may take at once.
+    public var mirrors: [String]?
+    public var connectionsPerMirror: Int?
+    /// A download from a metalink: the size it states, and its piece hashes (`PieceHashes.encoded`).
+    public var size: Int64?
+    public var pieces: String?
     public var overwrite: OverwritePolicy?
     public var retries: Int?
     public var limitRate: Int64?

@@ -53,6 +53,41 @@ package struct PieceHashes: Equatable, Sendable {
         self.hashes = hashes
     }
 
+    /// One line of text for a job's store: `ALGORITHM:LENGTH:HEX…`, the digests one after another.
+    package var encoded: String {
+        "\(algorithm.rawValue):\(length):" + hashes.map { $0.map { String(format: "%02x", $0) }.joined() }.joined()
+    }
+
+    /// Reads `encoded`; nil for text it does not describe.
+    package init?(encoded: String) {
+        let parts = encoded.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let algorithm = Algorithm(rawValue: String(parts[0])), let length = Int64(parts[1]), length > 0
+        else { return nil }
+        let hex = Array(parts[2].utf8)
+        let width = algorithm.digestLength * 2
+        guard hex.count % width == 0 else { return nil }
+        func nibble(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+        var hashes: [[UInt8]] = []
+        hashes.reserveCapacity(hex.count / width)
+        var index = 0
+        while index < hex.count {
+            var digest: [UInt8] = []
+            for offset in stride(from: index, to: index + width, by: 2) {
+                guard let high = nibble(hex[offset]), let low = nibble(hex[offset + 1]) else { return nil }
+                digest.append(high << 4 | low)
+            }
+            hashes.append(digest)
+            index += width
+        }
+        self.init(algorithm: algorithm, length: length, hashes: hashes)
+    }
+
     /// The byte range of piece `index` in a file of `size` bytes: `length` bytes from `index * length`, the last
     /// one cut at `size`. A piece wholly past the end is the empty range at `size`; sums saturate, never trap.
     package func range(of index: Int, size: Int64) -> Range<Int64> {

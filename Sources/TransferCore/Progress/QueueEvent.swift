@@ -101,6 +101,8 @@ public struct JobFinished: Sendable, Equatable {
     /// Bytes that were already on disk when this run took the job up (a resumed download):
     /// `bytes` less these is what this run moved. Filled by `RunProgress`, which saw the start.
     public var resumedFrom: Int64 = 0
+    /// A download from several mirrors: what each served, and why any was dropped.
+    public var mirrors: [MirrorShare] = []
 
     /// What this run moved of `bytes`.
     public var transferred: Int64? { bytes.map { max(0, $0 - resumedFrom) } }

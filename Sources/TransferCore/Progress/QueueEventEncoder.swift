@@ -74,6 +74,16 @@ package struct QueueEventEncoder: Sendable {
             object.add("sha256", end.sha256.map(JSONObject.Value.string) ?? .null)
             object.add("skipped", .bool(end.skipped))
             object.add("error", end.error.map(JSONObject.Value.string) ?? .null)
+            if !end.mirrors.isEmpty {
+                object.add("mirrors", .array(end.mirrors.map { mirror in
+                    var entry = JSONObject()
+                    entry.add("url", mirror.url)
+                    entry.add("bytes", mirror.bytes)
+                    entry.add("kept", mirror.kept)
+                    entry.add("dropped", mirror.dropped.map(JSONObject.Value.string) ?? .null)
+                    return .object(entry)
+                }))
+            }
         case .paused(let ids):
             object = header("paused", now)
             object.add("ids", .array(ids.map(JSONObject.Value.string)))

@@ -177,8 +177,13 @@ extension QueueRunner {
                 continue
             }
             summary.done += 1
-            onEvent(Self.finishedEvent(record, state: .done, bytes: item.result.size, elapsed: item.elapsed,
-                                       sha256: item.result.sha256, skipped: item.result.skipped))
+            var finished = Self.finishedEvent(record, state: .done, bytes: item.result.size, elapsed: item.elapsed,
+                                              sha256: item.result.sha256, skipped: item.result.skipped)
+            if case .finished(var end) = finished, !item.result.mirrors.isEmpty {
+                end.mirrors = item.result.mirrors
+                finished = .finished(end)
+            }
+            onEvent(finished)
         }
     }
 }

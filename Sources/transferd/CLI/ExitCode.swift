@@ -40,7 +40,8 @@ struct ExitCode: Equatable, Hashable {
         case let failure as DownloadError:
             switch failure {
             case .destinationExists: return .destinationExists
-            case .checksumMismatch, .publishedChecksumMismatch, .notInChecksumList, .sizeMismatch: return .verificationFailed
+            case .checksumMismatch, .publishedChecksumMismatch, .notInChecksumList, .sizeMismatch, .piecesMismatch:
+                return .verificationFailed
             case .local, .partInUse, .foreignPartial, .reservedDestination: return .localError
             case .httpStatus, .transport, .unstableSource: return .transferFailed
             }

@@ -7,6 +7,7 @@ enum GetCommand {
         OptionSpec("-o", "--output", value: "PATH", help: "where to save (a file, or an existing directory)"),
         OptionSpec("-c", "--connections", value: "N", help: "parallel range connections for this file (default: 1)"),
         OptionSpec("--mirror", value: "URL", help: "another URL of the same file: ranges are spread over all by measured speed (repeatable)"),
+        OptionSpec("--metalink", value: "FILE", help: "a Metalink file (.meta4, .metalink) of one file: its URLs as mirrors, its size, SHA-256 and piece hashes checked"),
         OptionSpec("--connections-per-mirror", value: "N", help: "with --mirror: connections one mirror takes at once (default: 2)"),
         OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
         OptionSpec("--checksums", value: "URL", help: "a SHA256SUMS list whose line for the file gives its expected SHA-256"),
@@ -64,7 +65,9 @@ enum GetCommand {
         }
     }
 
-    static func downloadOptions(_ arguments: ParsedArguments) throws -> DownloadOptions {
+    /// - Parameter name: the file's name when the URL's is not it (a metalink's).
+    static func downloadOptions(_ arguments: ParsedArguments, name: String? = nil) throws -> DownloadOptions {
+        if name == nil, let path = arguments.value("--metalink") { return try metalinkOptions(arguments, path: path) }
         guard arguments.positionals.count == 1 else {
             throw UsageError(arguments.positionals.isEmpty ? "missing URL; usage: \(usage)"
                              : "one URL at a time (got \(arguments.positionals.count)); use a queue for many")
@@ -116,7 +119,7 @@ enum GetCommand {
             : arguments.has("--skip-existing") || arguments.has("--skip-unchanged") ? .skipIfIdentical : .refuse
         var options = DownloadOptions(
             url: url,
-            destination: try destination(for: url, output: arguments.value("--output")),
+            destination: try destination(for: url, output: arguments.value("--output"), name: name),
             headers: try TransferFlags.headers(arguments),
             connections: try arguments.integer("--connections", range: 1...64) ?? 1,
             sha256: arguments.value("--sha256"),
@@ -145,9 +148,46 @@ enum GetCommand {
         return options
     }
 
+    /// `get --metalink FILE`: the one file it describes, from its URLs (the first as the URL, the
+    /// rest as mirrors), saved under its name, with its size, SHA-256 and piece hashes checked.
+    static func metalinkOptions(_ arguments: ParsedArguments, path: String) throws -> DownloadOptions {
+        guard arguments.positionals.isEmpty else { throw UsageError("give a URL or --metalink, not both") }
+        for option in ["--mirror", "--checksums", "--include", "--exclude", "--jobs"] where arguments.has(option) {
+            throw UsageError("\(option) does not go with --metalink: the metalink lists the file's URLs and checksums")
+        }
+        let file = try readMetalink(path)
+        var rebuilt = arguments
+        rebuilt.positionals = [file.urls[0].absoluteString]
+        var options = try downloadOptions(rebuilt, name: (file.name as NSString).lastPathComponent)
+        if let given = options.sha256, let listed = file.sha256, given != listed {
+            throw UsageError("--sha256 \(given) is not the SHA-256 the metalink gives (\(listed)); leave --sha256 out")
+        }
+        options.sha256 = options.sha256 ?? file.sha256
+        options.expectedSize = file.size
+        options.pieces = file.pieces
+        options.mirrors = Array(file.urls.dropFirst())
+        if let perMirror = try arguments.integer("--connections-per-mirror", range: 1...16) { options.connectionsPerMirror = perMirror }
+        return options
+    }
+
+    /// The one file the metalink at `path` describes.
+    static func readMetalink(_ path: String) throws -> MetalinkFile {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw UsageError("--metalink \(path): cannot be read (\(String(cString: strerror(errno))))")
+        }
+        defer { try? handle.close() }
+        let data = (try? handle.read(upToCount: Metalink.maxSize + 1)) ?? Data()
+        let files = try Metalink.parse(data, origin: path)
+        guard files.count == 1, let file = files.first else {
+            throw UsageError("--metalink \(path) describes \(files.count) files; get fetches one — add it to a queue for all "
+                             + "(transferd add --queue DIR \(path), or put it in the queue folder)")
+        }
+        return file
+    }
+
     /// `-o` as given, a file named after the URL inside `-o` when it is a directory, or in the current directory.
-    static func destination(for url: URL, output: String?) throws -> String {
-        let path = try chosenPath(for: url, output: output)
+    static func destination(for url: URL, output: String?, name: String? = nil) throws -> String {
+        let path = try chosenPath(name: name ?? URLFileName.of(url), output: output)
         // A name transferd keeps for partial files (or one too long to download under) is no destination.
         if let reason = PartialNames.refusal(of: path) {
             throw UsageError("cannot save to \(path): \(reason); " + (output == nil ? "name the file with -o" : "choose another name with -o"))
@@ -155,8 +195,7 @@ enum GetCommand {
         return path
     }
 
-    private static func chosenPath(for url: URL, output: String?) throws -> String {
-        let name = URLFileName.of(url)
+    private static func chosenPath(name: String, output: String?) throws -> String {
         guard let output else { return name }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {

@@ -64,6 +64,11 @@ final class PlainRenderer: RunRenderer, Sendable {
             if let elapsed = end.elapsed { line += " in \(Format.seconds(elapsed))" }
             if end.resumedFrom > 0 { line += " (\(Format.bytes(end.resumedFrom)) were already on disk)" }
             if let sha = end.sha256 { line += "  sha256 \(sha.prefix(16))…" }
+            // Where the bytes came from, and the mirrors dropped with their reasons.
+            for mirror in end.mirrors {
+                line += "\n        mirror \(Text.sanitized(mirror.url)): \(Format.bytes(mirror.kept)) of the file"
+                if let reason = mirror.dropped { line += ", dropped: \(Text.sanitized(reason))" }
+            }
             return line
         case .failed:
             return "FAILED  \(end.id)  \(Text.sanitized(end.error ?? "unknown error"))"

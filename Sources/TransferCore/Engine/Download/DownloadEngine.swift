@@ -80,6 +80,9 @@ public final class DownloadEngine: Sendable {
     private let listedSHA256 = Locked<String?>(nil)
     /// Mirrors whose bytes failed the file's checksum, being fetched again from another.
     private let suspects = Locked<[URL]>([])
+    /// Times failing pieces were fetched again (`checkPieces`).
+    private let pieceRounds = Locked(0)
+    static let maxPieceRounds = 3
 
     /// What each mirror served in this run (empty without mirrors).
     private var mirrorShares: [MirrorShare] {
@@ -716,6 +719,39 @@ public final class DownloadEngine: Sendable {
     // MARK: Finish
 
     /// Checks length and checksum, syncs, and renames the partial file into place.
+    /// Checks the complete file against the piece hashes: failing pieces are fetched again
+    /// (`DownloadSignal.refetch`), and a mirror that alone served a failing piece is dropped first.
+    private func checkPieces(_ pieces: PieceHashes, state: DownloadState, size: Int64) throws {
+        onEvent(.verifying)
+        let failing = try PieceCheck.failing(fd: state.fd, size: size, pieces: pieces, path: state.partPath)
+        guard let first = failing.first else { return }
+        let ranges = failing.map { pieces.range(of: $0, size: size) }
+        var culprits: [URL] = []
+        var suspects: [URL] = []
+        if let mirrors {
+            for (index, range) in zip(failing, ranges) {
+                suspects += mirrors.suspects(in: range).filter { !suspects.contains($0) }
+                if let sole = mirrors.sole(range), !culprits.contains(sole) {
+                    culprits.append(sole)
+                    mirrors.drop(sole, reason: "piece \(index) as it served it fails its \(pieces.algorithm.rawValue) hash")
+                }
+            }
+        }
+        let named = suspects.map { Redaction.url($0) }
+        let rounds = pieceRounds.withLock { rounds -> Int in
+            rounds += 1
+            return rounds
+        }
+        guard rounds <= Self.maxPieceRounds else {
+            unlink(state.partPath)
+            try? store.remove()
+            throw DownloadError.piecesMismatch(path: options.destination, failing: failing.count, of: pieces.hashes.count,
+                                               first: first, suspects: named)
+        }
+        throw DownloadSignal.refetch(ranges, reason: "\(failing.count) of \(pieces.hashes.count) pieces fail their "
+            + "\(pieces.algorithm.rawValue) hashes (first: piece \(first))" + (named.isEmpty ? "" : "; served by \(named.joined(separator: ", "))"))
+    }
+
     private func finalize(_ state: DownloadState, _ file: PartFile) throws -> (Int64, String?) {
         let plan = state.plan
         var info = stat()
@@ -750,6 +786,7 @@ public final class DownloadEngine: Sendable {
             // `Writeback.startDetached`).
             Writeback.startDetached(state.fd)
         }
+        if let pieces = options.pieces { try checkPieces(pieces, state: state, size: size) }
         var digest: String?
         if let expected = expectedSHA256 {
             onEvent(.verifying)

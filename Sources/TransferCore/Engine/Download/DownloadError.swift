@@ -16,6 +16,9 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
     /// The job names a SHA256SUMS list that cannot give this file's checksum: no line for the
     /// name, or two lines with different values.
     case notInChecksumList(list: String, name: String, ambiguous: Bool)
+    /// Pieces of the finished file kept failing their hashes (a metalink's) after being fetched
+    /// again: how many of how many, the first, and the mirrors that served them.
+    case piecesMismatch(path: String, failing: Int, of: Int, first: Int, suspects: [String])
     /// The finished file is not as long as the server said.
     case sizeMismatch(path: String, expected: Int64, actual: Int64)
     /// A local file problem (disk full, permissions).
@@ -50,6 +53,10 @@ public enum DownloadError: Error, CustomStringConvertible, Sendable {
             return "\(path) does not match the \(algorithm) checksum the server published in \(header): expected \(expected), got"
                 + " \(actual); the file was removed — fetch it again (the copy may have been damaged on the way), or tell the"
                 + " server's operator if it fails again"
+        case .piecesMismatch(let path, let failing, let total, let first, let suspects):
+            let from = suspects.isEmpty ? "" : " (served by \(suspects.joined(separator: ", ")))"
+            return "\(failing) of the \(total) pieces of \(path) still fail their hashes after being fetched again (first: "
+                + "piece \(first))\(from); the file was removed — check the metalink, or leave out the mirrors named"
         case .sizeMismatch(let path, let expected, let actual):
             return "\(path) has \(actual) bytes but the server announced \(expected)"
         case .local(let failure):

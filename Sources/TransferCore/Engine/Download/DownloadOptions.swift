@@ -23,6 +23,9 @@ public struct DownloadOptions: Sendable {
     public var mirrors: [URL] = []
     /// Connections one mirror may take at once (aria2's `--max-connection-per-server`).
     public var connectionsPerMirror = 2
+    /// A metalink's piece hashes: checked when the file is complete; a failing piece is fetched
+    /// again (from another mirror, when the one that served it is known), at most three times.
+    package var pieces: PieceHashes?
     /// Segments smaller than this are not split further.
     public var minSegmentSize: Int64
     /// Expected SHA-256 in hex; checked before the file appears.

@@ -75,6 +75,10 @@ struct DownloadExecutor: JobExecutor {
         download.rateAdjustable = true
         download.checksumsURL = spec.checksums.flatMap(URL.init(string:))
         download.checksumsName = spec.checksumsName
+        download.mirrors = (spec.mirrors ?? []).compactMap(URL.init(string:))
+        if let perMirror = spec.connectionsPerMirror { download.connectionsPerMirror = perMirror }
+        if let size = spec.size { download.expectedSize = size }
+        download.pieces = spec.pieces.flatMap(PieceHashes.init(encoded:))
         download.lowSpeed = context.lowSpeed(spec)
         source?.configure(&download)
         download.retryInPlace = false

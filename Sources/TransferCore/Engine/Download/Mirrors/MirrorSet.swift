@@ -160,7 +160,7 @@ package struct MirrorSet: Equatable, Sendable {
         size = agreed
         for (index, reported, validators) in answered {
             if reported != agreed {
-                let others = expectedSize != nil ? "the job says \(agreed)" : "the other mirrors say \(agreed)"
+                let others = expectedSize != nil ? "the size given is \(agreed)" : "the other mirrors say \(agreed)"
                 drop(index, "it serves \(reported) bytes; \(others)")
             } else if let pin = mirrors[index].pin, !pin.matches(validators) {
                 drop(index, "since the partial file was started, \(ResponseDecision.versionChange(pin, validators))")

@@ -53,6 +53,20 @@ final class MirrorTransport: Transport, Sendable {
         return (narrowed.0, narrowed.1, narrowed.2)
     }
 
+    /// The mirrors that delivered any of `bytes` in this run.
+    func suspects(in bytes: Range<Int64>) -> [URL] {
+        let set = pool.current
+        return set.suspects(in: bytes).map { set.mirrors[$0].url }
+    }
+
+    /// The one mirror that delivered every byte of `bytes` in this run, if one did.
+    func sole(_ bytes: Range<Int64>) -> URL? {
+        let set = pool.current
+        let suspects = set.suspects(in: bytes)
+        guard suspects.count == 1, set.servedEntirely(bytes, by: suspects[0]) else { return nil }
+        return set.mirrors[suspects[0]].url
+    }
+
     /// Drops `mirror` (bytes it served failed a piece's hash).
     func drop(_ url: URL, reason: String) {
         let dropped = pool.withLock { set -> Bool in
