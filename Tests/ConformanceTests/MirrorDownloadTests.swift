@@ -99,6 +99,41 @@ final class MirrorDownloadTests: XCTestCase {
         }
     }
 
+    func testAMirrorWhoseFileChangesMidwayIsDroppedBeforeItsBytesAreUsed() async throws {
+        let servers = try TestServers.current()
+        let good = servers.http.appendingPathComponent("64m.bin")
+        let expected = try servers.sha256(of: "64m.bin")
+        for (name, transport) in Backends.all {
+            // The fault server's copy turns into 64m-v2.bin (same size, other bytes and validators)
+            // after 8 MiB: later answers name another version and must never reach the file.
+            let (changing, _) = servers.fault("64m.bin", ["change_after": String(8 << 20), "alt": "64m-v2.bin"])
+            let options = try options(changing, mirrors: [good], label: #function + name)
+            let dropped = Locked<[String: String]>([:])
+            let result = try await DownloadEngine(transport: transport, options: options) { event in
+                if case .mirrorDropped(let url, let reason) = event { dropped.withLock { $0[url] = reason } }
+            }.run()
+            XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), expected, "\(name): no checksum, no splice")
+            let reason = try XCTUnwrap(dropped.current[Redaction.url(changing)], "\(name): \(dropped.current)")
+            XCTAssertTrue(reason.hasPrefix("the remote file changed"), reason)
+            XCTAssertEqual(result.mirrors.reduce(0) { $0 + $1.kept }, 64 << 20, name)
+        }
+    }
+
+    func testSkipUnchangedWithMirrorsKeepsAnUnchangedFile() async throws {
+        let servers = try TestServers.current()
+        let folder = try servers.mirrorFolder(self)
+        let good = servers.http.appendingPathComponent("\(folder)/good/64m.bin")
+        let slow = servers.http.appendingPathComponent("slow/\(folder)/good/64m.bin")
+        for (name, transport) in Backends.all {
+            var options = try options(good, mirrors: [slow], label: #function + name)
+            _ = try await DownloadEngine(transport: transport, options: options).run()
+            options.overwrite = .skipIfIdentical
+            let again = try await DownloadEngine(transport: transport, options: options).run()
+            XCTAssertTrue(again.skipped, name)
+            XCTAssertEqual(again.bytesFetched, 0, name)
+        }
+    }
+
     func testAResumeKeepsEachMirrorsVersionAndDropsOneWhoseFileChanged() async throws {
         let servers = try TestServers.current()
         let folder = try servers.mirrorFolder(self)
@@ -112,8 +147,7 @@ final class MirrorDownloadTests: XCTestCase {
         let good = servers.fault("\(folder)/good/64m.bin", rate, key: "\(folder)-good").0
         let other = servers.fault("\(folder)/other/64m.bin", rate, key: "\(folder)-other").0
         for (name, transport) in Backends.all {
-            var options = try options(good, mirrors: [other], label: #function + name)
-            options.sha256 = expected
+            let options = try options(good, mirrors: [other], label: #function + name)
             let engine = DownloadEngine(transport: transport, options: options)
             let running = Task { try await engine.run() }
             try await Task.sleep(nanoseconds: 600_000_000)
@@ -127,15 +161,21 @@ final class MirrorDownloadTests: XCTestCase {
             // The first still serves the one it served.
             let otherPath = servers.path("\(folder)/other/64m.bin")
             try manager.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: otherPath)
+            // The next run also lists a mirror it never asked, serving other bytes of the same size:
+            // without a checksum nothing could tell, so it serves none.
+            let bad = servers.http.appendingPathComponent("\(folder)/bad/64m.bin")
+            var resumed = options
+            resumed.mirrors = [other, bad]
             let dropped = Locked<[String]>([])
-            let result = try await DownloadEngine(transport: transport, options: options) { event in
+            let result = try await DownloadEngine(transport: transport, options: resumed) { event in
                 if case .mirrorDropped(let url, let reason) = event { dropped.withLock { $0.append("\(url): \(reason)") } }
             }.run()
             XCTAssertGreaterThan(result.resumedFrom, 0, name)
             XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: options.destination), expected, name)
-            XCTAssertEqual(dropped.current.count, 1, "\(name): \(dropped.current)")
-            XCTAssertTrue(dropped.current.first?.hasPrefix("\(Redaction.url(other)): since the partial file was started, the remote file changed") == true,
+            XCTAssertEqual(dropped.current.count, 2, "\(name): \(dropped.current)")
+            XCTAssertTrue(dropped.current.contains { $0.hasPrefix("\(Redaction.url(other)): since the partial file was started, the remote file changed") },
                           "\(name): \(dropped.current)")
+            XCTAssertTrue(dropped.current.contains { $0 == "\(bad.absoluteString): \(MirrorSet.unmatchable)" }, "\(name): \(dropped.current)")
             try manager.setAttributes([.modificationDate: Date()], ofItemAtPath: otherPath)
         }
     }

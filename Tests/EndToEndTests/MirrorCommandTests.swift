@@ -12,7 +12,7 @@ final class MirrorCommandTests: XCTestCase {
         let directory = try scratchDirectory()
         let urls = ["bad", "good", "short"].map { servers.http.appendingPathComponent("\(folder)/\($0)/64m.bin") }
         try servers.metalink(for: "64m.bin", urls: urls).write(toFile: directory + "/f.meta4", atomically: true, encoding: .utf8)
-        let result = try TransferdProcess.run(["get", "--metalink", "f.meta4"], directory: directory)
+        let result = try TransferdProcess.run(["get", "--metalink", "f.meta4", "--connections-per-mirror", "3"], directory: directory)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/64m.bin"), try servers.sha256(of: "64m.bin"))
         XCTAssertTrue(result.stderr.contains("sha256 ok"), result.stderr)

@@ -372,7 +372,8 @@ final class MirrorJobFileTests: XCTestCase {
         XCTAssertEqual(PieceHashes(encoded: pieces.encoded), pieces)
         for broken in ["", "sha-1:5", "sha-1:0:" + String(repeating: "a", count: 40), "md5:5:" + String(repeating: "a", count: 32),
                        "sha-1:5:" + String(repeating: "a", count: 39), "sha-1:5:" + String(repeating: "g", count: 40),
-                       "sha-1:5:" + String(repeating: "A", count: 40)] {
+                       "sha-1:5:" + String(repeating: "A", count: 40),
+                       "sha-1:+5:" + String(repeating: "a", count: 40)] {
             XCTAssertNil(PieceHashes(encoded: broken), broken)
         }
         // No pieces at all reads back as none (an empty file's list).

@@ -41,6 +41,7 @@ final class MirrorSetTests: XCTestCase {
         // The next run lists a third mirror; the second one's file changed meanwhile.
         var resumed = MirrorSet(urls: Array(urls.prefix(3)), perMirror: 1)
         resumed.restore(first.pins)
+        resumed.verified = true
         resumed.settle([0: .answered(size: 10, validators: etag("a")), 1: .answered(size: 10, validators: etag("b2")),
                         2: .answered(size: 10, validators: etag("c"))], expectedSize: nil)
         XCTAssertEqual(resumed.inUse, [0, 2])
@@ -161,6 +162,63 @@ final class MirrorSetTests: XCTestCase {
         XCTAssertTrue(again.isCoherent)
         XCTAssertEqual(again.bytesWritten, 1000 - 200 - 100)
         XCTAssertEqual(again.segments.filter { !$0.isComplete }.map { $0.start..<$0.end! }, [100..<300, 900..<1000])
+    }
+
+    func testTheOneMirrorLeftAfterAMismatchIsAskedHoweverSlow() {
+        var set = settled(perMirror: 1)
+        for _ in 0..<3 { _ = set.choose(now: 0) }
+        set.finish(0, bytes: 100 << 10, seconds: 1, offset: nil, failure: nil, now: 1)    // slow
+        set.finish(1, bytes: 64 << 20, seconds: 1, offset: nil, failure: nil, now: 1)     // fast
+        set.finish(2, bytes: 32 << 20, seconds: 1, offset: nil, failure: nil, now: 1)
+        set.wrote(0..<600, by: 0)
+        set.wrote(600..<1000, by: 1)
+        XCTAssertEqual(set.narrowToOne()?.mirror, 0, "the one that holds the most")
+        // Mirror 0 is an eighth as fast as the others, but it is the only one asked now.
+        XCTAssertEqual(set.choose(now: 2), 0)
+    }
+
+    func testAResumeWithoutAChecksumTakesNoBytesFromAMirrorWithoutAPin() {
+        var first = MirrorSet(urls: Array(urls.prefix(1)), perMirror: 1)
+        first.settle([0: .answered(size: 10, validators: etag("a"))], expectedSize: nil)
+        for verified in [false, true] {
+            var resumed = MirrorSet(urls: Array(urls.prefix(2)), perMirror: 1)
+            resumed.restore(first.pins)
+            resumed.verified = verified
+            resumed.settle([0: .answered(size: 10, validators: etag("a")), 1: .answered(size: 10, validators: etag("b"))],
+                           expectedSize: nil)
+            if verified {
+                XCTAssertEqual(resumed.inUse, [0, 1])
+                XCTAssertEqual(resumed.mirrors[1].pin, etag("b"))
+            } else {
+                XCTAssertEqual(resumed.inUse, [0])
+                XCTAssertEqual(resumed.mirrors[1].dropped, MirrorSet.unmatchable)
+            }
+        }
+    }
+
+    func testAMirrorThatMayComeBackRestsInsteadOfBeingDropped() {
+        var set = MirrorSet(urls: Array(urls.prefix(2)), perMirror: 1)
+        set.settle([0: .answered(size: 10, validators: etag("a")), 1: .unavailable(reason: "HTTP 503")], expectedSize: nil, now: 5)
+        XCTAssertEqual(set.inUse, [0, 1])
+        XCTAssertEqual(set.mirrors[1].restingUntil, 6)
+        XCTAssertNil(set.mirrors[1].pin)
+        // Its first answer later is judged by size, then pins it.
+        XCTAssertEqual(set.judge(1, status: 206, contentRange: ContentRange(first: 0, last: 4, completeLength: 10),
+                                 validators: etag("b"), offset: 0), .accept)
+        set.pinIfNeeded(1, etag("b"))
+        XCTAssertEqual(set.mirrors[1].pin, etag("b"))
+        // None answering: nothing is known, and every one only rests.
+        var none = MirrorSet(urls: Array(urls.prefix(2)), perMirror: 1)
+        none.settle([0: .unavailable(reason: "timeout"), 1: .unavailable(reason: "HTTP 502")], expectedSize: nil)
+        XCTAssertNil(none.size)
+        XCTAssertEqual(none.inUse, [0, 1])
+        for _ in 0..<4 { none.rest(0, reason: "timeout", now: 0) }
+        XCTAssertTrue(none.mirrors[0].droppedAfterFailures)
+        XCTAssertTrue(none.onlyFailuresLeft)
+        none.drop(1, reason: "HTTP 404")
+        XCTAssertFalse(none.onlyFailuresLeft)
+        // A conditional HEAD's 304 passes.
+        XCTAssertEqual(set.judge(0, status: 304, contentRange: nil, validators: ResponseValidators(), offset: 0, ranged: false), .accept)
     }
 
     /// Three mirrors of a 1,000-byte file, settled.

@@ -61,7 +61,8 @@ package struct PieceHashes: Equatable, Sendable {
     /// Reads `encoded`; nil for text it does not describe.
     package init?(encoded: String) {
         let parts = encoded.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let algorithm = Algorithm(rawValue: String(parts[0])), let length = Int64(parts[1]), length > 0
+        guard parts.count == 3, let algorithm = Algorithm(rawValue: String(parts[0])),
+              !parts[1].isEmpty, parts[1].allSatisfy({ ("0"..."9").contains($0) }), let length = Int64(parts[1]), length > 0
         else { return nil }
         let hex = Array(parts[2].utf8)
         let width = algorithm.digestLength * 2

@@ -141,7 +141,8 @@ enum GetCommand {
             return mirror
         }
         if let perMirror = try arguments.integer("--connections-per-mirror", range: 1...16) {
-            guard !options.mirrors.isEmpty else { throw UsageError("--connections-per-mirror goes with --mirror") }
+            // A metalink's URLs are its mirrors (`metalinkOptions`).
+            guard !options.mirrors.isEmpty || name != nil else { throw UsageError("--connections-per-mirror goes with --mirror") }
             options.connectionsPerMirror = perMirror
         }
         source?.configure(&options)

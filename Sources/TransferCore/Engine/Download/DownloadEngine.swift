@@ -103,6 +103,8 @@ public final class DownloadEngine: Sendable {
             let listed = try await sha256(from: list)
             listedSHA256.withLock { $0 = listed }
         }
+        // A checked file lets a resumed download take bytes from a mirror it had not asked before.
+        mirrors?.setVerified(expectedSHA256 != nil || options.pieces != nil)
         // A partial file already there is locked before its checkpoint is read: another process
         // writing it (the same destination downloaded twice at once) stops this one here, with
         // nothing changed. One that is not there yet is locked as it is created.
@@ -576,6 +578,7 @@ public final class DownloadEngine: Sendable {
                 LowSpeedWatch(limit: $0.under(maxRate: currentRate, connections: options.connections), now: DownloadSink.seconds())
             }
             sink.onRestartInPlace = { [onEvent] reason in onEvent(.restarted(reason: reason)) }
+            if let mirrors { sink.onWritten = { mirror, range in mirrors.wrote(range, by: mirror) } }
             do {
                 do {
                     _ = try await transport.execute(makeRequest(headers: headers), sink: sink)
@@ -596,9 +599,12 @@ public final class DownloadEngine: Sendable {
                     throw TransportError(.truncated, url: options.url,
                                          message: "the response ended at byte \(now.offset) of \(now.end!)")
                 }
+                checkPieces(of: segment.offset..<now.offset, from: sink.servingMirror, state: state)
                 if firstExchangeOnly { return }
             } catch {
                 try? sink.flush()
+                // One mirror too slow: it rests (`MirrorTransport`), and the next request goes to another.
+                if error is TooSlow, let mirrors, mirrors.current.inUse.count > 1 { continue }
                 if case DownloadSignal.restart = error { throw error }
                 if case DownloadSignal.withoutRange = error { throw error }
                 // Progress is new ground: bytes fetched again after a restart from 0 do not count,
@@ -628,8 +634,9 @@ public final class DownloadEngine: Sendable {
     private func classify(_ error: Error, sink: DownloadSink) -> (RetryPolicy.Failure, String) {
         switch error {
         case let exhausted as MirrorsExhausted:
-            // Each mirror was tried, rested and dropped already: nothing more to try.
-            return (.local, exhausted.description)
+            // Each mirror was tried and dropped already: another try later only when every one went
+            // after failures that may pass (errors, timeouts, 5xx), not when they refused the file.
+            return (exhausted.transient ? .transport(.other) : .local, exhausted.description)
         case let failure as HTTPStatusFailure:
             return (.http(status: failure.status, retryAfter: failure.retryAfter), "HTTP \(failure.status)")
         case let slow as TooSlow:
@@ -719,6 +726,20 @@ public final class DownloadEngine: Sendable {
     // MARK: Finish
 
     /// Checks length and checksum, syncs, and renames the partial file into place.
+    /// Checks the pieces a finished exchange wrote whole, as soon as they are on disk: a mirror
+    /// that alone served a failing one is dropped at once, before it serves more (the bytes are
+    /// fetched again when the file is complete, `checkPieces(_:state:size:)`).
+    private func checkPieces(of written: Range<Int64>, from mirror: Int?, state: DownloadState) {
+        guard let pieces = options.pieces, let mirrors, let mirror, let size = state.plan.totalSize, !written.isEmpty else { return }
+        let touched = pieces.pieces(overlapping: written)
+        let whole = touched.filter { pieces.range(of: $0, size: size).clamped(to: written) == pieces.range(of: $0, size: size) }
+        guard let first = whole.first, let last = whole.last,
+              let failing = try? PieceCheck.failing(fd: state.fd, size: size, pieces: pieces, path: state.partPath,
+                                                     only: first..<(last + 1)),
+              let bad = failing.first, mirrors.sole(pieces.range(of: bad, size: size)) == mirrors.url(of: mirror) else { return }
+        mirrors.drop(mirrors.url(of: mirror), reason: "piece \(bad) as it served it fails its \(pieces.algorithm.rawValue) hash")
+    }
+
     /// Checks the complete file against the piece hashes: failing pieces are fetched again
     /// (`DownloadSignal.refetch`), and a mirror that alone served a failing piece is dropped first.
     private func checkPieces(_ pieces: PieceHashes, state: DownloadState, size: Int64) throws {
@@ -794,7 +815,9 @@ public final class DownloadEngine: Sendable {
             if actual != expected, let mirrors, let narrowed = mirrors.narrowToOne() {
                 // Several mirrors served it: one of them lied, or more. The bytes the others served
                 // are fetched again from the one that served the most; the ones that then differ name it.
-                suspects.withLock { $0 = narrowed.suspects + $0.filter { !narrowed.suspects.contains($0) && $0 != narrowed.mirror } }
+                // A later round proved one mirror wrong (dropped as it was narrowed): the suspects of
+                // the round before are not named on its account.
+                suspects.withLock { $0 = narrowed.proven ? [] : narrowed.suspects }
                 let named = narrowed.suspects.map { Redaction.url($0) }.joined(separator: ", ")
                 throw DownloadSignal.refetch(narrowed.refetch, reason: "the file's SHA-256 is \(actual), not \(expected); "
                     + "fetching from \(Redaction.url(narrowed.mirror)) what other mirrors served (suspects: \(named.isEmpty ? "none" : named))")
@@ -807,7 +830,8 @@ public final class DownloadEngine: Sendable {
             digest = actual
             // It matches now: the mirrors whose bytes were replaced served wrong ones.
             for suspect in suspects.withLock({ $0 }) {
-                mirrors?.drop(suspect, reason: "suspect: the file failed its SHA-256 with bytes it served, and passed with them from another mirror")
+                mirrors?.drop(suspect, reason: "suspect, not proven: the file failed its SHA-256 with bytes it served among "
+                              + "others', and passed with them fetched from another mirror")
             }
         } else if let published = state.published {
             // No checksum from the job: the one the server published, if it did.

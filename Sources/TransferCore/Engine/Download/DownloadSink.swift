@@ -145,6 +145,12 @@ final class DownloadSink: ResponseSink {
         buffered = 0
     }
 
+    /// The mirror this exchange's answer came from (`MirrorTransport`), and where the engine
+    /// hears of each range written from it (`MirrorSet.wrote`): only bytes written count, not
+    /// bytes received past a segment's moved end.
+    var servingMirror: Int?
+    var onWritten: ((Int, Range<Int64>) -> Void)?
+
     /// Set by the engine: the floor under this exchange's speed.
     var lowSpeed: LowSpeedWatch?
 
@@ -249,6 +255,7 @@ final class DownloadSink: ResponseSink {
             if n < 0 {
                 if errno == EINTR { continue }
                 let failure = POSIXFailure(operation: "write", path: state.partPath)
+                if let mirror = servingMirror, done > 0 { onWritten?(mirror, bufferOffset..<(bufferOffset + Int64(done))) }
                 state.recordWritten(Int64(done), segment: index)
                 bufferOffset += Int64(done)
                 throw failure
@@ -258,6 +265,7 @@ final class DownloadSink: ResponseSink {
         #if TRANSFERD_SLOW_DISK
         SlowDisk.throttle(bytes: bytes.count)
         #endif
+        if let mirror = servingMirror { onWritten?(mirror, bufferOffset..<(bufferOffset + Int64(bytes.count))) }
         bufferOffset += Int64(bytes.count)
         if bufferOffset - writebackFrom >= Writeback.chunk {
             Writeback.start(state.fd, offset: writebackFrom, count: bufferOffset - writebackFrom)

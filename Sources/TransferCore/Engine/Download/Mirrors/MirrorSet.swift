@@ -30,6 +30,9 @@ package struct MirrorSet: Equatable, Sendable {
         package var restingUntil: Double = 0
         /// The version it served, pinned at its first answer.
         package var pin: ResponseValidators?
+        /// Dropped after failures that may pass (it rested `maxFailures` times): the download
+        /// may be tried again later.
+        package var droppedAfterFailures = false
 
         package init(url: URL) { self.url = url }
     }
@@ -43,7 +46,11 @@ package struct MirrorSet: Equatable, Sendable {
     /// What a mirror's answer to its first byte said (`settle`).
     package enum Probe: Equatable, Sendable {
         case answered(size: Int64, validators: ResponseValidators)
+        /// A failure that says nothing of its file: the mirror is dropped.
         case failed(reason: String)
+        /// A failure that may pass (a refused connection, a timeout, 408, 429, 5xx): the mirror
+        /// rests and is asked again later; it serves nothing before its first answer pins it.
+        case unavailable(reason: String)
     }
 
     /// What a later answer of a mirror means (`judge`).
@@ -72,6 +79,15 @@ package struct MirrorSet: Equatable, Sendable {
     package private(set) var served: [Served] = []
     /// Set after a checksum mismatch: only this mirror is asked from then on.
     package private(set) var only: Int?
+    /// Whether the finished file is checked (a SHA-256 or piece hashes). Without, a resumed
+    /// download takes no bytes from a mirror without a pin: nothing could tell whether its
+    /// version is the partial file's.
+    package var verified = false
+    /// Whether pins were restored from a checkpoint (the partial file has bytes of their versions).
+    package private(set) var resuming = false
+    package static let unmatchable = "it served no bytes of the partial file, and without a checksum its version cannot be "
+        + "matched with theirs (give --sha256, --checksums or a metalink with hashes to use it)"
+
     /// The least share of the fastest mirror's speed a mirror must have to be asked (1/8).
     package static let slowestShare = 8.0
     /// Failures in a row that drop a mirror.
@@ -102,11 +118,13 @@ package struct MirrorSet: Equatable, Sendable {
         size = saved.size
         canonical = saved.canonical
         generation = saved.generation
+        resuming = !saved.pins.isEmpty
         for index in mirrors.indices { mirrors[index].pin = saved.pins[mirrors[index].url.absoluteString] }
     }
 
     /// Forgets the pins (the partial file started over): the next `settle` starts afresh.
     package mutating func forgetPins() {
+        resuming = false
         size = nil
         canonical = ResponseValidators()
         for index in mirrors.indices { mirrors[index].pin = nil }
@@ -116,7 +134,7 @@ package struct MirrorSet: Equatable, Sendable {
     /// - Parameter expectedSize: the size the job states (a metalink's), which outvotes the mirrors.
     /// - Returns: the mirrors dropped now, with the reasons.
     @discardableResult
-    package mutating func settle(_ probes: [Int: Probe], expectedSize: Int64?) -> [(mirror: Int, reason: String)] {
+    package mutating func settle(_ probes: [Int: Probe], expectedSize: Int64?, now: Double = 0) -> [(mirror: Int, reason: String)] {
         var drops: [(Int, String)] = []
         func drop(_ index: Int, _ reason: String) {
             guard mirrors[index].dropped == nil else { return }
@@ -129,6 +147,10 @@ package struct MirrorSet: Equatable, Sendable {
             case .answered(let size, let validators)?: return (index, size, validators)
             case .failed(let reason)?:
                 drop(index, reason)
+                return nil
+            case .unavailable(let reason)?:
+                rest(index, reason: reason, now: now)
+                if let dropped = mirrors[index].dropped { drops.append((index, dropped)) }
                 return nil
             case nil:
                 drop(index, "it did not answer")
@@ -145,6 +167,7 @@ package struct MirrorSet: Equatable, Sendable {
             forgetPins()
             generation = next
         }
+
         let agreed: Int64
         if let expectedSize {
             agreed = expectedSize
@@ -158,12 +181,14 @@ package struct MirrorSet: Equatable, Sendable {
             agreed = answered.first { votes[$0.1] == best }!.1
         }
         size = agreed
-        for (index, reported, validators) in answered {
+        for (index, reported, validators) in answered where mirrors[index].dropped == nil {
             if reported != agreed {
                 let others = expectedSize != nil ? "the size given is \(agreed)" : "the other mirrors say \(agreed)"
                 drop(index, "it serves \(reported) bytes; \(others)")
             } else if let pin = mirrors[index].pin, !pin.matches(validators) {
                 drop(index, "since the partial file was started, \(ResponseDecision.versionChange(pin, validators))")
+            } else if mirrors[index].pin == nil && resuming && !verified {
+                drop(index, Self.unmatchable)
             } else {
                 mirrors[index].pin = validators
                 if canonical.isEmpty && !validators.isEmpty {
@@ -176,6 +201,11 @@ package struct MirrorSet: Equatable, Sendable {
             }
         }
         if canonical.isEmpty, generation > 0 { canonical.etag = "\"transferd-mirrors-\(generation)\"" }
+        // Resuming without a checksum: a mirror with no pin may serve another version of the
+        // same size, which nothing would catch. It is left out (a checksum lets it take part).
+        if resuming && !verified {
+            for index in inUse where mirrors[index].pin == nil { drop(index, Self.unmatchable) }
+        }
         return drops
     }
 
@@ -185,8 +215,9 @@ package struct MirrorSet: Equatable, Sendable {
     package mutating func choose(now: Double) -> Int? {
         // A mirror an eighth as fast as the best is not worth a connection: the bytes it holds
         // would be the last to arrive. It is asked again only when the faster ones are gone.
-        let best = inUse.compactMap { mirrors[$0].rate }.max() ?? 0
-        let candidates = (only.map { [$0] } ?? inUse).filter {
+        let pool = only.map { [$0] } ?? inUse
+        let best = pool.compactMap { mirrors[$0].rate }.max() ?? 0
+        let candidates = pool.filter {
             mirrors[$0].dropped == nil && mirrors[$0].inFlight < perMirror && mirrors[$0].restingUntil <= now
                 && (mirrors[$0].rate ?? .infinity) * Self.slowestShare >= best
         }
@@ -214,7 +245,7 @@ package struct MirrorSet: Equatable, Sendable {
             mirrors[mirror].bytesServed += bytes
             if let offset { noteServed(offset..<(offset + bytes), by: mirror) }
             // A short exchange says little about the mirror's speed.
-            if seconds > 0.05 || bytes >= 1 << 20 {
+            if seconds > 0.05 || bytes >= 256 << 10 {
                 let measured = Double(bytes) / max(seconds, 0.001)
                 mirrors[mirror].rate = mirrors[mirror].rate.map { 0.5 * $0 + 0.5 * measured } ?? measured
             }
@@ -237,6 +268,7 @@ package struct MirrorSet: Equatable, Sendable {
         let failures = mirrors[mirror].failures
         if failures >= Self.maxFailures {
             drop(mirror, reason: "it failed \(failures) times in a row (last: \(reason))")
+            mirrors[mirror].droppedAfterFailures = true
         } else {
             mirrors[mirror].restingUntil = now + min(30, Double(1 << (failures - 1)))
         }
@@ -256,6 +288,9 @@ package struct MirrorSet: Equatable, Sendable {
     package func judge(_ mirror: Int, status: Int, contentRange: ContentRange?, validators: ResponseValidators,
                        offset: Int64, ranged: Bool = true) -> Judgement {
         switch status {
+        case 304 where !ranged:
+            // A conditional HEAD's "not modified": of the mirror's own file, pinned below.
+            return .accept
         case 200 where !ranged:
             if let pin = mirrors[mirror].pin, !pin.matches(validators) {
                 return .drop(reason: ResponseDecision.versionChange(pin, validators))
@@ -273,6 +308,10 @@ package struct MirrorSet: Equatable, Sendable {
             }
             return .accept
         case 200:
+            // Asked with If-Range, a whole file is another version's: say which.
+            if let pin = mirrors[mirror].pin, !pin.matches(validators) {
+                return .drop(reason: ResponseDecision.versionChange(pin, validators))
+            }
             return .drop(reason: "it answered a range with the whole file (200)")
         case 416:
             // Asked past the end: only a mirror whose file is shorter says so.
@@ -285,6 +324,22 @@ package struct MirrorSet: Equatable, Sendable {
     }
 
     // MARK: Checking
+
+    /// Records that `mirror`'s bytes were written at `range` of the file (`noteServed`).
+    package mutating func wrote(_ range: Range<Int64>, by mirror: Int) {
+        guard mirrors.indices.contains(mirror), !range.isEmpty else { return }
+        noteServed(range, by: mirror)
+    }
+
+    /// Pins a mirror that had no pin yet at the version of its first accepted answer.
+    package mutating func pinIfNeeded(_ mirror: Int, _ validators: ResponseValidators) {
+        if mirrors[mirror].pin == nil { mirrors[mirror].pin = validators }
+    }
+
+    /// Whether every mirror gone was dropped after failures that may pass (none refused its file).
+    package var onlyFailuresLeft: Bool {
+        mirrors.allSatisfy { $0.dropped == nil || $0.droppedAfterFailures }
+    }
 
     /// Records that `mirror` delivered `range`, replacing whatever another delivered there
     /// before (a range fetched again): `served` says where the file's bytes came from now.

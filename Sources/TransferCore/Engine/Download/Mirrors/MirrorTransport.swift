@@ -34,12 +34,29 @@ final class MirrorTransport: Transport, Sendable {
     /// A snapshot, for checkpoints and the result.
     var current: MirrorSet { pool.current }
 
+    /// Takes the checkpoint's pins (nil: a fresh file). Mirrors are asked again before the next
+    /// request: a HEAD sent before the checkpoint was read (`--skip-unchanged`) settled them
+    /// without it.
     func restore(_ pins: MirrorPins?) {
         pool.withLock { if let pins { $0.restore(pins) } else { $0.forgetPins() } }
+        settling.withLock { $0 = nil }
     }
 
+    /// Whether the finished file is checked (`MirrorSet.verified`).
+    func setVerified(_ verified: Bool) {
+        pool.withLock { $0.verified = verified }
+    }
+
+    /// Records that `mirror`'s bytes were written at `range` (`DownloadSink.onWritten`).
+    func wrote(_ range: Range<Int64>, by mirror: Int) {
+        pool.withLock { $0.wrote(range, by: mirror) }
+    }
+
+    /// The URL of mirror `index`.
+    func url(of index: Int) -> URL { pool.current.mirrors[index].url }
+
     /// Narrows the download to one mirror after a checksum mismatch (`MirrorSet.narrowToOne`).
-    func narrowToOne() -> (mirror: URL, refetch: [Range<Int64>], suspects: [URL])? {
+    func narrowToOne() -> (mirror: URL, refetch: [Range<Int64>], suspects: [URL], proven: Bool)? {
         let narrowed = pool.withLock { set -> (URL, [Range<Int64>], [URL], (URL, String)?)? in
             let before = set
             guard let (chosen, refetch, proven) = set.narrowToOne() else { return nil }
@@ -50,7 +67,7 @@ final class MirrorTransport: Transport, Sendable {
         }
         guard let narrowed else { return nil }
         if let (url, reason) = narrowed.3 { onDrop(url, reason) }
-        return (narrowed.0, narrowed.1, narrowed.2)
+        return (narrowed.0, narrowed.1, narrowed.2, narrowed.3 != nil)
     }
 
     /// The mirrors that delivered any of `bytes` in this run.
@@ -94,17 +111,23 @@ final class MirrorTransport: Transport, Sendable {
                 if let value = pin?.ifRangeValue { sent.headers.set("If-Range", value) } else { sent.headers.remove("If-Range") }
             }
             let relay = Relay(sink: sink, judge: { [pool] head in
-                pool.current.judge(mirror, status: head.status,
-                                  contentRange: head.headers["Content-Range"].flatMap(ContentRange.init(header:)),
-                                  validators: ResponseValidators(headers: head.headers), offset: offset ?? 0,
-                                  ranged: offset != nil)
+                let validators = ResponseValidators(headers: head.headers)
+                return pool.withLock { set in
+                    let judgement = set.judge(mirror, status: head.status,
+                                              contentRange: head.headers["Content-Range"].flatMap(ContentRange.init(header:)),
+                                              validators: validators, offset: offset ?? 0, ranged: offset != nil)
+                    // A mirror that was unavailable when the others were asked is pinned by its first answer.
+                    if judgement == .accept, head.status / 100 == 2 { set.pinIfNeeded(mirror, validators) }
+                    return judgement
+                }
             }, canonical: canonical)
+            // The download's sink records which mirror's bytes it writes where.
+            (sink as? DownloadSink)?.servingMirror = mirror
             do {
                 var outcome = try await base.execute(sent, sink: relay)
                 outcome.head = relay.shownHead ?? outcome.head
                 let (bytes, seconds) = relay.measured
-                pool.withLock { $0.finish(mirror, bytes: bytes, seconds: seconds, offset: request.method == "HEAD" ? nil : offset ?? 0,
-                                         failure: nil, now: Self.now()) }
+                pool.withLock { $0.finish(mirror, bytes: bytes, seconds: seconds, offset: nil, failure: nil, now: Self.now()) }
                 return outcome
             } catch let rejected as Rejected {
                 let dropped = pool.withLock { set -> Bool in
@@ -125,7 +148,7 @@ final class MirrorTransport: Transport, Sendable {
                 let mirrorsFault = !relay.sinkThrew || error is TooSlow
                 let described = String(describing: error)
                 let dropped = pool.withLock { set -> Bool in
-                    set.finish(mirror, bytes: bytes, seconds: seconds, offset: offset ?? 0,
+                    set.finish(mirror, bytes: bytes, seconds: seconds, offset: nil,
                                failure: mirrorsFault && !(error is CancellationError) ? described : nil, now: Self.now())
                     return set.mirrors[mirror].dropped != nil
                 }
@@ -153,7 +176,9 @@ final class MirrorTransport: Transport, Sendable {
     }
 
     private func exhausted() -> MirrorsExhausted {
-        MirrorsExhausted(mirrors: pool.current.mirrors.map { (Redaction.url($0.url), $0.dropped ?? "in use") })
+        let set = pool.current
+        return MirrorsExhausted(mirrors: set.mirrors.map { (Redaction.url($0.url), $0.dropped ?? "in use") },
+                                transient: set.onlyFailuresLeft)
     }
 
     // MARK: Settling
@@ -166,7 +191,14 @@ final class MirrorTransport: Transport, Sendable {
             task = made
             return made
         }
-        try await task.value
+        do {
+            // A cancelled download stops asking (every connection of it is cancelled together).
+            try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        } catch {
+            // Not kept: the next request asks the mirrors again.
+            settling.withLock { if $0 == task { $0 = nil } }
+            throw error
+        }
     }
 
     private func settle(like template: TransferRequest) async throws {
@@ -180,16 +212,24 @@ final class MirrorTransport: Transport, Sendable {
             return probes
         }
         try Task.checkCancellation()
-        let drops = pool.withLock { $0.settle(probes, expectedSize: expectedSize) }
+        let drops = pool.withLock { $0.settle(probes, expectedSize: expectedSize, now: Self.now()) }
         for (index, reason) in drops { onDrop(urls[index], reason) }
         if pool.current.inUse.isEmpty { throw exhausted() }
+        // None answered (all resting after errors that may pass): nothing is known of the file yet.
+        if pool.current.size == nil {
+            let set = pool.current
+            throw MirrorsExhausted(mirrors: set.mirrors.map { (Redaction.url($0.url), $0.dropped ?? "did not answer") },
+                                   transient: true)
+        }
     }
 
     private func probe(_ url: URL, like template: TransferRequest) async -> MirrorSet.Probe {
         var request = template
         request.method = "GET"
         request.url = url
-        request.headers.remove("If-Range")
+        for conditional in ["If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"] {
+            request.headers.remove(conditional)
+        }
         request.headers.set("Range", "bytes=0-0")
         if !RedirectPolicy.sameOrigin(url, primary) {
             for field in template.headers where RedirectPolicy.isOriginOnly(field) { request.headers.remove(field.name) }
@@ -206,7 +246,7 @@ final class MirrorTransport: Transport, Sendable {
         do {
             _ = try await base.execute(request, sink: sink)
         } catch {
-            guard sink.head != nil else { return .failed(reason: String(describing: error)) }
+            guard sink.head != nil else { return .unavailable(reason: String(describing: error)) }
         }
         guard let head = sink.head else { return .failed(reason: "it sent no answer") }
         switch head.status {
@@ -218,6 +258,8 @@ final class MirrorTransport: Transport, Sendable {
             return .answered(size: size, validators: ResponseValidators(headers: head.headers))
         case 200:
             return .failed(reason: "it does not serve ranges (it answered a range request with 200)")
+        case 408, 429, 500...599:
+            return .unavailable(reason: "HTTP \(head.status)")
         default:
             return .failed(reason: "HTTP \(head.status)")
         }
@@ -303,6 +345,8 @@ final class MirrorTransport: Transport, Sendable {
 /// Every mirror of a download was dropped: the reasons, by mirror.
 struct MirrorsExhausted: Error, CustomStringConvertible {
     let mirrors: [(url: String, reason: String)]
+    /// Every mirror went after failures that may pass (errors, timeouts, 5xx): worth another try later.
+    let transient: Bool
     var description: String {
         "no mirror is left: " + mirrors.map { "\($0.url): \($0.reason)" }.joined(separator: "; ")
     }

@@ -6,13 +6,14 @@ import Foundation
 enum PieceCheck {
     /// The indices of the pieces whose digest differs, in order. A file whose size needs another number
     /// of pieces than listed fails as a whole (every listed piece): the list is for another file.
-    static func failing(fd: Int32, size: Int64, pieces: PieceHashes, path: String) throws -> [Int] {
+    /// - Parameter only: the pieces to check (nil: every one).
+    static func failing(fd: Int32, size: Int64, pieces: PieceHashes, path: String, only: Range<Int>? = nil) throws -> [Int] {
         let needed = size == 0 ? 0 : Int((size - 1) / max(1, pieces.length)) + 1
         guard needed == pieces.hashes.count else { return Array(pieces.hashes.indices) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var failing: [Int] = []
-        for index in pieces.hashes.indices {
+        for index in (only ?? pieces.hashes.indices).clamped(to: pieces.hashes.indices) {
             let range = pieces.range(of: index, size: size)
             var digest = Digest(pieces.algorithm == .sha1 ? .sha1 : .sha256)
             var offset = range.lowerBound
