@@ -94,4 +94,22 @@ final class FuzzRegressionTests: XCTestCase {
         }
         XCTAssertEqual(rejection.errors.map(\.message), ["not UTF-8 text (binary data?)"])
     }
+
+    /// aws-credentials: a combining mark (U+07AB) after a quote merged with it into one Character,
+    /// so the word quoted back did not split into the same words.
+    func testACombiningMarkAfterAQuoteStaysOutsideIt() {
+        let words = CredentialProcess.arguments("\u{07AB}{\"V{S\"AISec.A")
+        XCTAssertEqual(words, ["\u{07AB}{V{SAISec.A"])
+        XCTAssertEqual(CredentialProcess.arguments("'\u{07AB}{V{SAISec.A'"), words)
+        XCTAssertEqual(CredentialProcess.arguments("'a'\u{0301} b"), ["a\u{0301}", "b"])
+    }
+
+    /// metalink: an XML declaration left open ran to a "?>" far on, past tags, and the processing
+    /// instruction inside it reached FoundationXML, which crashes on one without data.
+    func testAMetalinkDeclarationThatRunsIntoATagIsRefused() {
+        let text = #"<?xml version="1.0" encod<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="a"><url>https://a.example/a</url></file></metalink><?x l?>"#
+        XCTAssertThrowsError(try Metalink.parse(Data(text.utf8), origin: "f.meta4")) { error in
+            XCTAssertTrue("\(error)".contains("is not closed by \"?>\" before the first tag"), "\(error)")
+        }
+    }
 }

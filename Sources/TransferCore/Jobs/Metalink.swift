@@ -281,6 +281,11 @@ extension Metalink {
                     throw refuse("the metalink's XML declaration (<?xml …) is not closed by \"?>\"",
                                  "end the declaration with \"?>\"", line: line, column: column)
                 }
+                // A declaration holds no markup: one that runs into a tag was never closed where it ended.
+                if body[body.startIndex..<end].dropFirst(2).contains(where: { $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }) {
+                    throw refuse("the metalink's XML declaration (<?xml …) is not closed by \"?>\" before the first tag",
+                                 "end the declaration with \"?>\"", line: line, column: column)
+                }
                 let declaration = String(decoding: body[body.startIndex..<end], as: UTF8.self)
                 if let encoding = declaredEncoding(declaration),
                    !["utf-8", "utf8", "us-ascii", "ascii"].contains(encoding.lowercased()) {

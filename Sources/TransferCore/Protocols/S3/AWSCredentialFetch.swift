@@ -204,13 +204,15 @@ package enum CredentialProcess {
     /// separate; '…' is literal; "…" and a bare backslash escape), or nil when a quote is open.
     package static func arguments(_ command: String) -> [String]? {
         var words: [String] = []
-        var word = ""
+        // Read by Unicode scalars, as a shell reads bytes: a combining mark after a quote must not
+        // merge with it into one Character that is no longer a quote.
+        var word = String.UnicodeScalarView()
         var inWord = false
-        var iterator = Array(command).makeIterator()
+        var iterator = command.unicodeScalars.makeIterator()
         while let character = iterator.next() {
             switch character {
             case " ", "\t", "\n":
-                if inWord { words.append(word); word = ""; inWord = false }
+                if inWord { words.append(String(word)); word = String.UnicodeScalarView(); inWord = false }
             case "'":
                 inWord = true
                 while true {
@@ -225,7 +227,7 @@ package enum CredentialProcess {
                     if next == "\"" { break }
                     if next == "\\" {
                         guard let escaped = iterator.next() else { return nil }
-                        if !"\\\"$`\n".contains(escaped) { word.append("\\") }
+                        if !"\\\"$`\n".unicodeScalars.contains(escaped) { word.append("\\") }
                         if escaped != "\n" { word.append(escaped) }
                     } else {
                         word.append(next)
@@ -240,7 +242,7 @@ package enum CredentialProcess {
                 word.append(character)
             }
         }
-        if inWord { words.append(word) }
+        if inWord { words.append(String(word)) }
         return words
     }
 
