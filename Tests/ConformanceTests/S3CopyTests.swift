@@ -63,7 +63,7 @@ final class S3CopyTests: XCTestCase {
             try await client.createBucket(bucket)
             try await uploadInParts(client, path: path, bucket: bucket, key: "from/data.bin", partSize: 5 << 20,
                                     headers: ["Content-Type": "application/x-test", "Cache-Control": "max-age=60",
-                                              "x-amz-meta-colour": "blue"])
+                                              "x-amz-meta-colour": "blue", "x-amz-tagging": "team=red%20one&tier=cold"])
             let source = try await client.headObject(bucket: bucket, key: "from/data.bin")
             let mark = recorder.mark
             let result = try await S3ObjectCopy(client: client, options: S3CopyOptions(
@@ -83,6 +83,10 @@ final class S3CopyTests: XCTestCase {
             XCTAssertEqual(head.headers["Content-Type"], "application/x-test", label)
             XCTAssertEqual(head.headers["Cache-Control"], "max-age=60", label)
             XCTAssertEqual(head.headers["x-amz-meta-colour"], "blue", label)
+            // A copy in parts starts without tags: the source's were asked for and sent again.
+            XCTAssertTrue(operations.contains("GetObjectTagging"), "\(label): \(operations)")
+            let tags = try await client.objectTagging(bucket: bucket, key: "to/data.bin")
+            XCTAssertEqual(Set(tags.map { "\($0.key)=\($0.value)" }), ["team=red one", "tier=cold"], label)
             let read = try await readBack(client, transport: transport, bucket: bucket, key: "to/data.bin")
             XCTAssertEqual(read, try SHA256Hasher.hex(ofFileAt: path), label)
         }

@@ -146,11 +146,16 @@ final class StreamedCopyTests: XCTestCase {
             try await destination.createBucket(bucket)
             _ = try await S3MultipartUpload(client: source, options: S3UploadOptions(source: path, bucket: bucket, key: "a.bin"),
                                             state: try state(label)).run()
+            let tagging = "<Tagging><TagSet><Tag><Key>team</Key><Value>red one</Value></Tag></TagSet></Tagging>"
+            _ = try await source.send("PutObjectTagging", method: "PUT", bucket: bucket, key: "a.bin", query: "tagging=",
+                                      body: .data(Data(tagging.utf8)))
             let result = try await StreamedCopy(client: destination, transport: transport, retry: quickRetry,
                                                 options: StreamedCopyOptions(source: try StreamSource(s3: source, bucket: bucket, key: "a.bin"),
                                                                              bucket: bucket, key: "b.bin", partSize: 16 << 20),
                                                 state: try state(label)).run()
             XCTAssertEqual(result.parts, 4, label)
+            let tags = try await destination.objectTagging(bucket: bucket, key: "b.bin")
+            XCTAssertEqual(tags, [S3Tag(key: "team", value: "red one")], "\(label): the tags went across")
             let read = try await readBack(destination, transport: transport, bucket: bucket, key: "b.bin")
             XCTAssertEqual(read, try SHA256Hasher.hex(ofFileAt: path), label)
         }

@@ -17,6 +17,7 @@ package enum S3Operation {
             let copies = headers.contains("x-amz-copy-source")
             if query.contains("partNumber") { return copies ? "UploadPartCopy" : "UploadPart" }
             if copies { return "CopyObject" }
+            if query.contains("tagging") { return "PutObjectTagging" }
             return onBucket ? "CreateBucket" : "PutObject"
         case "POST":
             if query.contains("uploads") { return "CreateMultipartUpload" }
@@ -30,7 +31,7 @@ package enum S3Operation {
             if query.contains("uploadId") { return "ListParts" }
             if query.contains("uploads") { return "ListMultipartUploads" }
             if onBucket { return query.contains("list-type") ? "ListObjectsV2" : "ListObjects" }
-            return "GetObject"
+            return query.contains("tagging") ? "GetObjectTagging" : "GetObject"
         case "HEAD":
             return onBucket ? "HeadBucket" : "HeadObject"
         default:

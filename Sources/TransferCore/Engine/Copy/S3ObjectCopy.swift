@@ -326,6 +326,11 @@ package final class S3ObjectCopy: Sendable {
         }
         var headers = source.carried
         if !headers.contains("Content-Type") { headers.set("Content-Type", "application/octet-stream") }
+        // A copy in parts starts with no tags: the source's are sent again.
+        if source.tagCount > 0 {
+            let tags = try await client.objectTagging(bucket: options.source.bucket, key: options.source.key)
+            if !tags.isEmpty { headers.set("x-amz-tagging", S3Tag.header(tags)) }
+        }
         fresh.uploadID = try await client.createMultipartUpload(bucket: options.bucket, key: options.key, headers: headers)
         do {
             try save(fresh)

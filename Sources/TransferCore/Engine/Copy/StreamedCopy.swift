@@ -10,12 +10,15 @@ package struct StreamSource: Sendable {
     package var idleTimeout: TimeInterval = 30
     package var maxRedirects = 10
     let sign: (@Sendable (String, URL, HTTPHeaders) -> HTTPHeaders)?
+    /// An S3 source's tags (GetObjectTagging on its endpoint), asked for when it has any.
+    let tagging: (@Sendable () async throws -> [S3Tag])?
 
     package init(url: URL, headers: HTTPHeaders = [:], tls: TLSOptions = TLSOptions()) {
         self.url = url
         self.headers = headers
         self.tls = tls
         sign = nil
+        tagging = nil
     }
 
     /// `bucket/key` through `client` (its endpoint and credentials), with signed GETs.
@@ -27,6 +30,7 @@ package struct StreamSource: Sendable {
         // S3 redirects only to tell of another region, which a signed request cannot follow.
         maxRedirects = 0
         sign = source.signer
+        tagging = { try await client.objectTagging(bucket: bucket, key: key) }
     }
 
     func request(_ extra: HTTPHeaders) -> TransferRequest {
@@ -202,6 +206,11 @@ package final class StreamedCopy: Sendable {
                       !lower.hasPrefix("x-amz-server-side-encryption") else { continue }
                 headers.add(name, value)
             }
+        }
+        // Its tags go with it too (CreateMultipartUpload or PutObject starts with none).
+        if let tagging = options.source.tagging, S3ObjectHead.tagCount(probe.headers) > 0 {
+            let tags = try await tagging()
+            if !tags.isEmpty { headers.set("x-amz-tagging", S3Tag.header(tags)) }
         }
         if let type = options.contentType { headers.set("Content-Type", type) }
         if !headers.contains("Content-Type") { headers.set("Content-Type", probe.headers["Content-Type"] ?? "application/octet-stream") }

@@ -19,6 +19,9 @@ package struct S3ObjectHead: Sendable, Equatable {
 
     /// Encrypted with SSE-KMS (or DSSE-KMS) or SSE-C: the ETag is 32 hex digits that are no MD5 of the bytes.
     package var encrypted: Bool
+    /// How many tags the object has (`x-amz-tagging-count`): a copy in parts asks for them
+    /// (`S3Client.objectTagging`) and sends them again, as CopyObject carries them by itself.
+    package var tagCount = 0
 
     package init(size: Int64, etag: String, carried: HTTPHeaders = [:], encrypted: Bool = false) {
         self.size = size
@@ -46,6 +49,36 @@ package struct S3ObjectHead: Sendable, Equatable {
         }
         encrypted = headers["x-amz-server-side-encryption"].map { $0.lowercased().hasPrefix("aws:kms") } == true
             || headers.contains("x-amz-server-side-encryption-customer-algorithm")
+        tagCount = Self.tagCount(headers)
+    }
+
+    /// `x-amz-tagging-count` (0 when absent or not a count).
+    static func tagCount(_ headers: HTTPHeaders) -> Int {
+        headers["x-amz-tagging-count"].flatMap { Int(HTTPHeaders.trimmed(Substring($0))) }.map { max(0, $0) } ?? 0
+    }
+}
+
+/// One object tag (S3 allows ten an object).
+package struct S3Tag: Sendable, Equatable {
+    package var key: String
+    package var value: String
+    package init(key: String, value: String) {
+        self.key = key
+        self.value = value
+    }
+
+    /// The tags as `x-amz-tagging` takes them: URL query form, each key and value percent-encoded.
+    static func header(_ tags: [S3Tag]) -> String {
+        tags.map { AWSEncoding.encode($0.key) + "=" + AWSEncoding.encode($0.value) }.joined(separator: "&")
+    }
+
+    /// The tags of a GetObjectTagging answer (`<Tagging><TagSet><Tag><Key/><Value/></Tag>…`).
+    static func parse(_ body: String) -> [S3Tag]? {
+        guard let root = S3XMLElement.parse(body), root.name == "Tagging" else { return nil }
+        return root.child("TagSet")?.children("Tag").compactMap { tag in
+            guard let key = tag.child("Key")?.text else { return nil }
+            return S3Tag(key: key, value: tag.child("Value")?.text ?? "")
+        } ?? []
     }
 }
 
@@ -105,6 +138,16 @@ extension S3Client {
                                        + "without the part's ETag; check that the endpoint is an S3 server")
         }
         return etag
+    }
+
+    /// The object's tags (GetObjectTagging).
+    package func objectTagging(bucket: String, key: String) async throws -> [S3Tag] {
+        let response = try await send("GetObjectTagging", method: "GET", bucket: bucket, key: key, query: "tagging=")
+        guard let tags = S3Tag.parse(response.body) else {
+            throw S3Error.verification("GetObjectTagging of s3://\(bucket)/\(key) answered without a Tagging document; "
+                                       + "check that the endpoint is an S3 server")
+        }
+        return tags
     }
 
     /// Starts a multipart upload with the given headers (a copy's carried ones); returns its id.
