@@ -151,6 +151,53 @@ final class S3CopyCommandTests: XCTestCase {
 
     /// `get PREFIX/ -o DIR --delete`: local files the prefix does not hold go once every key was
     /// saved; excluded ones, links and transferd's partial files stay; `--dry-run` changes nothing.
+    /// "delete" on queue jobs: a prefix download, a prefix copy and a folder upload each remove what
+    /// the source lacks once everything is copied; a delete past "max_delete" fails the job with
+    /// nothing changed.
+    func testQueueJobsSyncWithDelete() throws {
+        for target in try UploadServers.current().s3Targets {
+            let (bucket, _) = try seed(target)
+            let fixture = try QueueFixture("queue-sync-\(target.name)")
+            let manager = FileManager.default
+            try manager.createDirectory(atPath: fixture.root + "/mirror", withIntermediateDirectories: true)
+            // Each destination holds one entry the source lacks and one it has: half of it goes.
+            try Data("old".utf8).write(to: URL(fileURLWithPath: fixture.root + "/mirror/stale.bin"))
+            try Data("old".utf8).write(to: URL(fileURLWithPath: fixture.root + "/mirror/a.bin"))
+            try manager.createDirectory(atPath: fixture.root + "/site", withIntermediateDirectories: true)
+            try Data("page".utf8).write(to: URL(fileURLWithPath: fixture.root + "/site/index.html"))
+            let client = S3Client(configuration: target.configuration, transport: CurlTransport())
+            try blocking {
+                for key in ["backup/gone.bin", "backup/a.bin", "www/old.html"] {
+                    _ = try await client.send("PutObject", method: "PUT", bucket: bucket, key: key, body: .data(Data("x".utf8)))
+                }
+            }
+            try fixture.drop("sync.json", jobs: [
+                ["id": "down", "url": "s3://\(bucket)/data/", "dest": "mirror/", "exclude": ["tmp/*"], "delete": true,
+                 "overwrite": "overwrite"],
+                ["id": "copy", "type": "s3-copy", "source": "s3://\(bucket)/data/", "url": "s3://\(bucket)/backup/",
+                 "delete": true, "max_delete": 100],
+                ["id": "up", "type": "s3-upload", "source": "site", "url": "s3://\(bucket)/www/", "delete": true, "force": true],
+            ])
+            let run = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(run.status, 0, "\(target.name): \(run.stdout) \(run.stderr)")
+            XCTAssertFalse(manager.fileExists(atPath: fixture.root + "/mirror/stale.bin"), target.name)
+            XCTAssertTrue(manager.fileExists(atPath: fixture.root + "/mirror/logs/b.bin"), target.name)
+            XCTAssertNil(try size(target, bucket: bucket, key: "backup/gone.bin"), target.name)
+            XCTAssertNotNil(try size(target, bucket: bucket, key: "backup/a.bin"), target.name)
+            XCTAssertNil(try size(target, bucket: bucket, key: "www/old.html"), target.name)
+            XCTAssertEqual(try size(target, bucket: bucket, key: "www/index.html"), 4, target.name)
+
+            // Everything the destination holds would go: refused, the job fails, nothing is deleted.
+            try fixture.drop("all.json", jobs: [["id": "all", "url": "s3://\(bucket)/nothing/", "dest": "mirror/", "delete": true]])
+            let refused = try TransferdProcess.run(["run", "--queue", fixture.queue], directory: fixture.root, environment: target.environment)
+            XCTAssertEqual(refused.status, 1, "\(target.name): \(refused.stderr)")
+            let failed = try fixture.store().job("all")
+            XCTAssertEqual(failed?.state, .failed, target.name)
+            XCTAssertTrue((failed?.lastError ?? "").contains("would remove all"), "\(target.name): \(String(describing: failed?.lastError))")
+            XCTAssertTrue(manager.fileExists(atPath: fixture.root + "/mirror/a.bin"), target.name)
+        }
+    }
+
     func testGetAPrefixWithDeleteAndDryRun() throws {
         for target in try UploadServers.current().s3Targets {
             let (bucket, _) = try seed(target)

@@ -379,4 +379,24 @@ final class MirrorJobFileTests: XCTestCase {
         // No pieces at all reads back as none (an empty file's list).
         XCTAssertEqual(PieceHashes(encoded: "sha-256:4:")?.hashes, [])
     }
+
+    func testDeleteOnBulkJobsOnly() throws {
+        let accepted = #"{"jobs": [{"url": "s3://b/p/", "dest": "out/", "delete": true, "max_delete": 20, "force": false},"#
+            + #"{"type": "s3-copy", "source": "s3://b/p/", "url": "s3://b/q/", "delete": true}]}"#
+        let jobs = try parser.parse(name: "s.json", data: Data(accepted.utf8)).get()
+        XCTAssertEqual(jobs[0].syncOptions, SyncOptions(delete: true, maxDeleteShare: 0.2, force: false))
+        XCTAssertEqual(jobs[1].syncOptions, SyncOptions(delete: true))
+        XCTAssertEqual(try JobSpec(stored: jobs[0].storedJSON), jobs[0])
+        for (text, message) in [
+            (#"{"url": "https://a.example/f", "delete": true}"#, "is for a whole folder or prefix"),
+            (#"{"url": "s3://b/p/", "dest": "out/", "max_delete": 10}"#, "goes with \"delete\": true"),
+            (#"{"url": "s3://b/p/", "dest": "out/", "delete": true, "max_delete": 101}"#, "max_delete"),
+        ] {
+            guard case .failure(let rejection) = parser.parse(name: "s.json", data: Data(text.utf8)) else {
+                XCTFail("accepted: \(text)")
+                continue
+            }
+            XCTAssertTrue(rejection.errors.contains { $0.description.contains(message) }, "\(text): \(rejection.errors)")
+        }
+    }
 }

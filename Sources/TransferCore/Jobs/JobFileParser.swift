@@ -250,13 +250,15 @@ struct Context {
     private static let commonKeys: Set<String> = ["id", "type", "url", "priority", "transport", "headers", "retries", "limit_rate",
                                                   "on_done", "on_failed", "notify"]
     private static let keysByKind: [JobSpec.Kind: Set<String>] = [
-        .download: ["dest", "connections", "sha256", "checksums", "checksums_name", "mirrors", "connections_per_mirror", "overwrite", "region", "endpoint", "profile", "include", "exclude",
+        .download: ["dest", "connections", "sha256", "checksums", "checksums_name", "mirrors", "connections_per_mirror", "overwrite",
+                    "delete", "max_delete", "force", "region", "endpoint", "profile", "include", "exclude",
                     "speed_limit", "speed_time"],
         .put: ["source", "method", "content_type", "sha256"],
         .form: ["fields", "files"],
         .s3Upload: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "content_type",
-                    "skip_unchanged", "include", "exclude"],
+                    "skip_unchanged", "include", "exclude", "delete", "max_delete", "force"],
         .s3Copy: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "skip_unchanged", "include", "exclude",
+                  "delete", "max_delete", "force",
                   "source_endpoint", "source_region", "source_profile"],
         .tus: ["source", "chunk_size", "content_type"],
     ]
@@ -490,8 +492,27 @@ struct Context {
             }
             spec.contentType = reader.string("content_type")
         }
+        if [.download, .s3Upload, .s3Copy].contains(kind) { readSyncFields(&reader, into: &spec, number: number, id: display) }
         reportTypeErrors(reader, number: number, id: display)
         if errors.count == errorsBefore { jobs.append(spec) }
+    }
+
+    /// `delete`, `max_delete` and `force`: a bulk job made a sync. Only for a prefix (a download or
+    /// copy whose url ends with /) or an upload (its source must then be a folder, checked as it runs).
+    private mutating func readSyncFields(_ reader: inout FieldReader, into spec: inout JobSpec, number: Int, id: String?) {
+        spec.delete = reader.bool("delete")
+        spec.maxDelete = reader.integer("max_delete", in: 0...100).map(Int.init)
+        spec.force = reader.bool("force")
+        let given = [("delete", spec.delete != nil), ("max_delete", spec.maxDelete != nil), ("force", spec.force != nil)]
+            .filter(\.1).map(\.0)
+        guard let first = given.first else { return }
+        if spec.kind != .s3Upload && S3Prefix(spec.url) == nil && !spec.url.hasSuffix("/") {
+            fail(number, id, first, "is for a whole folder or prefix (a url ending with /); this job moves one object",
+                 fix: "remove it, or end the url with / to copy the whole prefix")
+        } else if spec.delete != true && (spec.maxDelete != nil || spec.force != nil) {
+            fail(number, id, spec.maxDelete != nil ? "max_delete" : "force", "goes with \"delete\": true",
+                 fix: "add \"delete\": true, or remove it")
+        }
     }
 
     private mutating func reportTypeErrors(_ reader: FieldReader, number: Int, id: String?) {

@@ -51,6 +51,9 @@ extension JobSpec {
         if let size { object.add("size", size) }
         if let pieces { object.add("pieces", pieces) }
         if let skipUnchanged { object.add("skipUnchanged", .bool(skipUnchanged)) }
+        if let delete { object.add("delete", .bool(delete)) }
+        if let maxDelete { object.add("maxDelete", maxDelete) }
+        if let force { object.add("force", .bool(force)) }
         if let source { object.add("source", source) }
         if let sourceEndpoint { object.add("sourceEndpoint", sourceEndpoint) }
         if let sourceProfile { object.add("sourceProfile", sourceProfile) }
@@ -130,6 +133,9 @@ extension JobSpec {
         speedTime = try integer("speedTime")
         include = try list("include")
         if case .bool(let flag)? = members["skipUnchanged"] { skipUnchanged = flag }
+        if case .bool(let flag)? = members["delete"] { delete = flag }
+        maxDelete = try integer("maxDelete").map(Int.init)
+        if case .bool(let flag)? = members["force"] { force = flag }
         exclude = try list("exclude")
         onDone = try list("onDone")
         onFailed = try list("onFailed")

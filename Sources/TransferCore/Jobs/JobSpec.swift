@@ -61,6 +61,16 @@ public struct JobSpec: Codable, Equatable, Sendable {
     public var exclude: [String]?
     /// An S3 upload: send nothing the bucket already holds.
     public var skipUnchanged: Bool?
+    /// A folder or prefix job made a sync: `delete` what the destination holds and the source does
+    /// not, once everything is copied, at most `max_delete` percent of it (default 50) unless `force`.
+    public var delete: Bool?
+    public var maxDelete: Int?
+    public var force: Bool?
+
+    /// The job's `delete`, `max_delete` and `force` as the bulk engines take them.
+    package var syncOptions: SyncOptions {
+        SyncOptions(delete: delete ?? false, maxDeleteShare: Double(maxDelete ?? 50) / 100, force: force ?? false)
+    }
     /// Commands (argv, no shell) run when the job ends done or failed, and a URL told
     /// of its outcome: the job's own, else the run's (`--on-done`, `--on-failed`, `--notify`).
     public var onDone: [String]?

@@ -7,7 +7,7 @@ enum GetPrefix {
     static func run(_ arguments: ParsedArguments, prefix: S3Prefix) async -> ExitCode {
         let download: S3PrefixDownload
         // The files the download saved, by identity: --delete never removes one of them.
-        let savedFiles = Locked<Set<[UInt64]>>([])
+        let savedFiles = SavedFiles()
         let quiet = arguments.has("--quiet")
         let line: PrefixLine
         do {
@@ -47,9 +47,7 @@ enum GetPrefix {
                                                      + options.filter.include.map { "+" + $0 } + options.filter.exclude.map { "-" + $0 })
                                                 .joined(separator: "\n"))) {
                 line.handle($0)
-                if case .saved(_, let path, _) = $0, let identity = FileStamp.of(path) {
-                    savedFiles.withLock { _ = $0.insert(identity.file) }
-                }
+                savedFiles.note($0)
             }
         } catch {
             Output.err("transferd get: \(error)\n")

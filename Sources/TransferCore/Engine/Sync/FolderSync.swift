@@ -76,6 +76,21 @@ package struct FolderSync: Sendable {
     }
 }
 
+/// The files a prefix download saved in this run, by identity (`FileStamp`): `deleteExtraneous`
+/// leaves them alone. Fed from the download's events.
+package final class SavedFiles: Sendable {
+    private let files = Locked<Set<[UInt64]>>([])
+    package init() {}
+
+    package func note(_ event: S3PrefixEvent) {
+        if case .saved(_, let path, _) = event, let identity = FileStamp.of(path) {
+            files.withLock { _ = $0.insert(identity.file) }
+        }
+    }
+
+    package var current: Set<[UInt64]> { files.current }
+}
+
 /// Every name below a folder, of any kind (files, links, folders, other file systems' mount
 /// points), read strictly: a folder that cannot be read is an error, never a silent gap. A
 /// folder upload's `--delete` keeps every object one of these names, so nothing it could not

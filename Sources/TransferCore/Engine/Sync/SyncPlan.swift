@@ -59,13 +59,13 @@ package enum SyncPlan {
         guard count > 0, !options.force else { return nil }
         if count >= total {
             return "--delete would remove all \(count) of the destination's entries: check the source and the filters, "
-                + "or add --force to delete them"
+                + "or add --force (a job: \"force\": true) to delete them"
         }
         let share = Double(count) / Double(max(total, 1))
         guard share > options.maxDeleteShare else { return nil }
         return "--delete would remove \(count) of the destination's \(total) entries (\(Int((share * 100).rounded()))%), "
             + "more than --max-delete \(Int((options.maxDeleteShare * 100).rounded()))%: check the source and the filters, "
-            + "or raise --max-delete, or add --force"
+            + "or raise --max-delete, or add --force (a job: \"max_delete\", \"force\": true)"
     }
 }
 

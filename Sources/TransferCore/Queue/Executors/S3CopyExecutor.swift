@@ -37,7 +37,7 @@ struct S3CopyExecutor: JobExecutor {
                     client: client, from: sourceClient, source: from, bucket: bucket, prefix: prefix, partSize: spec.partSize ?? 64 << 20,
                     partsInFlight: spec.partsInFlight ?? 10, objectsInFlight: max(1, job.connections),
                     filter: S3PrefixPlan.Filter(include: spec.include ?? [], exclude: spec.exclude ?? []),
-                    skipUnchanged: spec.skipUnchanged ?? false, store: state, onEvent: progress)
+                    skipUnchanged: spec.skipUnchanged ?? false, sync: spec.syncOptions, store: state, onEvent: progress)
                 prefixCopy = copy
                 return .completed(size: try await copy.run().bytes)
             case .web(let url, let bucket, let key):

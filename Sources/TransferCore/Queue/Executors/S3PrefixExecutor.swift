@@ -30,14 +30,26 @@ struct S3PrefixExecutor: JobExecutor {
             download.lowSpeed = context.lowSpeed(spec)
             download.maxRate = spec.limitRate
             download.sharedLimiter = context.bandwidth.down
+            // "delete": planned from one listing and one walk of the folder before any byte moves (a
+            // refusal past max_delete fails the job with nothing changed), done once every key is saved.
+            let sync = spec.syncOptions
+            var plan: FolderSync?
+            if sync.delete {
+                let made = try await FolderSync.plan(client: client, options: download, sync: sync)
+                if let refusal = made.preview.refusal { return .failed("\(refusal); nothing was downloaded or deleted") }
+                plan = made
+            }
+            let saved = SavedFiles()
             let result = try await S3PrefixDownload(
                 client: client, transport: transport, options: download,
                 store: JobUploadStateStore(store: context.store, job: job)
             ) { event in
+                saved.note(event)
                 if case .progress(let bytes, _) = event { job.uploadProgress.withLock { $0 = (bytes, nil) } }
             }.run()
-            // Keys left out are a partial copy, never a done job: the job fails, naming them.
+            // Keys left out are a partial copy, never a done job: the job fails, naming them (and deletes nothing).
             if let partial = result.partialCopy { return .failed(partial) }
+            if let plan, !plan.preview.delete.isEmpty { _ = try plan.deleteExtraneous(in: destination, saved: saved.current) }
             return .completed(size: result.bytes)
         } catch {
             if error is CancellationError || Task.isCancelled {

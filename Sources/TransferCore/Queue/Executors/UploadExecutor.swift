@@ -53,9 +53,13 @@ struct UploadExecutor: JobExecutor {
                                                              partsInFlight: spec.partsInFlight ?? 10, rate: context.sendRate(spec, transport: transport),
                                                              filter: S3PrefixPlan.Filter(include: spec.include ?? [],
                                                                                          exclude: spec.exclude ?? []),
-                                                             skipUnchanged: spec.skipUnchanged ?? false, store: state).run()
+                                                             skipUnchanged: spec.skipUnchanged ?? false, sync: spec.syncOptions,
+                                                             store: state).run()
                     if let partial = result.partialCopy { return .failed(partial) }
                     return .completed(size: result.bytes)
+                }
+                if spec.delete != nil {
+                    return .failed("\"delete\" is for a folder upload; \(source) is one file — remove it from the job")
                 }
                 var uploadOptions = S3UploadOptions(source: source, bucket: location.bucket, key: location.key,
                                                     partSize: spec.partSize ?? 8 << 20, partsInFlight: spec.partsInFlight ?? 10,
