@@ -221,6 +221,18 @@ final class MirrorSetTests: XCTestCase {
         XCTAssertEqual(set.judge(0, status: 304, contentRange: nil, validators: ResponseValidators(), offset: 0, ranged: false), .accept)
     }
 
+    func testASlowOrUntriedMirrorIsAskedForAShortRange() {
+        var set = settled(perMirror: 2)
+        XCTAssertEqual(set.requestCap(0), 1 << 20, "untried: 1 MiB")
+        for _ in 0..<3 { _ = set.choose(now: 0) }
+        set.finish(0, bytes: 64 << 20, seconds: 1, offset: nil, failure: nil, now: 1)      // 64 MiB/s
+        set.finish(1, bytes: 40 << 20, seconds: 1, offset: nil, failure: nil, now: 1)      // 40 MiB/s: over half
+        set.finish(2, bytes: 100 << 10, seconds: 1, offset: nil, failure: nil, now: 1)     // 100 KiB/s
+        XCTAssertNil(set.requestCap(0), "the fastest: as the download asks")
+        XCTAssertNil(set.requestCap(1), "over half the fastest's speed")
+        XCTAssertEqual(set.requestCap(2), 256 << 10, "a second of its speed, at least 256 KiB")
+    }
+
     /// Three mirrors of a 1,000-byte file, settled.
     private func settled(perMirror: Int) -> MirrorSet {
         var set = MirrorSet(urls: Array(urls.prefix(3)), perMirror: perMirror)

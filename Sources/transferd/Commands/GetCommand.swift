@@ -180,8 +180,8 @@ enum GetCommand {
         let data = (try? handle.read(upToCount: Metalink.maxSize + 1)) ?? Data()
         let files = try Metalink.parse(data, origin: path)
         guard files.count == 1, let file = files.first else {
-            throw UsageError("--metalink \(path) describes \(files.count) files; get fetches one — add it to a queue for all "
-                             + "(transferd add --queue DIR \(path), or put it in the queue folder)")
+            throw UsageError("--metalink \(path) describes \(files.count) files; get fetches one — for all of them, put it in a "
+                             + "queue folder and run it (cp \(path) queue.d/ && transferd run)")
         }
         return file
     }

@@ -595,7 +595,11 @@ public final class DownloadEngine: Sendable {
                 }
                 if now.end == nil {
                     state.finishOpenSegment(index)
-                } else if !now.isComplete, now.offset < min(now.end!, requestEnd ?? Int64.max) {
+                } else if !now.isComplete, now.offset < min(now.end!, requestEnd ?? Int64.max),
+                          mirrors == nil || now.offset < (sink.answeredEnd ?? Int64.max) {
+                    // Short of the range asked: cut off. (From a mirror, asked for a short range on
+                    // purpose, an answer of that range delivered whole is not: the next request asks
+                    // for the rest.)
                     throw TransportError(.truncated, url: options.url,
                                          message: "the response ended at byte \(now.offset) of \(now.end!)")
                 }

@@ -76,6 +76,7 @@ final class DownloadSink: ResponseSink {
         switch verdict {
         case .range(let end, let completeLength):
             requestedEnd = end
+            answered = end
             if state.validators.isEmpty {
                 // The first response of this download: it names the version every later range must match.
                 state.setValidators(answer.validators, rangesSupported: true)
@@ -126,6 +127,16 @@ final class DownloadSink: ResponseSink {
             state.adoptFullResponse(validators: answer.validators, size: size, rangesSupported: rangesSupported)
         }
         try startWriting(at: 0)
+    }
+
+    /// Where the answer's range ends (exclusive), when it was a range: a server may answer with
+    /// less than was asked (a mirror asked for a short range, `MirrorTransport`), and a body that
+    /// reaches it is complete.
+    private var answered: Int64?
+    var answeredEnd: Int64? {
+        handoff.lock()
+        defer { handoff.unlock() }
+        return answered
     }
 
     /// For `.wholeUnlessItEndsAt`: a body that ends exactly here may have been only the range.

@@ -257,6 +257,17 @@ package struct MirrorSet: Equatable, Sendable {
         }
     }
 
+    /// The most a request to `mirror` asks for from it, when less than the download asked: about a
+    /// second of what it has shown, at least 256 KiB, and 1 MiB before it is measured, for a mirror
+    /// under half the fastest's speed or not measured yet. A slow mirror then holds little of the
+    /// file at a time, and its last bytes are never the download's last. Nil: as the download asked.
+    package func requestCap(_ mirror: Int) -> Int64? {
+        let best = inUse.compactMap { mirrors[$0].rate }.max() ?? 0
+        guard let rate = mirrors[mirror].rate else { return 1 << 20 }
+        guard rate * 2 < best else { return nil }
+        return max(256 << 10, Int64(rate))
+    }
+
     /// Gives a slot back without an exchange (the answer was refused before its body).
     package mutating func release(_ mirror: Int) {
         mirrors[mirror].inFlight = max(0, mirrors[mirror].inFlight - 1)

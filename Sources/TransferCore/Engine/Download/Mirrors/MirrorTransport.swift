@@ -106,6 +106,14 @@ final class MirrorTransport: Transport, Sendable {
             if !RedirectPolicy.sameOrigin(url, primary) {
                 for field in request.headers where RedirectPolicy.isOriginOnly(field) { sent.headers.remove(field.name) }
             }
+            // A slow or untried mirror is asked for a short range (`MirrorSet.requestCap`); the download
+            // takes a shorter answer, delivered whole, and asks for the rest next.
+            if let offset, let cap = pool.current.requestCap(mirror), let asked = Self.rangeEnd(request.headers["Range"]),
+               asked - offset + 1 > cap {
+                sent.headers.set("Range", "bytes=\(offset)-\(offset + cap - 1)")
+            } else if let offset, request.headers["Range"] == "bytes=\(offset)-", let cap = pool.current.requestCap(mirror) {
+                sent.headers.set("Range", "bytes=\(offset)-\(offset + cap - 1)")
+            }
             // The download names its version by the canonical validators; each mirror by its own.
             if sent.headers["If-Range"] != nil {
                 if let value = pin?.ifRangeValue { sent.headers.set("If-Range", value) } else { sent.headers.remove("If-Range") }
@@ -271,6 +279,12 @@ final class MirrorTransport: Transport, Sendable {
     static func rangeStart(_ header: String?) -> Int64? {
         guard let header, header.hasPrefix("bytes=") else { return nil }
         return Int64(header.dropFirst(6).prefix { $0 != "-" })
+    }
+
+    /// Where a request's range ends (`bytes=N-M`: M), or nil for none or an open end.
+    static func rangeEnd(_ header: String?) -> Int64? {
+        guard let header, header.hasPrefix("bytes="), let dash = header.firstIndex(of: "-") else { return nil }
+        return Int64(header[header.index(after: dash)...])
     }
 
     static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
