@@ -259,6 +259,7 @@ struct Context {
         .s3Copy: ["source", "part_size", "parts_in_flight", "region", "endpoint", "profile", "skip_unchanged", "include", "exclude",
                   "source_endpoint", "source_region", "source_profile"],
         .tus: ["source", "chunk_size", "content_type"],
+        .resumable: ["source", "content_type"],
     ]
 
     mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
@@ -488,6 +489,9 @@ struct Context {
                 }
                 return bytes
             }
+            spec.contentType = reader.string("content_type")
+        case .resumable:
+            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
             spec.contentType = reader.string("content_type")
         }
         reportTypeErrors(reader, number: number, id: display)
