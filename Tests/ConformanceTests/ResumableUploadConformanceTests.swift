@@ -191,6 +191,32 @@ extension UploadConformanceTests {
         }
     }
 
+    /// Limits learned only from the 104 (OPTIONS says none): curl, whose creation carries the
+    /// whole file, stops it as the 104 arrives with a smaller max-append-size, and goes on in
+    /// appends that keep it; urlsession's empty creation learns them from the 201.
+    func testResumableLimitsAnnouncedOnlyInThe104StopTheCreation() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(1_000_000)
+        for (name, transport) in Backends.all {
+            let key = "ietf-late-limit-\(name)-\(UUID().uuidString.prefix(8))"
+            let told = Locked<[String]>([])
+            let endpoint = servers.ietf(key: key, ["max_append": "300000", "quiet_options": "1"])
+            let result = try await ResumableUpload(transport: transport, options: resumableOptions(endpoint, path),
+                                                   state: RecordingUploadState()) { event in
+                if case .retrying(_, _, let reason) = event { told.withLock { $0.append(reason) } }
+            }.run()
+            let stats = try servers.ietfStats(key: key)
+            XCTAssertEqual(result.limits.maxAppendSize, 300_000, name)
+            XCTAssertEqual(stats["creations"] as? Int, 1, "\(name): one upload")
+            XCTAssertEqual(stats["received"] as? Int, 1_000_000, "\(name): no byte twice")
+            XCTAssertEqual(stats["appends"] as? Int, 4, "\(name): 300,000, 300,000, 300,000 and 100,000")
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: path), name)
+            if name == "curl" {
+                XCTAssertTrue(told.current.contains { $0.contains("at most 300000 bytes a request") }, "\(name): \(told.current)")
+            }
+        }
+    }
+
     /// A target that speaks another interop version sends no 104 and takes the POST as a plain
     /// upload: curl's creation carried the whole file, so that is the upload (and it says so);
     /// urlsession's empty creation gets no upload resource, and the upload is refused.

@@ -862,7 +862,7 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
         if path == "/_ietf/upload" and method == "OPTIONS":
             faults = ietf.faults(key)
             headers = {"Accept-Patch": "application/partial-upload"}
-            if ietf_limits(faults):
+            if ietf_limits(faults) and not faults.get("quiet_options"):
                 headers["Upload-Limit"] = ietf_limits(faults)
             answer(204, headers)
             return
@@ -1789,8 +1789,9 @@ class IetfUploads:
     N body bytes in all, the upload is lost: HEAD and PATCH answer lose_status, 404 by default),
     forget=1 on /_ietf/set (lose the key's latest upload now), head_offset_delta=D and
     patch_offset_delta=D (lie about the offset), max_size, min_size, max_append, min_append,
-    max_age (announced in Upload-Limit; max_size and max_append enforced with 413), rate=BYTES
-    (read bodies at most this fast)."""
+    max_age (announced in Upload-Limit; max_size and max_append enforced with 413), quiet_options=1
+    (OPTIONS announces no Upload-Limit: the client learns it from the 104), rate=BYTES (read bodies
+    at most this fast)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
