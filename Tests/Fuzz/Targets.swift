@@ -48,6 +48,10 @@ enum FuzzTarget: String, CaseIterable {
     /// A tus server's answer head: `TusHeaders` (Upload-Offset, the comma lists), `TusServerInfo`
     /// (OPTIONS), `TusResumeDecision` (HEAD after a resume, a PATCH's new offset).
     case tusHeaders = "tus-headers"
+    /// A resumable-upload server's answer head (the IETF draft): `ResumableHeaders` (Upload-Offset,
+    /// Upload-Length, Upload-Complete, Location), `UploadLimits.parse` (Upload-Limit) and the split
+    /// it makes, `InterimAnnouncement` (a 104), `ResumableResumeDecision` and `ResumableAnswer`.
+    case resumableHeaders = "resumable-headers"
     /// What an AWS credential source answers: a credential_process's JSON or the container /
     /// instance metadata endpoints' (`AWSCredentialDocument`), an STS answer (`STSRequest.credentials`),
     /// and a credential_process command line split into arguments (`CredentialProcess.arguments`).
@@ -73,6 +77,7 @@ enum FuzzTarget: String, CaseIterable {
         case .redaction: fuzzRedaction(data)
         case .checksumList: fuzzChecksumList(data)
         case .tusHeaders: fuzzTusHeaders(data)
+        case .resumableHeaders: fuzzResumableHeaders(data)
         case .awsCredentials: fuzzAWSCredentials(data)
         case .metalink: fuzzMetalink(data)
         }
@@ -567,6 +572,91 @@ func fuzzTusHeaders(_ data: Data) {
     switch TusResumeDecision.afterPatch(offset: offset, length: length, answered: headers["Upload-Offset"], where: place) {
     case .success(let new): check(new >= offset && new <= offset + length, "PATCH answer \(new) outside \(offset)+\(length)")
     case .failure(let failure): check(clean(failure.description), "reason \(failure.description.debugDescription)")
+    }
+}
+
+// MARK: Resumable uploads (IETF draft)
+
+/// Input: `CONFIRMED SIZE OFFSET LENGTH` (what transferd recorded, the file, the request just
+/// sent), then the status, then header lines. Integers read back; limits split the file into
+/// pieces within them that add up to it; a resume never goes below what the server confirmed nor
+/// past the file, and only on 2xx; an append's answer moves the offset by what was sent at most;
+/// a 104 counts only with interop version 8; every reason names the place without a control character.
+func fuzzResumableHeaders(_ data: Data) {
+    let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+    guard lines.count >= 2 else { return }
+    let numbers = lines[0].split(separator: " ").compactMap { Int64($0) }
+    guard numbers.count == 4, numbers.allSatisfy({ $0 >= 0 }), numbers[0] <= numbers[1], let status = Int(lines[1]) else { return }
+    let (confirmed, size, offset, length) = (numbers[0], numbers[1], numbers[2], numbers[3])
+    guard offset <= size, length <= size - offset else { return }
+    var headers = HTTPHeaders()
+    for line in lines.dropFirst(2) {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers.add(String(line[..<colon]), String(HTTPHeaders.trimmed(line[line.index(after: colon)...])))
+    }
+    for name in ["Upload-Offset", "Upload-Length", "Upload-Draft-Interop-Version"] {
+        if let value = ResumableHeaders.integer(headers[name]) {
+            check(value >= 0 && ResumableHeaders.integer(String(value)) == value, "\(name) \(value) does not read back")
+        }
+    }
+    if let complete = ResumableHeaders.boolean(headers["Upload-Complete"]) {
+        check(ResumableHeaders.boolean(ResumableHeaders.boolean(complete)) == complete, "Upload-Complete does not read back")
+    }
+    let base = URL(string: "http://h/_ietf/upload")!
+    if let location = ResumableHeaders.location(headers["Location"], relativeTo: base) {
+        check(["http", "https"].contains(location.scheme ?? "") && location.host?.isEmpty == false, "location \(location)")
+    }
+    if let limits = UploadLimits.parse(headers["Upload-Limit"]) {
+        for value in [limits.maxSize, limits.minSize, limits.maxAppendSize, limits.minAppendSize, limits.maxAge] {
+            check((value ?? 0) >= 0, "a negative limit")
+        }
+        if limits.problem(fileSize: size) == nil, size <= 1 << 24 {
+            var at: Int64 = 0
+            var pieces = 0
+            while at < size {
+                let piece = limits.appendLength(offset: at, size: size, cap: max(1, length))
+                check(piece > 0 && piece <= size - at, "piece \(piece) at \(at) of \(size)")
+                check(piece <= (limits.maxAppendSize ?? .max), "piece \(piece) past max-append-size")
+                check(at + piece == size || piece >= (limits.minAppendSize ?? 0), "piece \(piece) below min-append-size")
+                at += piece
+                pieces += 1
+                if pieces > 10_000 { return }
+            }
+        }
+    }
+    let head = ResponseHead(status: status, headers: headers, url: base)
+    if let note = InterimAnnouncement.read(head, base: base) {
+        check(status == 104 && ResumableHeaders.integer(headers["Upload-Draft-Interop-Version"]) == 8, "104 of another version")
+        _ = note
+    }
+    func clean(_ text: String) -> Bool { !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }
+    let place = "http://h/_ietf/uploads/r1"
+    switch ResumableResumeDecision.decide(status: status, headers: headers, confirmed: confirmed, fileSize: size, where: place) {
+    case .resume(let at):
+        check((200..<300).contains(status), "resume on status \(status)")
+        check(at >= confirmed && at <= size, "resume at \(at) with \(confirmed) confirmed of \(size)")
+    case .complete:
+        check((200..<300).contains(status) && ResumableHeaders.integer(headers["Upload-Offset"]) == size, "complete short of the file")
+    case .lost(let reason):
+        check(status == 404 || status == 410, "lost on status \(status)")
+        check(clean(reason) && reason.contains(place), "reason \(reason.debugDescription)")
+    case .fail(let reason):
+        check(clean(reason) && reason.contains(place), "reason \(reason.debugDescription)")
+    case .retry(let retried):
+        check(retried == status && (retried >= 500 || [408, 425, 429].contains(retried)), "retry on status \(status)")
+    }
+    for completes in [false, true] {
+        switch ResumableAnswer.decide(status: status, headers: headers, offset: offset, length: length, completes: completes,
+                                      creation: false, where: place) {
+        case .appended(let new):
+            check(!completes && (200..<300).contains(status) && new == offset + length, "appended \(new) after \(offset)+\(length)")
+        case .complete:
+            check(completes && (200..<300).contains(status), "complete on status \(status)")
+        case .fail(let reason):
+            check(clean(reason), "reason \(reason.debugDescription)")
+        case .conflict, .lost, .tooLarge, .retry:
+            check(!(200..<300).contains(status), "\(status) read as a failure")
+        }
     }
 }
 

@@ -519,17 +519,26 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
         if self.path.startswith(TUS_PREFIX):
             self.handle_tus()
             return
+        if self.path.startswith(IETF_PREFIX):
+            self.handle_ietf()
+            return
         self.handle_request(send_body=True)
 
     def do_HEAD(self) -> None:
         if self.path.startswith(TUS_PREFIX):
             self.handle_tus()
             return
+        if self.path.startswith(IETF_PREFIX):
+            self.handle_ietf()
+            return
         self.handle_request(send_body=False)
 
     def do_POST(self) -> None:
         if self.path.startswith(TUS_PREFIX):
             self.handle_tus()
+            return
+        if self.path.startswith(IETF_PREFIX):
+            self.handle_ietf()
             return
         self.handle_other_method()
 
@@ -796,6 +805,270 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
                 upload.lost = True
             reported = upload.offset + int(faults.get("patch_offset_delta") or 0)
         answer(204, {"Upload-Offset": str(reported)}, drain=False)
+
+
+    # -- resumable uploads (IETF draft) ----------------------------------------
+
+    def handle_ietf(self) -> None:
+        """The endpoint of draft-ietf-httpbis-resumable-upload-12 (interop version 8) below
+        /_ietf/ (IetfUploads): creation (POST /_ietf/upload, with a 104 interim answer naming the
+        upload resource), offset retrieval (HEAD), append (PATCH), cancellation (DELETE),
+        Upload-Limit, and faults per key."""
+        target = urlsplit(self.path)
+        path = target.path
+        query = dict(parse_qsl(target.query, keep_blank_values=True))
+        ietf = self.server.ietf
+        method = self.command
+        if path == "/_ietf/stats" and method == "GET":
+            self.send_json(ietf.stats(query.get("key", "")))
+            return
+        if path == "/_ietf/set" and method == "GET":
+            key = query.pop("key", "")
+            if query.pop("forget", ""):
+                ietf.forget_latest(key)
+            self.send_json(ietf.set_faults(key, query))
+            return
+        try:
+            body_length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            body_length = -1
+
+        def answer(status: int, headers: Optional[dict[str, str]] = None, drain: bool = True, text: str = "") -> None:
+            if drain and body_length > 0 and method != "HEAD":
+                self.rfile.read(body_length)
+            elif body_length > 0 and method != "HEAD":
+                self.close_connection = True
+            body = text.encode()
+            self.send_response(status)
+            self.send_header("Cache-Control", "no-store")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            if body:
+                self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            if body and method != "HEAD":
+                self.wfile.write(body)
+
+        if body_length < 0:
+            self.close_connection = True
+            answer(400, drain=False)
+            return
+        if path == "/_ietf/upload" and method in ("OPTIONS", "POST"):
+            given = {name: value for name, value in query.items() if name != "key"}
+            if given:
+                ietf.set_faults(query.get("key", ""), given)
+        key = query.get("key", "")
+        if path == "/_ietf/upload" and method == "OPTIONS":
+            faults = ietf.faults(key)
+            headers = {"Accept-Patch": "application/partial-upload"}
+            if ietf_limits(faults) and not faults.get("quiet_options"):
+                headers["Upload-Limit"] = ietf_limits(faults)
+            answer(204, headers)
+            return
+        if path == "/_ietf/upload" and method == "POST":
+            self.ietf_create(key, body_length, answer)
+            return
+        if not path.startswith("/_ietf/uploads/"):
+            answer(404)
+            return
+        upload = ietf.find(path[len("/_ietf/uploads/"):])
+        if upload is None or upload.deleted:
+            answer(404)
+            return
+        faults = ietf.faults(upload.key)
+        stats = ietf.key_stats(upload.key)
+        if upload.lost:
+            answer(int(faults.get("lose_status") or 404))
+            return
+        limits = ietf_limits(faults)
+        if method == "HEAD":
+            with upload.busy, ietf.lock:
+                stats["heads"] += 1
+                offset = upload.offset + int(faults.get("head_offset_delta") or 0)
+                complete = upload.complete
+            headers = {"Upload-Offset": str(offset), "Upload-Complete": "?1" if complete else "?0"}
+            if upload.length is not None:
+                headers["Upload-Length"] = str(upload.length)
+            if limits:
+                headers["Upload-Limit"] = limits
+            answer(204, headers)
+            return
+        if method == "DELETE":
+            with ietf.lock:
+                upload.deleted = True
+                stats["deleted"] += 1
+            answer(204)
+            return
+        if method != "PATCH":
+            answer(405, {"Allow": "HEAD, PATCH, DELETE"})
+            return
+        if self.headers.get("Content-Type") != "application/partial-upload":
+            answer(415)
+            return
+        completes = sf_boolean(self.headers.get("Upload-Complete"))
+        offset = sf_integer(self.headers.get("Upload-Offset"))
+        if completes is None or offset is None:
+            answer(400)
+            return
+        with upload.busy:
+            if upload.lost or upload.deleted:
+                answer(int(faults.get("lose_status") or 404))
+                return
+            if upload.complete:
+                answer(400, text='{"type": "https://iana.org/assignments/http-problem-types#completed-upload"}')
+                return
+            if offset != upload.offset:
+                with ietf.lock:
+                    stats["conflicts"] += 1
+                answer(409, {"Upload-Offset": str(upload.offset)})
+                return
+            if not self.ietf_length_agrees(upload, completes, offset, body_length, answer):
+                return
+            max_append = int(faults.get("max_append") or 0)
+            if max_append and body_length > max_append:
+                with ietf.lock:
+                    stats["too_large"] += 1
+                answer(413, {"Upload-Limit": limits}, drain=False)
+                return
+            with ietf.lock:
+                stats["appends"] += 1
+            if not self.ietf_receive(upload, body_length, faults, stats):
+                return
+            if completes:
+                upload.complete = True
+                answer(200, {"Upload-Complete": "?1"}, drain=False, text=ietf_result(upload))
+                return
+            reported = upload.offset + int(faults.get("patch_offset_delta") or 0)
+            answer(204, {"Upload-Complete": "?0", "Upload-Offset": str(reported)}, drain=False)
+
+    def ietf_length_agrees(self, upload: "IetfUpload", completes: bool, offset: int, body_length: int,
+                           answer: Callable[..., None]) -> bool:
+        """Record the length a request indicates; False (after a 400) when it disagrees."""
+        indicated = sf_integer(self.headers.get("Upload-Length"))
+        if completes:
+            by_content = offset + body_length
+            if indicated is not None and indicated != by_content:
+                answer(400, drain=False, text='{"type": "https://iana.org/assignments/http-problem-types#inconsistent-upload-length"}')
+                return False
+            indicated = by_content
+        if indicated is not None:
+            if upload.length is not None and upload.length != indicated:
+                answer(400, drain=False, text='{"type": "https://iana.org/assignments/http-problem-types#inconsistent-upload-length"}')
+                return False
+            upload.length = indicated
+        if upload.length is not None and offset + body_length > upload.length:
+            answer(400, drain=False)
+            return False
+        return True
+
+    def ietf_create(self, key: str, body_length: int, answer: Callable[..., None]) -> None:
+        ietf = self.server.ietf
+        faults = ietf.faults(key)
+        stats = ietf.key_stats(key)
+        completes = sf_boolean(self.headers.get("Upload-Complete"))
+        version = sf_integer(self.headers.get("Upload-Draft-Interop-Version"))
+        speaks = str(version) == (faults.get("interop") or str(IETF_INTEROP_VERSION))
+        if completes is None or not speaks:
+            # Not a resumable upload (no Upload-Complete, or another draft): a plain one, processed whole.
+            received = self.rfile.read(body_length) if body_length > 0 else b""
+            with ietf.lock:
+                stats["plain"] += 1
+                stats["received"] += len(received)
+            answer(200, drain=False, text=json.dumps({"size": len(received),
+                                                     "sha256": hashlib.sha256(received).hexdigest()}) + "\n")
+            return
+        limits = ietf_limits(faults)
+        length = sf_integer(self.headers.get("Upload-Length"))
+        if completes and length is None:
+            length = body_length
+        max_size = int(faults.get("max_size") or 0)
+        if max_size and length is not None and length > max_size:
+            with ietf.lock:
+                stats["too_large"] += 1
+            answer(413, {"Upload-Limit": limits}, drain=False)
+            return
+        upload = ietf.create(key, length)
+        with ietf.lock:
+            stats["requests"] += 1
+            if body_length == 0:
+                stats["empty_creations"] += 1
+        location = f"uploads/{upload.id}"  # relative: the client resolves it against the target
+        with upload.busy:
+            if not faults.get("no_interim"):
+                lines = [b"HTTP/1.1 104 Upload Resumption Supported",
+                         b"Location: " + location.encode(),
+                         b"Upload-Draft-Interop-Version: " + str(version).encode()]
+                if limits:
+                    lines.append(b"Upload-Limit: " + limits.encode())
+                self.wfile.write(b"\r\n".join(lines) + b"\r\n\r\n")
+                self.wfile.flush()
+                with ietf.lock:
+                    stats["interim"] += 1
+            max_append = int(faults.get("max_append") or 0)
+            if max_append and body_length > max_append:
+                with ietf.lock:
+                    stats["too_large"] += 1
+                answer(413, {"Upload-Limit": limits, "Location": location}, drain=False)
+                return
+            if not self.ietf_receive(upload, body_length, faults, stats):
+                return
+            upload.creation_received = body_length
+            if completes:
+                upload.complete = True
+                answer(200, {"Upload-Complete": "?1", "Location": location}, drain=False, text=ietf_result(upload))
+                return
+            headers = {"Location": location, "Upload-Complete": "?0"}
+            if limits:
+                headers["Upload-Limit"] = limits
+            answer(201, headers, drain=False)
+
+    def ietf_receive(self, upload: "IetfUpload", body_length: int, faults: dict[str, str], stats: dict[str, int]) -> bool:
+        """Read a request's body into `upload` as it arrives (what arrives is kept when the
+        request is cut, as the draft asks); False when it was cut (the connection then closes)."""
+        ietf = self.server.ietf
+        rate = int(faults.get("rate") or 0)
+        cut_after = int(faults.get("cut_after") or 0)
+        lose_after = int(faults.get("lose_after") or 0)
+        piece = 16 * 1024 if rate else 256 * 1024
+        started = time.monotonic()
+        done = 0
+        while done < body_length:
+            want = min(piece, body_length - done)
+            with ietf.lock:
+                if cut_after and not stats["cuts"]:
+                    left = cut_after - stats["received"]
+                    if left <= 0:
+                        stats["cuts"] += 1
+                        self.close_connection = True
+                        self.abort_ietf_connection()
+                        return False
+                    want = min(want, left)
+            data = self.rfile.read(want)
+            if not data:
+                break
+            done += len(data)
+            with ietf.lock:
+                stats["received"] += len(data)
+                upload.data += data
+                if lose_after and stats["received"] >= lose_after and not stats["lost"]:
+                    stats["lost"] += 1
+                    upload.lost = True
+            if rate:
+                ahead = done / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        if done < body_length:
+            self.close_connection = True
+            return False
+        return True
+
+    def abort_ietf_connection(self) -> None:
+        """Drop the connection at once, mid-request, as a network failure would."""
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     # -- simple responses ----------------------------------------------------
 
@@ -1449,6 +1722,139 @@ class TusUploads:
             return result
 
 
+IETF_PREFIX = "/_ietf/"
+# draft-ietf-httpbis-resumable-upload-12, "Draft Version Identification".
+IETF_INTEROP_VERSION = 8
+
+
+def sf_integer(text: Optional[str]) -> Optional[int]:
+    """A structured-field Integer that is not negative (parameters ignored), else None."""
+    if text is None:
+        return None
+    item = text.split(";", 1)[0].strip()
+    if not item or len(item) > 15 or not item.isascii() or not item.isdigit():
+        return None
+    return int(item)
+
+
+def sf_boolean(text: Optional[str]) -> Optional[bool]:
+    if text is None:
+        return None
+    item = text.split(";", 1)[0].strip()
+    return {"?1": True, "?0": False}.get(item)
+
+
+def ietf_limits(faults: dict[str, str]) -> str:
+    """The Upload-Limit value the faults configure ("" for none)."""
+    members = []
+    for name, fault in (("max-size", "max_size"), ("min-size", "min_size"), ("max-append-size", "max_append"),
+                        ("min-append-size", "min_append"), ("max-age", "max_age")):
+        if faults.get(fault):
+            members.append(f"{name}={int(faults[fault])}")
+    return ", ".join(members)
+
+
+def ietf_result(upload: "IetfUpload") -> str:
+    """The target's answer to a completed upload: what it holds."""
+    return json.dumps({"id": upload.id, "size": len(upload.data),
+                       "sha256": hashlib.sha256(bytes(upload.data)).hexdigest()}) + "\n"
+
+
+@dataclass
+class IetfUpload:
+    id: str
+    key: str
+    length: Optional[int]
+    data: bytearray = field(default_factory=bytearray)
+    complete: bool = False
+    deleted: bool = False
+    lost: bool = False
+    creation_received: int = 0
+    # Held by a request that carries bytes while it runs (a request cut by a killed client
+    # included, until its bytes are in): HEAD and another append wait for it.
+    busy: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def offset(self) -> int:
+        return len(self.data)
+
+
+class IetfUploads:
+    """The uploads of the /_ietf/ endpoint and, per key, their faults and counts.
+
+    Faults (set with the query of the target URL, POST or OPTIONS /_ietf/upload?key=K&..., or
+    later with GET /_ietf/set?key=K&NAME=VALUE; an empty VALUE removes one): no_interim=1 (send
+    no 104), interop=N (the interop version the server speaks, default 8), cut_after=N (once,
+    drop the connection when the key's received bytes reach N, keeping them), lose_after=N (after
+    N body bytes in all, the upload is lost: HEAD and PATCH answer lose_status, 404 by default),
+    forget=1 on /_ietf/set (lose the key's latest upload now), head_offset_delta=D and
+    patch_offset_delta=D (lie about the offset), max_size, min_size, max_append, min_append,
+    max_age (announced in Upload-Limit; max_size and max_append enforced with 413), quiet_options=1
+    (OPTIONS announces no Upload-Limit: the client learns it from the 104), rate=BYTES (read bodies
+    at most this fast)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.uploads: dict[str, IetfUpload] = {}
+        self.fault_sets: dict[str, dict[str, str]] = {}
+        self.counts: dict[str, dict[str, int]] = {}
+        self.latest: dict[str, str] = {}
+        self.next_id = 0
+
+    def faults(self, key: str) -> dict[str, str]:
+        with self.lock:
+            return dict(self.fault_sets.get(key, {}))
+
+    def set_faults(self, key: str, values: dict[str, str]) -> dict[str, str]:
+        with self.lock:
+            faults = self.fault_sets.setdefault(key, {})
+            for name, value in values.items():
+                if value:
+                    faults[name] = value
+                else:
+                    faults.pop(name, None)
+            return dict(faults)
+
+    def key_stats(self, key: str) -> dict[str, int]:
+        with self.lock:
+            return self.counts.setdefault(key, {name: 0 for name in (
+                "creations", "empty_creations", "plain", "interim", "requests", "appends", "received", "conflicts",
+                "heads", "deleted", "lost", "cuts", "too_large")})
+
+    def create(self, key: str, length: Optional[int]) -> IetfUpload:
+        stats = self.key_stats(key)
+        with self.lock:
+            self.next_id += 1
+            upload = IetfUpload(id=f"r{self.next_id}-{os.urandom(6).hex()}", key=key, length=length)
+            self.uploads[upload.id] = upload
+            self.latest[key] = upload.id
+            stats["creations"] += 1
+            return upload
+
+    def find(self, upload_id: str) -> Optional[IetfUpload]:
+        with self.lock:
+            return self.uploads.get(upload_id)
+
+    def forget_latest(self, key: str) -> None:
+        stats = self.key_stats(key)
+        with self.lock:
+            upload = self.uploads.get(self.latest.get(key, ""))
+            if upload is not None:
+                upload.lost = True
+                stats["lost"] += 1
+
+    def stats(self, key: str) -> dict[str, object]:
+        stats = self.key_stats(key)
+        with self.lock:
+            result: dict[str, object] = dict(stats)
+            upload = self.uploads.get(self.latest.get(key, ""))
+            if upload is not None:
+                result.update(offset=upload.offset, length=upload.length, complete=upload.complete,
+                              creation_received=upload.creation_received,
+                              sha256=hashlib.sha256(bytes(upload.data)).hexdigest(), id=upload.id)
+            return result
+
+
 class FaultServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
@@ -1458,6 +1864,7 @@ class FaultServer(ThreadingHTTPServer):
         self.verbose = verbose
         self.registry = StateRegistry()
         self.tus = TusUploads()
+        self.ietf = IetfUploads()
         super().__init__(("127.0.0.1", port), FaultRequestHandler)
 
     def handle_error(self, request, client_address) -> None:

@@ -159,6 +159,34 @@ package struct TestServers: Sendable {
         return try JSONSerialization.jsonObject(with: Data(contentsOf: components.url!)) as? [String: Any] ?? [:]
     }
 
+    /// The fault server's resumable-upload target for `key` (`/_ietf/upload?key=K&PARAMS`: faults for that key).
+    package func ietf(key: String, _ parameters: [String: String] = [:]) -> URL {
+        var components = URLComponents(url: fault.appendingPathComponent("_ietf/upload"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "key", value: key)]
+            + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        return components.url!
+    }
+
+    /// Sets (or with an empty value, removes) resumable-upload faults of `key` (`/_ietf/set`;
+    /// `forget=1` loses the key's latest upload now).
+    package func setIetfFaults(key: String, _ parameters: [String: String]) throws {
+        var components = URLComponents(url: fault.appendingPathComponent("_ietf/set"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "key", value: key)]
+            + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        _ = try Data(contentsOf: components.url!)
+    }
+
+    /// What the fault server's resumable-upload endpoint counted for `key`: `creations`,
+    /// `empty_creations`, `plain`, `interim` (104s sent), `requests` (creations), `appends`,
+    /// `received` (body bytes read in all, resent ones included: minus the file's size, the bytes
+    /// resent), `conflicts`, `heads`, `deleted`, `lost`, `cuts`, `too_large`, and of the latest
+    /// upload `offset`, `length`, `complete`, `creation_received`, `sha256`, `id`.
+    package func ietfStats(key: String) throws -> [String: Any] {
+        var components = URLComponents(url: fault.appendingPathComponent("_ietf/stats"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "key", value: key)]
+        return try JSONSerialization.jsonObject(with: Data(contentsOf: components.url!)) as? [String: Any] ?? [:]
+    }
+
     package func size(of file: String) throws -> Int64 {
         (try FileManager.default.attributesOfItem(atPath: path(file))[.size] as! NSNumber).int64Value
     }

@@ -303,6 +303,21 @@ final class JobFileParserTests: XCTestCase {
             XCTAssertEqual(JobFileParser.words(line), expected, line.debugDescription)
         }
     }
+
+    /// A `resumable` job (the IETF resumable-upload draft): a source and a content type, an
+    /// http(s) URL; tus's `chunk_size` does not belong to it.
+    func testResumableJobsTakeASourceAndAContentType() throws {
+        let jobs = try parse(#"{"type": "resumable", "url": "https://e.com/upload", "source": "a.bin", "content_type": "video/mp4"}"#).get()
+        XCTAssertEqual(jobs.first?.kind, .resumable)
+        XCTAssertEqual(jobs.first?.source, "/data/a.bin")
+        XCTAssertEqual(jobs.first?.contentType, "video/mp4")
+        XCTAssertEqual(try JobSpec(stored: jobs[0].storedJSON), jobs[0])
+        XCTAssertEqual(errors(#"{"type": "resumable", "url": "s3://b/k", "source": "a.bin"}"#).first?.field, "url")
+        XCTAssertEqual(errors(#"{"type": "resumable", "url": "https://e.com/f"}"#).first?.field, "source")
+        let misplaced = errors(#"{"type": "resumable", "url": "https://e.com/f", "source": "a", "chunk_size": "8M"}"#)
+        XCTAssertEqual(misplaced.first?.field, "chunk_size")
+        XCTAssertEqual(misplaced.first?.fix, "it belongs to \"tus\" jobs")
+    }
 }
 
 /// `mirrors` and `connections_per_mirror` on a download job, and metalinks in the queue folder.

@@ -261,6 +261,7 @@ struct Context {
                   "delete", "max_delete", "force",
                   "source_endpoint", "source_region", "source_profile"],
         .tus: ["source", "chunk_size", "content_type"],
+        .resumable: ["source", "content_type"],
     ]
 
     mutating func parseJob(_ fields: [String: JSONValue], number: Int) {
@@ -490,6 +491,9 @@ struct Context {
                 }
                 return bytes
             }
+            spec.contentType = reader.string("content_type")
+        case .resumable:
+            spec.source = resolveSource(reader.string("source"), job: number, id: display, required: true)
             spec.contentType = reader.string("content_type")
         }
         if [.download, .s3Upload, .s3Copy].contains(kind) { readSyncFields(&reader, into: &spec, number: number, id: display) }

@@ -16,6 +16,9 @@ public struct JobSpec: Codable, Equatable, Sendable {
         case s3Copy = "s3-copy"
         /// Resumable upload of one file to a tus 1.0 server (`url`: its creation URL).
         case tus
+        /// Resumable upload of one file by the IETF draft "Resumable Uploads for HTTP"
+        /// (`url`: the resource that takes the upload).
+        case resumable
     }
 
     /// One file part of a multipart/form-data upload.

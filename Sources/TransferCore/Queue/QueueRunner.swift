@@ -536,7 +536,7 @@ extension QueueRunner {
 
     /// An upload's size, known before it starts (nil for downloads and directories).
     static func sourceSize(_ spec: JobSpec) -> Int64? {
-        guard spec.kind == .put || spec.kind == .s3Upload || spec.kind == .tus, let source = spec.source else { return nil }
+        guard spec.kind == .put || spec.kind == .s3Upload || spec.kind == .tus || spec.kind == .resumable, let source = spec.source else { return nil }
         var info = stat()
         guard stat(source, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int64(info.st_size)

@@ -32,8 +32,20 @@ package struct LoggingTransport: Transport {
         if request.body.length > 0 { lines.append("\(tag) >   (body: \(request.body.length) bytes)") }
         write(lines.joined(separator: "\n"))
         let observer = HeadLogger(sink: sink, tag: tag, started: started, write: write)
+        var logged = request
+        if let onInterim = request.onInterim {
+            let write = self.write
+            logged.onInterim = { head in
+                var lines = ["\(Self.clock(Date())) \(tag) < \(head.status) (interim)"]
+                for field in head.headers.fields {
+                    lines.append("\(tag) <   \(field.name): \(Redaction.headerValue(name: field.name, value: field.value))")
+                }
+                write(lines.joined(separator: "\n"))
+                return onInterim(head)
+            }
+        }
         do {
-            let outcome = try await base.execute(request, sink: observer)
+            let outcome = try await base.execute(logged, sink: observer)
             let elapsed = Date().timeIntervalSince(started)
             write("\(Self.clock(Date())) \(tag) = \(outcome.head.status): \(outcome.bytesReceived) bytes received, "
                   + "\(outcome.bytesSent) sent in \(String(format: "%.3f", elapsed)) s")

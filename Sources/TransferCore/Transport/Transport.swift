@@ -59,10 +59,16 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
     /// Reach a host written as an IPv6 literal (`http://[::1]:8080/`): FoundationNetworking
     /// refuses such URLs (NSURLErrorBadURL), redirects to them included.
     public static let ipv6LiteralHosts = TransportCapabilities(rawValue: 1 << 8)
+    /// Hand 1xx interim answers (the resumable-upload draft's `104 Upload Resumption Supported`)
+    /// to `TransferRequest.onInterim` while the request is under way. FoundationNetworking has
+    /// no callback for them (it reports one as though it were the response, which the urlsession
+    /// backend drops); an engine that needs one chooses another way up front.
+    public static let interimResponses = TransportCapabilities(rawValue: 1 << 9)
 
     public static let all: TransportCapabilities = [.customCA, .insecureTLS, .publicKeyPinning,
                                                      .fileRegionBody, .backpressure, .receiveRateLimit,
-                                                     .encodedBodyAsSent, .sendRateLimit, .ipv6LiteralHosts]
+                                                     .encodedBodyAsSent, .sendRateLimit, .ipv6LiteralHosts,
+                                                     .interimResponses]
 
     static let names: [(TransportCapabilities, String)] = [
         (.customCA, "custom CA bundle (--cacert)"),
@@ -74,6 +80,7 @@ public struct TransportCapabilities: OptionSet, Sendable, CustomStringConvertibl
         (.encodedBodyAsSent, "content-encoded bodies saved as sent"),
         (.sendRateLimit, "upload rate limit (--limit-rate on uploads)"),
         (.ipv6LiteralHosts, "IPv6 literal hosts ([::1])"),
+        (.interimResponses, "1xx interim answers (104 Upload Resumption Supported)"),
     ]
 
     public var description: String {
@@ -177,6 +184,11 @@ public struct TransferRequest: Sendable {
     public var sendLimiter: BandwidthLimiter?
     /// Called with (bytes sent, bytes received) as the exchange progresses.
     public var onProgress: (@Sendable (Int64, Int64) -> Void)?
+    /// Called on the transport's thread with each 1xx interim answer (status 101 aside) before
+    /// the final one, by backends with `.interimResponses` (others never call it). Returning
+    /// false stops the exchange at once (a transport error follows). Keep it short: the
+    /// transport's other exchanges wait while it runs.
+    public var onInterim: (@Sendable (ResponseHead) -> Bool)?
 
     public init(method: String = "GET", url: URL, headers: HTTPHeaders = [:], body: RequestBody = .none,
                 connectTimeout: TimeInterval = 15, idleTimeout: TimeInterval = 30, maxRedirects: Int = 10,

@@ -12,6 +12,7 @@ enum PutCommand {
         OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
         OptionSpec("--tus", help: "resumable upload to a tus 1.0 server: URL is its creation URL; run again to continue"),
         OptionSpec("--chunk-size", value: "SIZE", help: "tus: bytes per PATCH (default 8M; 64K to 1G)"),
+        OptionSpec("--resumable", help: "resumable upload by the IETF draft (interop version 8) to URL; run again to continue"),
         OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
         OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 10)"),
         OptionSpec("-j", "--jobs", value: "N", help: "S3 folder upload: files uploading at once (default: 16)"),
@@ -25,12 +26,13 @@ enum PutCommand {
         OptionSpec("-h", "--help", help: "show this help"),
     ] + SyncFlags.specs + TransferFlags.specs
 
-    static let usage = "transferd put PATH URL [--tus | --form NAME=VALUE ...] [--checksum md5|sha256] [options]"
+    static let usage = "transferd put PATH URL [--tus | --resumable | --form NAME=VALUE ...] [--checksum md5|sha256] [options]"
 
     static let help = CommandHelp(name: "put", usage: usage, summary: """
         Uploads PATH to URL: a streamed PUT with an exact Content-Length by default, or a
         multipart/form-data POST when --form is given (PATH is then the form's file), or a
-        resumable tus 1.0 upload with --tus (URL is the server's creation URL).
+        resumable tus 1.0 upload with --tus (URL is the server's creation URL), or a resumable
+        upload by the IETF draft "Resumable Uploads for HTTP" with --resumable (URL takes the POST).
         """, options: specs)
 
     static func run(_ argv: [String]) async -> ExitCode {
@@ -39,6 +41,7 @@ enum PutCommand {
         let transport: Transport
         do {
             arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
+            if arguments.has("--resumable"), !arguments.has("--help") { return await runResumable(arguments) }
             if arguments.has("--tus"), !arguments.has("--help") { return await runTus(arguments) }
             if arguments.positionals.count == 2, let location = S3Location(arguments.positionals[1]), !arguments.has("--help") {
                 return await runS3(arguments, location: location)
@@ -117,6 +120,78 @@ enum PutCommand {
                     if let at = result.resumedAt { text += ", resumed at byte \(at) (\(Format.bytes(result.bytesSent)) sent now)" }
                     text += result.checksum.map { ", each chunk checked by the server (\($0))" } ?? ", the server offers no checksum"
                     Output.err(text + "; the server's offset is the file's length\n")
+                }
+                return .success
+            } catch is CancellationError {
+                line.clear()
+                Output.err("transferd put: interrupted; the upload's address is recorded — run the same command to continue\n")
+                return .interrupted
+            } catch {
+                line.clear()
+                throw error
+            }
+        } catch let error as UsageError {
+            Output.err("transferd put: \(error)\n")
+            return .usage
+        } catch {
+            Output.err("transferd put: \(Redaction.message(String(describing: error)))\n")
+            return ExitCode.of(error, otherwise: .transferFailed)
+        }
+    }
+
+    /// `put --resumable PATH URL`: a resumable upload by the IETF draft (`ResumableHeaders.draft`).
+    /// The upload resource's URL and the offset the server confirmed are recorded under
+    /// `$XDG_STATE_HOME/transferd/uploads/`, so the same command again continues it.
+    static func runResumable(_ arguments: ParsedArguments) async -> ExitCode {
+        do {
+            if arguments.has("--tus") { throw UsageError("--resumable and --tus are two protocols: give one") }
+            guard arguments.positionals.count == 2 else { throw UsageError("need PATH and URL; usage: \(usage)") }
+            for option in ["--form", "--file-field", "--method", "--checksum", "--chunk-size", "--part-size", "--parts", "--jobs",
+                           "--skip-unchanged", "--include", "--exclude", "--endpoint", "--region", "--profile"] where arguments.has(option) {
+                throw UsageError("\(option) does not apply to a resumable upload (--resumable)")
+            }
+            try SyncFlags.refuseForOne(arguments, what: arguments.positionals[0])
+            let path = arguments.positionals[0]
+            let text = arguments.positionals[1]
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                  url.host?.isEmpty == false else {
+                throw UsageError("'\(Redaction.url(string: text))' is not an http:// or https:// URL (the resource that takes the upload)")
+            }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                throw UsageError("\(path): no such file")
+            }
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            var options = ResumableOptions(endpoint: url, source: absolute, headers: try TransferFlags.headers(arguments),
+                                           contentType: arguments.value("--content-type"), retry: try TransferFlags.retry(arguments),
+                                           tls: try TransferFlags.tls(arguments),
+                                           connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
+                                           idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
+            options.rate = try sendRate(arguments)
+            let quiet = arguments.has("--quiet")
+            let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: quiet)
+            let transport = try TransferFlags.transport(arguments)
+            let upload = ResumableUpload(transport: transport, options: options,
+                                         state: FileUploadStateStore(source: absolute, bucket: "resumable", key: url.absoluteString)) {
+                line.handle($0)
+            }
+            do {
+                let result = try await SignalHandler.cancelling { try await upload.run() }
+                line.clear()
+                if !quiet {
+                    var text = "\(path): \(Format.bytes(result.size)) sent in \(String(format: "%.2f", result.elapsed)) s, HTTP \(result.status)"
+                    if let at = result.resumedAt { text += ", resumed at byte \(at) (\(Format.bytes(result.bytesSent)) sent now)" }
+                    if result.plainUpload {
+                        text += "; the server offered no resumption (no 104 answer): a plain upload"
+                    } else if result.resumedAt != nil {
+                        text += "; resumable (\(ResumableHeaders.draft)), continued from the server's offset"
+                    } else if result.announcedByInterim {
+                        text += "; resumable (\(ResumableHeaders.draft)), its address from the 104 answer"
+                    } else {
+                        text += "; resumable (\(ResumableHeaders.draft)), created empty first"
+                            + (transport.capabilities.contains(.interimResponses) ? "" : " (the \(transport.name) backend cannot see 104 answers)")
+                    }
+                    Output.err(text + "\n")
                 }
                 return .success
             } catch is CancellationError {
@@ -360,8 +435,8 @@ final class UploadLine: Sendable {
                 state.lastDraw = Date()
                 state.live.show("\(name)  \(Int(Double(sent) / Double(total) * 100))%  \(Format.bytes(sent)) / \(Format.bytes(total))",
                                 permanent: false)
-            case .retrying(_, 0, let reason) where reason.hasSuffix("again") || reason.hasSuffix("started"):
-                // Said by a tus upload that goes on at once (a chunk resent, a new upload): the reason says what happens.
+            case .retrying(_, 0, let reason) where reason.hasSuffix("again") || reason.hasSuffix("started") || reason.hasSuffix("follow"):
+                // Said by a tus or resumable upload that goes on at once (a chunk resent, a new upload): the reason says what happens.
                 state.live.show("\(name): \(reason)", permanent: true)
             case .retrying(let attempt, let delay, let reason):
                 state.live.show("\(name): \(reason); sending again in \(String(format: "%.1f", delay)) s (attempt \(attempt + 1))",

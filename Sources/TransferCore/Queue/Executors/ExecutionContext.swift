@@ -63,7 +63,7 @@ struct ExecutionContext: Sendable {
             // A resumed S3 upload starts from its recorded parts (its first
             // report comes after ListParts); a plain upload starts over.
             case .started(let total):
-                let resumable = [.s3Upload, .s3Copy, .tus].contains(job.record.spec.kind)
+                let resumable = [.s3Upload, .s3Copy, .tus, .resumable].contains(job.record.spec.kind)
                 job.uploadProgress.withLock { $0 = (resumable ? min(job.record.bytesDone, total) : 0, total) }
             case .progress(let sent, let total): job.uploadProgress.withLock { $0 = (sent, total) }
             case .retrying(let attempt, let delay, let reason):

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Runs a `put`, `form`, `s3-upload` or `tus` job (a file, or a folder to a prefix); an S3
-/// upload's id and recorded parts, and a tus upload's URL and confirmed offset, live in the
+/// Runs a `put`, `form`, `s3-upload`, `tus` or `resumable` job (a file, or a folder to a prefix); an S3
+/// upload's id and recorded parts, and a tus or resumable upload's URL and confirmed offset, live in the
 /// job's row, so a later attempt, run or worker continues the same upload.
 struct UploadExecutor: JobExecutor {
     let context: ExecutionContext
@@ -12,6 +12,7 @@ struct UploadExecutor: JobExecutor {
         let retry = RetryPolicy(maxAttempts: spec.retries ?? context.options.retries, baseDelay: context.options.retryBaseDelay)
         var s3: (upload: S3MultipartUpload, client: S3Client, state: JobUploadStateStore)?
         var tus: TusUpload?
+        var resumable: ResumableUpload?
         do {
             let headers = try context.expandedHeaders(spec)
             // Sources are read through no symbolic link below the root (`ConfinedPath`).
@@ -83,6 +84,18 @@ struct UploadExecutor: JobExecutor {
                 tus = upload
                 let result = try await upload.run()
                 return .completed(size: result.size)
+            case .resumable:
+                guard let url = URL(string: spec.url), let source = spec.source else { throw QueueError.unknownJob(spec.id) }
+                var options = ResumableOptions(endpoint: url, source: source, headers: headers, contentType: spec.contentType,
+                                               retry: retry, tls: context.options.tls, connectTimeout: context.options.connectTimeout,
+                                               idleTimeout: context.options.idleTimeout)
+                options.rate = context.sendRate(spec, transport: transport)
+                let upload = ResumableUpload(transport: transport, options: options,
+                                             state: JobUploadStateStore(store: context.store, job: job),
+                                             onEvent: context.progressRecorder(job))
+                resumable = upload
+                let result = try await upload.run()
+                return .completed(size: result.size)
             case .download, .s3Copy:
                 return .failed("not an upload")
             }
@@ -95,6 +108,8 @@ struct UploadExecutor: JobExecutor {
                 // A cancelled tus upload is terminated (DELETE) where the server allows it; from a task
                 // of its own, since a transport refuses to start an exchange in a cancelled task.
                 if let tus { await Task.detached { await tus.abandon() }.value }
+                // A cancelled resumable upload is cancelled on the server too (DELETE on the upload resource).
+                if let resumable { await Task.detached { await resumable.abandon() }.value }
                 return .cancelled
             }
             return .failed(String(describing: error))

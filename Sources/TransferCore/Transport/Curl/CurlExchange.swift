@@ -19,6 +19,8 @@ final class CurlExchange: @unchecked Sendable {
     private var body: CurlRequestBody
     /// Header lines of the response being received (reset at every status line).
     private var headerLines: [String] = []
+    /// The status of the answer whose header lines are being received.
+    private var headerStatus: Int?
     private var head: ResponseHead?
     private var sinkError: Error?
     private var bytesReceived: Int64 = 0
@@ -164,10 +166,26 @@ final class CurlExchange: @unchecked Sendable {
         let line = HTTPHeaders.trimmed(bytes)
         if line.hasPrefix("HTTP/") {
             headerLines = []
+            headerStatus = Self.status(ofStatusLine: line)
         } else if !line.isEmpty {
             headerLines.append(line)
+        } else if let status = headerStatus, (102..<200).contains(status), let onInterim = request.onInterim {
+            // The blank line that ends an interim answer's block (libcurl passes 1xx headers
+            // here, then the final answer's): handed over whole, then forgotten.
+            let interim = ResponseHead(status: status, headers: HTTPHeaders(headerLines.compactMap(HTTPHeaders.parseLine)),
+                                       url: request.url)
+            headerLines = []
+            headerStatus = nil
+            if !onInterim(interim) { return 0 }
         }
         return bytes.count
+    }
+
+    /// The status code of a status line (`HTTP/1.1 104 Upload Resumption Supported`, `HTTP/2 200`).
+    static func status(ofStatusLine line: String) -> Int? {
+        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+        guard parts.count >= 2, parts[1].utf8.count == 3 else { return nil }
+        return Int(parts[1])
     }
 
     func handleBody(_ bytes: UnsafeRawBufferPointer) -> Int {

@@ -122,6 +122,11 @@ final class URLSessionExchange: @unchecked Sendable {
             cancel(because: .sinkFailed(TransportError(.protocolError, url: request.url, message: "not an HTTP response")))
             return false
         }
+        // FoundationNetworking has no interim-answer callback: it reports each complete header block,
+        // a 1xx one included (the resumable-upload draft's 104), to the delegate as though it were
+        // the response. An interim answer is never the answer: dropped here (the backend declares
+        // no `.interimResponses`), and the final one follows.
+        if (100..<200).contains(http.statusCode), http.statusCode != 101 { return true }
         var headers = HTTPHeaders()
         for (name, value) in http.allHeaderFields {
             headers.add(String(describing: name), String(describing: value))
