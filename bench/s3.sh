@@ -10,6 +10,9 @@
 #   * 1 GiB copied on the server (s3 to s3): transferd copy | s5cmd cp | aws s3 cp | rclone copyto
 #   * 1,000 x 256 KiB copied on the server (a prefix): transferd copy PREFIX/ | s5cmd cp '*' | aws s3 cp --recursive | rclone copy
 #   * 1 GiB streamed from nginx to S3 (no disk): transferd copy URL | rclone copyurl | curl | aws s3 cp - (s5cmd has no such copy)
+#   * 1 GiB between two endpoints (the same SeaweedFS as 127.0.0.1 and as localhost), streamed through
+#     the client: transferd copy --source-endpoint | rclone copyto between two remotes (s5cmd and aws
+#     take one endpoint)
 # Prints each run's wall time, then the medians, ratios to transferd and
 # peak RSS. Runs are interleaved (tool after tool in each round), each row
 # starting from another tool each round, with a `sync` (untimed) before every
@@ -22,13 +25,13 @@
 #   bench/s3.sh [RUNS]      (default 3)
 #   BENCH_S3_TOOLS="td s5" bench/s3.sh 10   only those tools (td s5 aws rclone):
 #                           ten rounds of transferd against s5cmd alone
-#   BENCH_S3_ROWS="copy copydir" bench/s3.sh   only those rows (up down put get sync copy copydir stream;
+#   BENCH_S3_ROWS="copy copydir" bench/s3.sh   only those rows (up down put get sync copy copydir stream across;
 #                           the rows after the uploads need what those leave, made once when skipped)
 set -euo pipefail
 
 runs="${1:-3}"
 tools=" ${BENCH_S3_TOOLS:-td s5 aws rclone} "
-rows=" ${BENCH_S3_ROWS:-up down put get sync copy copydir stream} "
+rows=" ${BENCH_S3_ROWS:-up down put get sync copy copydir stream across} "
 [[ $tools == *" td "* ]] || { echo "bench: BENCH_S3_TOOLS must include td (the ratios are to transferd)" >&2; exit 2; }
 # shellcheck source=bench/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -42,6 +45,12 @@ export HOME="$work/home" && mkdir -p "$HOME"
 export RCLONE_CONFIG_SW_TYPE=s3 RCLONE_CONFIG_SW_PROVIDER=SeaweedFS RCLONE_CONFIG_SW_ENDPOINT="$endpoint"
 export RCLONE_CONFIG_SW_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" RCLONE_CONFIG_SW_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
 export RCLONE_CONFIG_SW_REGION="$AWS_REGION" RCLONE_CONFIG_SW_FORCE_PATH_STYLE=true
+# The same SeaweedFS under another name (localhost): a second endpoint, so a copy from it is
+# streamed through the client, as between two providers (the "across" row).
+other_endpoint="${endpoint/127.0.0.1/localhost}"
+export RCLONE_CONFIG_SW2_TYPE=s3 RCLONE_CONFIG_SW2_PROVIDER=SeaweedFS RCLONE_CONFIG_SW2_ENDPOINT="$other_endpoint"
+export RCLONE_CONFIG_SW2_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" RCLONE_CONFIG_SW2_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
+export RCLONE_CONFIG_SW2_REGION="$AWS_REGION" RCLONE_CONFIG_SW2_FORCE_PATH_STYLE=true
 unset AWS_CA_BUNDLE
 aws="python3 -m awscli"
 s5="s5cmd --endpoint-url $endpoint"
@@ -144,11 +153,13 @@ web="$TRANSFERD_TEST_HTTP/1g.bin"
 stream_td() { measure "1 GiB from nginx streamed: transferd copy URL" "object_ok web-td.bin" "$transferd" copy "$web" s3://bench/web-td.bin -q; }
 stream_aws() { measure "1 GiB from nginx streamed: curl | aws s3 cp -" "object_ok web-aws.bin" bash -c "curl -sf '$web' | $aws s3 cp - s3://bench/web-aws.bin --quiet"; }
 stream_rclone() { measure "1 GiB from nginx streamed: rclone copyurl" "object_ok web-rclone.bin" rclone copyurl "$web" sw:bench/web-rclone.bin; }
+across_td() { measure "1 GiB between two endpoints: transferd copy --source-endpoint" "object_ok across-td.bin" "$transferd" copy s3://bench/td.bin s3://bench/across-td.bin --source-endpoint "$other_endpoint" -q; }
+across_rclone() { measure "1 GiB between two endpoints: rclone copyto" "object_ok across-rclone.bin" rclone copyto sw2:bench/td.bin sw:bench/across-rclone.bin; }
 sync_rclone() { measure "sync 10,000 unchanged: rclone sync" "true" rclone sync sw:sync/many "$work/sync-out/rclone" --transfers 16; }
 
 # Round 0 runs every row in the order printed (transferd first), which fixes the rows' order.
 # Sources the later rows need when their own rows are skipped.
-if [[ $rows != *" up "* ]] && [[ $rows == *" down "* || $rows == *" copy "* ]]; then
+if [[ $rows != *" up "* ]] && [[ $rows == *" down "* || $rows == *" copy "* || $rows == *" across "* ]]; then
     "$transferd" put "$big" s3://bench/td.bin -q
 fi
 if [[ $rows != *" put "* ]] && [[ $rows == *" get "* || $rows == *" copydir "* ]]; then
@@ -180,6 +191,10 @@ for ((r = 0; r < runs; r++)); do
     if [[ $rows == *" stream "* ]]; then
         for tool in td aws rclone; do $s5 rm "s3://bench/web-$tool.bin" >/dev/null 2>&1 || true; done
         in_turn "$r" stream_td stream_aws stream_rclone
+    fi
+    if [[ $rows == *" across "* ]]; then
+        for tool in td rclone; do $s5 rm "s3://bench/across-$tool.bin" >/dev/null 2>&1 || true; done
+        in_turn "$r" across_td across_rclone
     fi
     if [[ $rows == *" copydir "* ]]; then
         for tool in td s5 aws rclone; do $s5 rm "s3://bench/copy-small-$tool/*" >/dev/null 2>&1 || true; done
