@@ -228,8 +228,10 @@ extension UploadConformanceTests {
                                               options: resumableOptions(servers.ietf(key: curlKey, ["interop": "7"]), path),
                                               state: RecordingUploadState()).run()
         XCTAssertTrue(plain.plainUpload)
-        XCTAssertEqual(try servers.ietfStats(key: curlKey)["plain"] as? Int, 1)
-        XCTAssertEqual(try servers.ietfStats(key: curlKey)["interim"] as? Int, 0)
+        let plainStats = try servers.ietfStats(key: curlKey)
+        XCTAssertEqual(plainStats["plain"] as? Int, 1)
+        XCTAssertEqual(plainStats["interim"] as? Int, 0)
+        XCTAssertEqual(plainStats["received"] as? Int, 200_000, "the plain upload carried the whole file")
 
         let urlsessionKey = "ietf-other-urlsession-\(UUID().uuidString.prefix(8))"
         do {
@@ -239,6 +241,39 @@ extension UploadConformanceTests {
             XCTFail("no upload resource, no upload")
         } catch let failure as ResumableFailure {
             XCTAssertTrue(failure.description.contains("does not take resumable uploads"), "\(failure)")
+        }
+    }
+
+    /// An upload resource on another origin than the target gets none of the job's credentials,
+    /// and a creation answered with a redirect is never followed (a POST turned into a GET would
+    /// answer 200 with nothing stored).
+    func testResumableCredentialsStayWithTheTargetAndRedirectsAreRefused() async throws {
+        let servers = try TestServers.current()
+        let path = try tusFile(300_000)
+        for (name, transport) in Backends.all {
+            let key = "ietf-origin-\(name)-\(UUID().uuidString.prefix(8))"
+            let elsewhere = servers.fault.absoluteString.replacingOccurrences(of: "127.0.0.1", with: "localhost") + "/_ietf/"
+            var options = resumableOptions(servers.ietf(key: key, ["location_base": elsewhere]), path)
+            options.headers = ["Authorization": "Bearer not-for-others", "X-Trace": "kept"]
+            let result = try await ResumableUpload(transport: transport, options: options, state: RecordingUploadState()).run()
+            let stats = try servers.ietfStats(key: key)
+            XCTAssertEqual(result.size, 300_000, name)
+            XCTAssertEqual(stats["complete"] as? Bool, true, name)
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: path), name)
+            XCTAssertEqual(stats["credentials"] as? Int, 0, "\(name): no credential went to the other origin")
+        }
+        // nginx answers a request for a folder without its slash with 301, a POST too.
+        let folder = "redirecting-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: servers.path(folder), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: servers.path(folder)) }
+        for (name, transport) in Backends.all {
+            do {
+                _ = try await ResumableUpload(transport: transport, options: resumableOptions(servers.http.appendingPathComponent(folder), path),
+                                              state: RecordingUploadState()).run()
+                XCTFail("\(name): a redirected creation taken as an upload")
+            } catch let failure as ResumableFailure {
+                XCTAssertTrue(failure.description.contains("redirects its POST"), "\(name): \(failure)")
+            }
         }
     }
 

@@ -878,6 +878,10 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             return
         faults = ietf.faults(upload.key)
         stats = ietf.key_stats(upload.key)
+        # Requests on the upload resource that carried credentials (a test of where they go).
+        if self.headers.get("Authorization") or self.headers.get("Cookie"):
+            with ietf.lock:
+                stats["credentials"] += 1
         if upload.lost:
             answer(int(faults.get("lose_status") or 404))
             return
@@ -993,7 +997,9 @@ class FaultRequestHandler(BaseHTTPRequestHandler):
             stats["requests"] += 1
             if body_length == 0:
                 stats["empty_creations"] += 1
-        location = f"uploads/{upload.id}"  # relative: the client resolves it against the target
+        # Relative: the client resolves it against the target; location_base (an absolute URL of
+        # this endpoint under another name) puts the upload resource on another origin.
+        location = (faults.get("location_base") or "") + f"uploads/{upload.id}"
         with upload.busy:
             if not faults.get("no_interim"):
                 lines = [b"HTTP/1.1 104 Upload Resumption Supported",
@@ -1819,7 +1825,7 @@ class IetfUploads:
         with self.lock:
             return self.counts.setdefault(key, {name: 0 for name in (
                 "creations", "empty_creations", "plain", "interim", "requests", "appends", "received", "conflicts",
-                "heads", "deleted", "lost", "cuts", "too_large")})
+                "heads", "deleted", "lost", "cuts", "too_large", "credentials")})
 
     def create(self, key: str, length: Optional[int]) -> IetfUpload:
         stats = self.key_stats(key)

@@ -5,8 +5,8 @@
 /// Paths are split on the byte `/`, as the kernel reads them, never on
 /// Characters: `/` followed by a combining mark (U+0301) is one Character, so
 /// a Character-wise split would hide a `..` segment the kernel still follows.
-enum PathNormalization {
-    static func normalize(_ path: String) -> String {
+package enum PathNormalization {
+    package static func normalize(_ path: String) -> String {
         // Most paths are already normal (every job's, on every start): one byte scan, no copies.
         isNormal(path) ? path : resolved(path)
     }

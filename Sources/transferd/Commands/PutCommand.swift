@@ -99,7 +99,7 @@ enum PutCommand {
             }
             let chunkSize = try arguments.byteSize("--chunk-size") ?? TusOptions.defaultChunkSize
             guard TusOptions.chunkSizes.contains(chunkSize) else { throw UsageError("--chunk-size must be from 64K to 1G") }
-            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let absolute = absolutePath(path)
             var options = TusOptions(endpoint: url, source: absolute, chunkSize: chunkSize,
                                      headers: try TransferFlags.headers(arguments), contentType: arguments.value("--content-type"),
                                      retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
@@ -161,7 +161,7 @@ enum PutCommand {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
                 throw UsageError("\(path): no such file")
             }
-            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let absolute = absolutePath(path)
             var options = ResumableOptions(endpoint: url, source: absolute, headers: try TransferFlags.headers(arguments),
                                            contentType: arguments.value("--content-type"), retry: try TransferFlags.retry(arguments),
                                            tls: try TransferFlags.tls(arguments),
@@ -227,7 +227,7 @@ enum PutCommand {
             try SyncFlags.refuseForOne(arguments, what: path)
             if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus); S3 takes --part-size") }
             let client = try s3Client(arguments)
-            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let absolute = absolutePath(path)
             var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
                                           partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
                                           partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
@@ -274,7 +274,7 @@ enum PutCommand {
         let quiet = arguments.has("--quiet")
         do {
             let client = try s3Client(arguments)
-            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let absolute = absolutePath(path)
             let upload = S3DirectoryUpload(
                 client: client, directory: absolute, bucket: location.bucket, prefix: location.key,
                 partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
@@ -455,4 +455,10 @@ final class UploadLine: Sendable {
         let rate = Double(result.bytesSent) / max(result.elapsed, 0.001)
         Output.err("\(name): sent \(Format.bytes(result.bytesSent)) in \(String(format: "%.2f", result.elapsed)) s (\(Format.rate(rate))), HTTP \(result.status)\n")
     }
+}
+
+/// `path` from the current folder, `.` and `..` taken out: one file, one record of its upload,
+/// however it was named (`f`, `./f`, `../here/f`).
+private func absolutePath(_ path: String) -> String {
+    PathNormalization.normalize(path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
 }

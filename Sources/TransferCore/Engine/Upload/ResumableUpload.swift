@@ -11,6 +11,10 @@ package struct ResumableCheckpoint: Codable, Equatable, Sendable {
     package var fileSize: Int64
     package var fileModified: Double
     package var fileInode: UInt64
+    /// The file's status-change time and device: a file rewritten in place with its size and
+    /// modification time set back (`cp -p`, `touch -r`) still changes them. Absent in older records.
+    package var fileChanged: Double?
+    package var fileDevice: UInt64?
     /// The highest offset the server confirmed: it must never report less.
     package var confirmed: Int64
     /// A request carrying `Upload-Complete: ?1` went out and its answer was not seen: the server
@@ -142,8 +146,10 @@ package final class ResumableUpload: Sendable {
         }
         let size = Int64(info.st_size)
         let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        let changed = Double(info.st_ctim.tv_sec) + Double(info.st_ctim.tv_nsec) / 1e9
         let fresh = ResumableCheckpoint(endpoint: options.endpoint.absoluteString, uploadURL: "", fileSize: size,
-                                        fileModified: modified, fileInode: UInt64(info.st_ino), confirmed: 0)
+                                        fileModified: modified, fileInode: UInt64(info.st_ino), fileChanged: changed,
+                                        fileDevice: UInt64(info.st_dev), confirmed: 0)
         onEvent(.started(totalSize: size))
 
         var limits = try await discover()
@@ -164,6 +170,7 @@ package final class ResumableUpload: Sendable {
 
         if let saved = load(), !saved.uploadURL.isEmpty, let url = URL(string: saved.uploadURL) {
             let sameFile = saved.fileSize == size && saved.fileModified == modified && saved.fileInode == UInt64(info.st_ino)
+                && (saved.fileChanged.map { $0 == changed } ?? true) && (saved.fileDevice.map { $0 == UInt64(info.st_dev) } ?? true)
             if saved.endpoint == options.endpoint.absoluteString, sameFile {
                 switch try await ask(url, confirmed: saved.confirmed, size: size, limits: &limits) {
                 case .resume(let at):
@@ -192,7 +199,7 @@ package final class ResumableUpload: Sendable {
                     throw ResumableFailure(reason: "the server answered HEAD with HTTP \(status)", next: .kept)
                 }
             } else if saved.endpoint == options.endpoint.absoluteString {
-                let reason = "\(source) changed since its upload began (size, time or inode), so a new upload is started"
+                let reason = "\(source) changed since its upload began (size, times, inode or device), so a new upload is started"
                 restarts.append(reason)
                 onEvent(.retrying(attempt: 1, delay: 0, reason: reason))
                 // The old upload is of no use: cancelled (DELETE).
@@ -276,8 +283,15 @@ package final class ResumableUpload: Sendable {
                 }
             }
             try fingerprint.check(source)
+            // Limits may arrive with any answer (HEAD, a 413, the creation's): each set is checked again.
+            if let problem = limits.problem(fileSize: size) {
+                throw ResumableFailure(reason: "\(problem) at \(Redaction.url(url))", next: .kept)
+            }
             let length = limits.appendLength(offset: offset, size: size, cap: requestCap)
             let completes = offset + length == size
+            guard length > 0 || completes else {
+                throw ResumableFailure(reason: "the server's limits at \(Redaction.url(url)) let no request carry a byte", next: .kept)
+            }
             if completes && checkpoint.completing != true {
                 checkpoint.completing = true
                 try save(checkpoint)
@@ -438,6 +452,7 @@ package final class ResumableUpload: Sendable {
             recorded.completing = completes ? true : nil
             let endpoint = options.endpoint
             let interim = Locked(Interim(checkpoint: recorded))
+            let saving = DispatchGroup()
             let onInterim: @Sendable (ResponseHead) -> Bool = { [self] head in
                 guard let note = InterimAnnouncement.read(head, base: endpoint) else { return true }
                 return interim.withLock { found in
@@ -458,7 +473,14 @@ package final class ResumableUpload: Sendable {
                         } else if found.location == nil {
                             found.location = location
                             found.checkpoint.uploadURL = location.absoluteString
-                            do { try save(found.checkpoint) } catch { found.saveError = error }
+                            // Saved on a queue of its own, not on the transport's thread, which other
+                            // transfers share (a store may wait seconds); awaited before the next step.
+                            let checkpoint = found.checkpoint
+                            saving.enter()
+                            DispatchQueue.global().async {
+                                defer { saving.leave() }
+                                do { try self.save(checkpoint) } catch { interim.withLock { $0.saveError = error } }
+                            }
                         }
                     }
                     return found.stop == nil && found.saveError == nil
@@ -478,6 +500,7 @@ package final class ResumableUpload: Sendable {
                                                           events(.progress(sent: done, totalSize: size))
                                                       })
                 moved.withLock { $0 = length }
+                await Self.settled(saving)
                 let found = interim.current
                 if let error = found.saveError { throw error }
                 limits = limits.merged(with: found.limits).merged(with: UploadLimits.parse(head.headers["Upload-Limit"]))
@@ -542,6 +565,7 @@ package final class ResumableUpload: Sendable {
                                                  reason: "creating the resumable upload")
                 }
             } catch let error as TransportError {
+                await Self.settled(saving)
                 let found = interim.current
                 if let saveError = found.saveError {
                     if let location = found.location { await cancel(location) }
@@ -592,6 +616,11 @@ package final class ResumableUpload: Sendable {
         }
     }
 
+    /// Waits, off the cooperative threads, for the saves `group` started.
+    private static func settled(_ group: DispatchGroup) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { done.resume() } }
+    }
+
     /// HEAD on the upload resource, decided against what was confirmed; transient answers are
     /// retried here. Limits it announces are laid over the known ones.
     private func ask(_ url: URL, confirmed: Int64, size: Int64, limits: inout UploadLimits) async throws -> ResumableResumeDecision {
@@ -631,21 +660,39 @@ package final class ResumableUpload: Sendable {
     private func exchange(_ method: String, _ url: URL, headers extra: [(String, String)] = [], body: RequestBody = .none,
                           onInterim: (@Sendable (ResponseHead) -> Bool)? = nil,
                           progress: (@Sendable (Int64) -> Void)? = nil) async throws -> (head: ResponseHead, body: Data) {
+        // The upload resource may be on another host than the target: the job's credentials stay
+        // with the target's origin (as on a redirect), and an https target's upload is never sent
+        // over plain http.
+        if options.endpoint.scheme?.lowercased() == "https" && url.scheme?.lowercased() != "https" {
+            throw ResumableFailure(reason: "\(Redaction.url(options.endpoint)) named \(Redaction.url(url)) as the upload resource:"
+                + " plain http for an https target is refused")
+        }
         var headers = options.headers
+        if !RedirectPolicy.sameOrigin(url, options.endpoint) {
+            for field in options.headers where RedirectPolicy.isOriginOnly(field) { headers.remove(field.name) }
+        }
         headers.set("Upload-Draft-Interop-Version", String(ResumableHeaders.interopVersion))
         for (name, value) in extra { headers.set(name, value) }
         let sink = CapturingSink(limit: Self.answerLimit, url: url,
                                  advice: "a resumable upload's answers are short; check that this URL takes uploads")
         var request = TransferRequest(method: method, url: url, headers: headers, body: body,
                                       connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout,
-                                      maxRedirects: method == "PATCH" ? 0 : 10, tls: options.tls)
+                                      // Never followed: a redirect of the creation would turn the POST into a
+                                      // GET whose 200 looks like a finished upload (curl and browsers do that).
+                                      maxRedirects: 0, tls: options.tls)
         request.onInterim = onInterim
         if let progress {
             request.onProgress = { sent, _ in progress(sent) }
         }
         if body != .none { options.rate.apply(to: &request) }
-        let outcome = try await transport.execute(request, sink: sink)
-        return (outcome.head, sink.body)
+        do {
+            let outcome = try await transport.execute(request, sink: sink)
+            return (outcome.head, sink.body)
+        } catch let error as TransportError where error.kind == .tooManyRedirects {
+            throw ResumableFailure(reason: "\(Redaction.url(url)) redirects its \(method); a resumable upload's requests are never"
+                + " redirected (a redirected POST turns into a GET, whose 200 would look like a finished upload): give the URL it"
+                + " leads to", next: .nothingSent)
+        }
     }
 
     private func load() -> ResumableCheckpoint? {
