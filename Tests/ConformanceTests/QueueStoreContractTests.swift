@@ -362,4 +362,19 @@ final class QueueStoreContractTests: XCTestCase {
             XCTAssertEqual(try store.jobs(in: .queued, after: queuedAfter, limit: 10).map(\.id), ["j5", "j6", "j7"])
         }
     }
+
+    func testIDsAreFoundByTheirPrefixInByteOrder() throws {
+        try forEachStore { store in
+            let ids = ["alpha-1", "alpha-10", "alpha-2", "beta", "alp", "b\u{E9}ta", "Alpha-3"]
+            _ = try store.ingest(fileName: "a.json", contentHash: "h", jobs: ids.map { job($0) })
+            XCTAssertEqual(try store.jobIDs(startingWith: "alpha-1", limit: 10), ["alpha-1", "alpha-10"])
+            XCTAssertEqual(try store.jobIDs(startingWith: "alp", limit: 10), ["alp", "alpha-1", "alpha-10", "alpha-2"],
+                           "byte order, whatever the database's collation; no upper case")
+            XCTAssertEqual(try store.jobIDs(startingWith: "alp", limit: 2), ["alp", "alpha-1"], "at most the limit")
+            XCTAssertEqual(try store.jobIDs(startingWith: "b", limit: 10), ["beta", "b\u{E9}ta"])
+            XCTAssertEqual(try store.jobIDs(startingWith: "b\u{E9}", limit: 10), ["b\u{E9}ta"])
+            XCTAssertEqual(try store.jobIDs(startingWith: "gamma", limit: 10), [])
+            XCTAssertEqual(try store.jobIDs(startingWith: "", limit: 3), ["Alpha-3", "alp", "alpha-1"])
+        }
+    }
 }

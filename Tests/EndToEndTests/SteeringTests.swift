@@ -170,6 +170,45 @@ final class SteeringTests: XCTestCase {
         XCTAssertTrue(typo.stderr.contains("did you mean 'pause'?"), typo.stderr)
     }
 
+    func testDerivedIDsAreShownByTheirShortestUniquePrefixAndTakenBackFromIt() throws {
+        let fixture = try QueueFixture()
+        try fixture.drop("photos.urls", (1...40).map { "http://127.0.0.1:9/p\($0).jpg" }.joined(separator: "\n") + "\n")
+        XCTAssertEqual(try TransferdProcess.run(["ingest", "--queue", fixture.queue], directory: fixture.root).status, 0)
+        let ids = try fixture.store().jobs().map(\.id)
+        XCTAssertEqual(ids.count, 40)
+        let status = try TransferdProcess.run(["status", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        // Each row's first word is the id shown: a prefix of one job's id, of no other's.
+        let rows = status.stdout.split(separator: "\n").filter { $0.hasPrefix("photos-") }
+        XCTAssertEqual(rows.count, 40, status.stdout)
+        var shown: [String: String] = [:]
+        for row in rows {
+            let short = String(row.split(separator: " ")[0])
+            let matches = ids.filter { $0.hasPrefix(short) }
+            XCTAssertEqual(matches.count, 1, "\(short) names one job: \(matches)")
+            XCTAssertLessThan(short.count, matches[0].count, "shortened: \(short)")
+            XCTAssertGreaterThanOrEqual(short.count, "photos-".count + 4)
+            shown[matches[0]] = short
+        }
+        XCTAssertEqual(Set(shown.keys), Set(ids))
+        // The form shown is what a person types back, to every verb that takes an id.
+        let target = ids[7]
+        let short = try XCTUnwrap(shown[target])
+        let cancelled = try TransferdProcess.run(["cancel", short, "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(cancelled.status, 0, cancelled.stderr)
+        XCTAssertTrue(cancelled.stdout.contains("\(target): cancelled"), cancelled.stdout)
+        XCTAssertEqual(try fixture.store().job(target)?.state, .cancelled)
+        let retried = try TransferdProcess.run(["retry", short, "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(retried.status, 0, retried.stderr)
+        XCTAssertEqual(try fixture.store().job(target)?.state, .queued)
+        let ambiguous = try TransferdProcess.run(["cancel", "photos-", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(ambiguous.status, 2)
+        XCTAssertTrue(ambiguous.stderr.contains("\"photos-\" starts more than 5 job ids"), ambiguous.stderr)
+        // `--json` and the API keep whole ids, for scripts.
+        let json = try TransferdProcess.run(["status", "--queue", fixture.queue, "--json"], directory: fixture.root)
+        XCTAssertTrue(json.stdout.contains("\"id\":\"\(target)\""), json.stdout)
+    }
+
     /// `transferd limit` changes a running run's bandwidth within a second, and outlives runs.
     func testALimitSetWhileRunningIsKeptWithinASecond() throws {
         let servers = try TestServers.current()

@@ -201,6 +201,13 @@ package final class MemoryQueueStore: QueueStore, @unchecked Sendable {
 
     package func jobs() throws -> [JobRecord] { locked { inOrder } }
 
+    package func jobIDs(startingWith prefix: String, limit: Int) throws -> [String] {
+        locked {
+            Array(records.keys.filter { $0.utf8.starts(with: prefix.utf8) }
+                .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.prefix(limit))
+        }
+    }
+
     package func jobs(in state: JobState) throws -> [JobRecord] { locked { inOrder.filter { $0.state == state } } }
 
     package func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {

@@ -63,8 +63,8 @@ package struct JobFileParser: Sendable {
             return reject("the file is empty", fix: "write one job as a JSON object, or one URL per line in a .urls file")
         }
         let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
-        let tag = "\(stem)-\(SHA256Hasher.hex(of: data).prefix(6))"
-        var context = Context(file: name, idPrefix: tag, root: root, queueDirectory: queueDirectory)
+        var context = Context(file: name, idStem: stem, contentHash: SHA256Hasher.hex(of: data), root: root,
+                              queueDirectory: queueDirectory)
         context.allowsCommands = allowsCommands
         if name.hasSuffix(".urls") {
             context.parseList(text)
@@ -129,7 +129,9 @@ package struct JobFileParser: Sendable {
 /// The accumulating state of parsing one file.
 struct Context {
     let file: String
-    let idPrefix: String
+    /// What derived ids are made of (`JobIDs.derived`): the file's stem and content digest.
+    let idStem: String
+    let contentHash: String
     let root: String
     let queueDirectory: String?
     var allowsCommands = false
@@ -151,12 +153,16 @@ struct Context {
     /// The URL last parsed: checking a URL and naming its destination read it once.
     private var lastParsed: (text: String, url: URL?)?
 
-    init(file: String, idPrefix: String, root: String, queueDirectory: String? = nil) {
+    init(file: String, idStem: String, contentHash: String, root: String, queueDirectory: String? = nil) {
         self.file = file
-        self.idPrefix = idPrefix
+        self.idStem = idStem
+        self.contentHash = contentHash
         self.root = root
         self.queueDirectory = queueDirectory
     }
+
+    /// The id of job `number` when the file gives it none.
+    func derivedID(_ number: Int) -> String { JobIDs.derived(stem: idStem, contentHash: contentHash, number: number) }
 
     mutating func fail(_ job: Int?, _ id: String?, _ field: String?, _ message: String, fix: String? = nil,
                        at position: (line: Int, column: Int)? = nil) {
@@ -193,7 +199,7 @@ struct Context {
             fail(number, nil, nil, "line \(number) has \(parts.count) words", fix: "write `URL [DEST_DIR]`")
             return nil
         }
-        let id = "\(idPrefix)-\(listedJobs + errors.count + 1)"
+        let id = derivedID(listedJobs + errors.count + 1)
         guard let url = checkURL(parts[0], kind: .download, job: number, id: id) else { return nil }
         let directory = parts.count == 2 ? parts[1] + "/" : nil
         guard let destination = resolveDestination(directory, url: url, job: number, id: id),
@@ -268,7 +274,7 @@ struct Context {
         let errorsBefore = errors.count
         var reader = FieldReader(fields: fields)
         let givenID = reader.string("id")
-        let id = givenID ?? "\(idPrefix)-\(number)"
+        let id = givenID ?? derivedID(number)
         let display = givenID
         func fail(_ field: String?, _ message: String, fix: String? = nil, at position: (line: Int, column: Int)? = nil) {
             self.fail(number, display, field, message, fix: fix, at: position)
@@ -537,7 +543,7 @@ struct Context {
     mutating func parseMetalink(_ files: [MetalinkFile]) {
         for (index, file) in files.enumerated() {
             let number = index + 1
-            let id = "\(idPrefix)-\(number)"
+            let id = derivedID(number)
             guard let first = file.urls.first, let url = checkURL(first.absoluteString, kind: .download, job: number, id: nil),
                   let destination = resolveInsideRoot(file.name, field: "dest", job: number, id: nil) else { continue }
             if let reason = PartialNames.refusal(of: destination) {

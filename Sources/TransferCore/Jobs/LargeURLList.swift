@@ -58,7 +58,7 @@ package final class LargeURLList: Sendable {
     /// bytes are no longer the ones opened.
     package func forEachBatch(of size: Int, _ body: ([JobSpec]) throws -> Void) throws {
         let stem = ((name as NSString).lastPathComponent as NSString).deletingPathExtension
-        var context = Context(file: name, idPrefix: "\(stem)-\(contentHash.prefix(6))", root: parser.root,
+        var context = Context(file: name, idStem: stem, contentHash: contentHash, root: parser.root,
                               queueDirectory: parser.queueDirectory)
         context.allowsCommands = parser.allowsCommands
         context.destinationsByDigest = true

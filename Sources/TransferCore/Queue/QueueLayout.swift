@@ -98,6 +98,8 @@ public enum QueueError: Error, CustomStringConvertible {
     case noQueue(String)
     case locked(String)
     case unknownJob(String)
+    /// A typed id prefix that several jobs' ids start with: the prefix and (some of) those ids.
+    case ambiguousJob(String, matches: [String])
     /// A folder the queue needs could not be made (a read-only queue folder, say).
     case notWritable(String, String)
     /// One of the queue's own folders is a symbolic link or not a folder: the folder, and what it is.
@@ -116,6 +118,9 @@ public enum QueueError: Error, CustomStringConvertible {
         case .noQueue(let path): return "\(path) is not a folder; create it (mkdir -p \(path)) or name another queue"
         case .locked(let detail): return detail
         case .unknownJob(let id): return "no job with id \"\(id)\"; `transferd status` lists them"
+        case .ambiguousJob(let typed, let matches):
+            let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
+            return "\"\(typed)\" starts \(matches.count > 5 ? "more than 5" : "\(matches.count)") job ids (\(shown)); type more of the one you mean"
         }
     }
 }

@@ -184,6 +184,11 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
             value TEXT NOT NULL
         )
         """,
+        // 5: ids in byte order, whatever the database's collation, for ids typed by a
+        // prefix (`jobIDs(startingWith:limit:)`).
+        """
+        CREATE INDEX transferd_jobs_id_bytes ON transferd_jobs (id COLLATE "C")
+        """,
     ]
 
     package static var schemaVersion: Int { migrations.count }
@@ -737,6 +742,16 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
 
     public func jobs() throws -> [JobRecord] {
         try locked { try connection.query("SELECT \(Self.columns) FROM transferd_jobs ORDER BY seq").map(Self.record) }
+    }
+
+    public func jobIDs(startingWith prefix: String, limit: Int) throws -> [String] {
+        // In byte order ("C"), the ids with a prefix follow one another from the prefix on.
+        let rows = try locked {
+            try connection.query("""
+                SELECT id FROM transferd_jobs WHERE id COLLATE "C" >= $1 ORDER BY id COLLATE "C" LIMIT $2
+                """, [prefix, String(limit)])
+        }
+        return Array(rows.compactMap { $0[0] }.prefix { $0.utf8.starts(with: prefix.utf8) })
     }
 
     public func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {

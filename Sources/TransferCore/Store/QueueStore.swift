@@ -76,6 +76,10 @@ public protocol QueueStore: AnyObject, Sendable {
 
     /// One job, or nil.
     func job(_ id: String) throws -> JobRecord?
+    /// The ids that start with `prefix` (compared as UTF-8 bytes), at most `limit`, in byte
+    /// order: for ids typed by a prefix and shown by their shortest unique one (`JobIDs`).
+    /// Answers from an index, whatever the queue's size.
+    func jobIDs(startingWith prefix: String, limit: Int) throws -> [String]
     /// Every job, by `seq`. (For small queues and tests: the CLI pages large ones.)
     func jobs() throws -> [JobRecord]
     /// The jobs in `state`, by `seq`.

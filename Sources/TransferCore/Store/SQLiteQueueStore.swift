@@ -426,6 +426,15 @@ public final class SQLiteQueueStore: QueueStore, @unchecked Sendable {
         try locked { try database.query("SELECT \(Self.columns) FROM jobs ORDER BY seq").map(Self.record) }
     }
 
+    public func jobIDs(startingWith prefix: String, limit: Int) throws -> [String] {
+        // In byte order (SQLite's BINARY collation, the id index's), the ids with a prefix
+        // follow one another from the prefix on.
+        let rows = try locked {
+            try database.query("SELECT id FROM jobs WHERE id >= ? ORDER BY id LIMIT ?", [.text(prefix), .integer(Int64(limit))])
+        }
+        return Array(rows.compactMap { $0[0].string }.prefix { $0.utf8.starts(with: prefix.utf8) })
+    }
+
     public func jobs(in state: JobState?, after seq: Int64, limit: Int) throws -> [JobRecord] {
         try locked {
             try database.query("SELECT \(Self.columns) FROM jobs WHERE seq > ? AND (? IS NULL OR state = ?) ORDER BY seq LIMIT ?",

@@ -51,7 +51,15 @@ enum QueueCommands {
             if settings.rateLimit != nil || settings.jobs != nil || settings.perHost != nil {
                 Output.out(SteerCommands.limitLines(settings))
             }
-            if counts.values.reduce(0, +) <= StatusTable.listedWhole || arguments.has("--all") {
+            if counts.values.reduce(0, +) <= StatusTable.listedWhole {
+                // Few enough to hold: ids shortened to what names each among them all.
+                var jobs: [JobRecord] = []
+                try forEachPage(of: store) { jobs += $0 }
+                let shown = JobIDs.shortest(among: jobs.map(\.id))
+                let idWidth = StatusTable.idWidth(jobs, shown: shown)
+                if !jobs.isEmpty { Output.out(StatusTable.header(idWidth: idWidth) + StatusTable.rows(jobs, shown: shown, idWidth: idWidth, width: width)) }
+            } else if arguments.has("--all") {
+                // Streamed, a page at a time, with whole ids (for scripts that read them).
                 var idWidth: Int?
                 try forEachPage(of: store) { page in
                     if idWidth == nil {
@@ -67,7 +75,8 @@ enum QueueCommands {
                                     ("next queued", .queued, 20)].map { title, state, shown in
                     (title: title, state: state, jobs: try store.jobs(in: state, firstInClaimOrder: shown))
                 }
-                Output.out(StatusTable.summary(counts: counts, sections: sections, width: width))
+                let shown = try JobIDs.shortest(of: sections.flatMap { $0.jobs.map(\.id) }, in: store)
+                Output.out(StatusTable.summary(counts: counts, sections: sections, shown: shown, width: width))
             }
             let workers = try store.workers()
             if !workers.isEmpty { Output.out(StatusTable.renderWorkers(workers, width: width)) }
@@ -265,11 +274,10 @@ enum QueueCommands {
                 throw UsageError("--failed takes no argument ('\(given)'); to name the queue folder write --queue \(given)")
             }
             let store = try QueueFlags.openStore(layout, arguments)
-            let id: String? = arguments.has("--failed") ? nil : arguments.positionals.first
             guard arguments.has("--failed") || arguments.positionals.count == 1 else {
                 throw UsageError("give one job ID or --failed")
             }
-            if let id, try store.job(id) == nil { throw QueueError.unknownJob(id) }
+            let id: String? = try arguments.has("--failed") ? nil : JobIDs.resolve(arguments.positionals[0], in: store)
             // Only the failed jobs are read (a queue of a million holds far fewer): their files' results change.
             let failed = try id.map { try store.job($0).map { [$0] } ?? [] } ?? store.jobs(in: .failed)
             let touched = Set(failed.filter { $0.state == .failed }.map(\.sourceFile))
@@ -295,8 +303,8 @@ enum QueueCommands {
     static func cancel(_ argv: [String]) -> ExitCode {
         return command(cancelHelp, argv) { arguments in
             guard arguments.positionals.count == 1 else { throw UsageError("give one job ID") }
-            let id = arguments.positionals[0]
             let store = try QueueFlags.openStore(try QueueFlags.layout(arguments, command: "cancel"), arguments)
+            let id = try JobIDs.resolve(arguments.positionals[0], in: store)
             guard let previous = try store.cancel(id) else { throw QueueError.unknownJob(id) }
             switch previous {
             case .running: Output.out("\(id): the running transfer will stop within a second\n")

@@ -322,28 +322,3 @@ struct JobSelection: Equatable {
         }
     }
 }
-
-/// Job ids as a person types them: the whole id, or any prefix that names one job (as git
-/// takes a commit's).
-enum JobIDs {
-    /// The job `typed` names: its whole id, or the one job whose id starts with it.
-    static func resolve(_ typed: String, in store: QueueStore) throws -> String {
-        if try store.job(typed) != nil { return typed }
-        var found: [String] = []
-        try store.forEachJob(in: nil) { job in
-            if job.id.hasPrefix(typed) { found.append(job.id) }
-        }
-        return try choose(typed, among: found)
-    }
-
-    /// The decision, apart from the store: one match is the job; none or several is an error.
-    static func choose(_ typed: String, among matches: [String]) throws -> String {
-        switch matches.count {
-        case 1: return matches[0]
-        case 0: throw QueueError.unknownJob(typed)
-        default:
-            let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
-            throw UsageError("\"\(typed)\" starts \(matches.count) job ids (\(shown)); type more of the one you mean")
-        }
-    }
-}

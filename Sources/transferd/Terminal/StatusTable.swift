@@ -31,15 +31,17 @@ enum StatusTable {
         return text
     }
 
-    /// The width of the ID column for these jobs.
-    static func idWidth(_ jobs: [JobRecord]) -> Int { min(40, max(2, jobs.map(\.id.count).max() ?? 2)) }
+    /// The width of the ID column for these jobs, their ids shown as in `shown`.
+    static func idWidth(_ jobs: [JobRecord], shown: [String: String] = [:]) -> Int {
+        min(40, max(2, jobs.map { (shown[$0.id] ?? $0.id).count }.max() ?? 2))
+    }
 
     static func header(idWidth: Int) -> String {
         pad("ID", idWidth) + "  " + pad("STATE", 9) + "  " + pad("PROGRESS", 22) + "  " + pad("SPEED", 11) + "  DETAIL\n"
     }
 
-    /// One line per job, each cut to `width`.
-    static func rows(_ jobs: [JobRecord], idWidth: Int, width: Int) -> String {
+    /// One line per job, each cut to `width`; ids as in `shown` (shortened, `JobIDs.shortest`), else whole.
+    static func rows(_ jobs: [JobRecord], shown: [String: String] = [:], idWidth: Int, width: Int) -> String {
         var text = ""
         for job in jobs {
             let progress = progressText(job)
@@ -50,7 +52,7 @@ enum StatusTable {
                 detail = job.state == .waiting && job.nextAttemptAt != nil
                     ? "retry in \(max(0, Int(job.nextAttemptAt!.timeIntervalSinceNow.rounded(.up)))) s: \(error)" : error
             }
-            let line = pad(job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
+            let line = pad(shown[job.id] ?? job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
                 + pad(speed, 11) + "  " + detail
             // File names, URLs and server messages may hold escape sequences: escaped (`\u{1B}`).
             text += String(Text.sanitized(line).prefix(max(40, width))) + "\n"
@@ -62,14 +64,14 @@ enum StatusTable {
     /// failed ones, those waiting to retry, and the next queued ones, each section with how
     /// many more there are.
     static func summary(counts: [JobState: Int], sections: [(title: String, state: JobState, jobs: [JobRecord])],
-                        width: Int) -> String {
+                        shown: [String: String] = [:], width: Int) -> String {
         let all = sections.flatMap(\.jobs)
-        let idWidth = idWidth(all)
+        let idWidth = idWidth(all, shown: shown)
         var text = ""
         for section in sections where !section.jobs.isEmpty {
             let count = counts[section.state] ?? section.jobs.count
             let more = count > section.jobs.count ? " (first \(section.jobs.count) of \(count))" : " (\(count))"
-            text += "\n\(section.title)\(more):\n" + header(idWidth: idWidth) + rows(section.jobs, idWidth: idWidth, width: width)
+            text += "\n\(section.title)\(more):\n" + header(idWidth: idWidth) + rows(section.jobs, shown: shown, idWidth: idWidth, width: width)
         }
         let total = counts.values.reduce(0, +)
         text += "\n\(total) jobs are too many to list here: `transferd status --all` lists every job, `--json` gives one JSON "
