@@ -256,6 +256,7 @@ final class SharedStoreTests: XCTestCase {
                 try TestStores.execute(url, "UPDATE transferd_jobs SET state = 'failed' WHERE id = '1'")
                 XCTAssertEqual(try other.requeue(id: nil), 1)
             }),
+            ("a worker's host limit cut", { try other.saveHostLimits(["a.example": 3], maximum: 16) }),
             ("a stopping worker's jobs given back", {
                 let claimed = try other.claimRunnable(limit: 1, now: Date(), excludingHosts: []) { _ in true }
                 XCTAssertEqual(claimed.map(\.id), ["1"])

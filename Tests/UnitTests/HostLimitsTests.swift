@@ -111,6 +111,22 @@ final class HostLimitsTests: XCTestCase {
         XCTAssertFalse(limits.recover(now: 500))
     }
 
+    func testAnotherWorkersCutIsTakenWhenLowerAndRecoveredFromAlike() {
+        var limits = HostLimits(maximum: 16)
+        XCTAssertTrue(limits.adopt("a", limit: 4, now: 10))
+        XCTAssertEqual(limits.limit(for: "a"), 4)
+        XCTAssertEqual(limits.limit(for: "b"), 16, "other hosts untouched")
+        XCTAssertFalse(limits.adopt("a", limit: 6, now: 11), "a higher limit is no cut for this worker")
+        XCTAssertEqual(limits.limit(for: "a"), 4)
+        XCTAssertEqual(limits.throttled("a", retryAfter: nil, sent: 9, now: 12), .overshoot,
+                       "a request sent before the cut taken answers the old limit, as after a cut of its own")
+        XCTAssertFalse(limits.adopt("a", limit: 0, now: 13) && limits.limit(for: "a") < 1)
+        XCTAssertEqual(limits.limit(for: "a"), 1, "never below one")
+        XCTAssertFalse(limits.recover(now: 22), "the interval starts at the cut taken")
+        XCTAssertTrue(limits.recover(now: 23))
+        XCTAssertEqual(limits.limit(for: "a"), 2)
+    }
+
     func testRetryAfterHoldsRecoveryByTimeToo() {
         var limits = HostLimits(maximum: 8)
         limits.throttled("a", retryAfter: 60, sent: 0, now: 0, serving: 2)

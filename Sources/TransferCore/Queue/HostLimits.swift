@@ -81,6 +81,21 @@ package struct HostLimits: Sendable, Equatable {
         return refusal
     }
 
+    /// Another worker of the fleet cut its limit for `host` to `limit` (it was refused): this one
+    /// takes the cut as its own when it is lower, as if refused itself, and recovers from it the
+    /// same way. Returns whether the limit came down.
+    @discardableResult
+    package mutating func adopt(_ host: String, limit: Int, now: TimeInterval) -> Bool {
+        var state = hosts[host] ?? Host(limit: maximum, lastCut: -.infinity, holdUntil: -.infinity)
+        guard limit < state.limit else { return false }
+        state.limit = max(1, limit)
+        state.successes = 0
+        state.lastCut = now
+        state.lastChange = now
+        hosts[host] = state
+        return true
+    }
+
     /// A transfer from `host` ended well.
     package mutating func succeeded(_ host: String, now: TimeInterval) {
         guard var state = hosts[host], now >= state.holdUntil else { return }

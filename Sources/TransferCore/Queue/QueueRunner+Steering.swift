@@ -13,6 +13,27 @@ extension QueueRunner {
         savedHostLimits = reduced
     }
 
+    /// Whether a fleet's workers take each other's cuts (the default), or each keeps its own
+    /// (`TRANSFERD_SHARED_HOST_LIMITS=0`, for bench/fleet-limits.sh, which measures both:
+    /// shared, a host was answered fewer 429s for the same time; docs/benchmarks.md).
+    static let sharesHostLimits = ProcessInfo.processInfo.environment["TRANSFERD_SHARED_HOST_LIMITS"] != "0"
+
+    /// Takes as its own each cut another worker of the fleet made since the last look: a limit
+    /// of theirs that is new or lower than it was. Read with the steering: at once when the
+    /// store's feed tells of a save (`saveHostLimits`), and every few seconds besides.
+    func adoptFleetHostCuts() throws {
+        let now = ProcessInfo.processInfo.systemUptime
+        var seen: [String: Int] = [:]
+        for entry in try store.hostLimits() {
+            guard let worker = entry.worker, worker != (store as? PostgresQueueStore)?.worker else { continue }
+            let key = worker + "\u{0}" + entry.host
+            seen[key] = entry.limit
+            if let before = fleetHostLimitsSeen[key], before <= entry.limit { continue }
+            scheduler.adoptHostLimit(entry.host, limit: entry.limit, now: now)
+        }
+        fleetHostLimitsSeen = seen
+    }
+
     /// Keeps what the queue's settings (`transferd limit`) or this run's flags ask for now: the
     /// rate, the jobs at once and the connections per host.
     func applySettings(renewingShare: Bool = false) throws {
@@ -88,6 +109,7 @@ extension QueueRunner {
     func readSteering() throws {
         lastSteeringRead = Date()
         let steering = try store.steering(among: Array(active.keys))
+        if Self.sharesHostLimits, store.leaseSeconds != nil { try adoptFleetHostCuts() }
         settings = steering.settings
         try applySettings()
         // Jobs' own rates (`transferd limit --job`): a running download follows at once (an upload

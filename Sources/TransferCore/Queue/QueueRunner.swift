@@ -165,6 +165,8 @@ public final class QueueRunner: @unchecked Sendable {
     var savedHostLimits: [String: Int] = [:]
     /// The maximum they were saved against (`--per-host`, or the queue's setting).
     var savedHostMaximum = 0
+    /// Other workers' host limits at the last look (`adoptFleetHostCuts`), by worker and host.
+    var fleetHostLimitsSeen: [String: Int] = [:]
     /// Runs the hooks of jobs that ended (`on_done`, `on_failed`, `notify`).
     let hooks: HookRunner
 

@@ -129,6 +129,11 @@ struct QueueScheduler: Sendable {
         somethingChanged()
     }
 
+    /// Another worker cut its limit for `host` (`HostLimits.adopt`).
+    mutating func adoptHostLimit(_ host: String, limit: Int, now: TimeInterval) {
+        if hostLimits.adopt(host, limit: limit, now: now) { somethingChanged() }
+    }
+
     /// Time passed: host limits no refusal has cut for a while rise (`HostLimits.recover`),
     /// and a claim that came back short for want of room is tried again.
     mutating func timePassed(now: TimeInterval) {

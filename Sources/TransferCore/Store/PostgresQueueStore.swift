@@ -697,6 +697,8 @@ public final class PostgresQueueStore: QueueStore, @unchecked Sendable {
                         INSERT INTO transferd_host_limits (worker, host, connection_limit, maximum) VALUES ($1, $2, $3, $4)
                         """, [worker, host, String(limit), String(maximum)])
                 }
+                // The other workers take each other's cuts (`QueueRunner.adoptFleetHostCuts`): told at once.
+                if !limits.isEmpty { try notifyChange() }
             }
         }
     }

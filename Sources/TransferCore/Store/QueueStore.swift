@@ -180,16 +180,18 @@ public protocol QueueStore: AnyObject, Sendable {
     /// for a store of one run; a shared store divides it among the live workers.
     func rateShare(of rate: Int64) throws -> Int64
     /// Records this run's per-host limits that 429s and 503s brought below `maximum` (for
-    /// `status`), replacing this worker's earlier ones.
+    /// `status`, and for the other workers of a shared store, which take each other's cuts),
+    /// replacing this worker's earlier ones. A shared store tells its change feed when the
+    /// limits saved are not empty.
     func saveHostLimits(_ limits: [String: Int], maximum: Int) throws
-    /// The recorded per-host limits below their maximum.
+    /// The recorded per-host limits below their maximum, each with its worker in a shared store.
     func hostLimits() throws -> [HostLimitInfo]
 
     // MARK: Hearing of changes
 
     /// Calls `onChange` (on a thread of the store's) when another process changes what a run
     /// should see at once: jobs added, queued again, held, resumed, cancelled or given a new
-    /// priority, or the queue's settings (pause, limits), until the feed is stopped. Nil when
+    /// priority, the queue's settings (pause, limits), or a worker's host limits, until the feed is stopped. Nil when
     /// this store cannot tell: the run then looks twice a second. A store with a feed also
     /// sends: every such change made through it reaches every feed.
     func changeFeed(onChange: @escaping @Sendable () -> Void) throws -> StoreChangeFeed?
