@@ -17,7 +17,7 @@ struct Command: Sendable {
         self.arguments = arguments
         self.summary = summary
         self.help = help ?? CommandHelp(name: name, usage: "transferd \(name)", summary: summary,
-                                        options: [OptionSpec("-h", "--help", help: "show this help")])
+                                        options: [StandardFlags.help.spec])
         self.run = run
     }
 }

@@ -8,6 +8,10 @@ struct OptionSpec: Sendable {
     let help: String
 
     init(_ names: String..., value: String? = nil, help: String) {
+        self.init(names: names, value: value, help: help)
+    }
+
+    init(names: [String], value: String? = nil, help: String) {
         self.names = names
         self.valueName = value
         self.help = help
@@ -70,26 +74,39 @@ struct ParsedArguments {
     }
 
     func integer(_ key: String, range: ClosedRange<Int>) throws -> Int? {
-        guard let text = value(key) else { return nil }
-        guard let number = Int(text), range.contains(number) else {
-            throw UsageError("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-        }
-        return number
+        try value(key).map { try OptionValue.integer($0, option: key, range: range) }
     }
 
     func seconds(_ key: String) throws -> Double? {
-        guard let text = value(key) else { return nil }
-        // Finite and at most a year: `Int(seconds * 1000)` traps on inf and 1e300.
-        guard let number = Double(text), number.isFinite, number > 0, number <= 31_536_000 else {
-            throw UsageError("\(key) must be a number of seconds above 0 and at most 31536000 (a year), not '\(text)'")
+        try value(key).map { try OptionValue.seconds($0, option: key) }
+    }
+
+    func byteSize(_ key: String) throws -> Int64? {
+        try value(key).map { try OptionValue.byteSize($0, option: key) }
+    }
+}
+
+/// The checks of an option's value, with the words a mistake is told in (the same for every
+/// command, and for a value read by hand, like `--speed-limit`'s after its `0`).
+enum OptionValue {
+    static func integer(_ text: String, option: String, range: ClosedRange<Int>) throws -> Int {
+        guard let number = Int(text), range.contains(number) else {
+            throw UsageError("\(option) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
         }
         return number
     }
 
-    func byteSize(_ key: String) throws -> Int64? {
-        guard let text = value(key) else { return nil }
+    static func seconds(_ text: String, option: String) throws -> Double {
+        // Finite and at most a year: `Int(seconds * 1000)` traps on inf and 1e300.
+        guard let number = Double(text), number.isFinite, number > 0, number <= 31_536_000 else {
+            throw UsageError("\(option) must be a number of seconds above 0 and at most 31536000 (a year), not '\(text)'")
+        }
+        return number
+    }
+
+    static func byteSize(_ text: String, option: String) throws -> Int64 {
         guard let bytes = ByteSize.parse(text), bytes > 0 else {
-            throw UsageError("\(key) must be a size like 500K, 10M or 1G, not '\(text)'")
+            throw UsageError("\(option) must be a size like 500K, 10M or 1G, not '\(text)'")
         }
         return bytes
     }

@@ -8,12 +8,12 @@ enum Completions {
         Prints a completion script for the shell: commands, their options and what each takes.
         bash: `source <(transferd completion bash)` (or save it in /etc/bash_completion.d/transferd).
         zsh: save it as _transferd in a folder of $fpath. fish: save it in ~/.config/fish/completions/transferd.fish.
-        """, options: [OptionSpec("-h", "--help", help: "show this help")])
+        """, options: [StandardFlags.help.spec])
 
     static func run(_ argv: [String]) -> ExitCode {
         do {
             let arguments = try ParsedArguments.parse(argv, specs: help.options, command: "completion")
-            if arguments.has("--help") {
+            if arguments.wantsHelp {
                 Output.out(help.text)
                 return .success
             }

@@ -5,22 +5,31 @@ import TransferCore
 /// object under a prefix, to another key or prefix on the same endpoint; or a copy
 /// streamed through memory, from an http(s) URL or an object on another endpoint.
 enum CopyCommand {
+    static let partSize = Flag.byteSize("--part-size", value: "SIZE",
+                                        help: "part size of a copy in parts that are not the source's own (default 64M; streamed: 8M)")
+    static let parts = Flag.integer("--parts", value: "N", range: 1...64, help: "parts copied at once (default: 10; streamed: 4, memory is part size x parts)")
+    static let jobs = Flag.integer("-j", "--jobs", value: "N", range: 1...256, help: "prefix copy: objects copied at once (default: 8)")
+    static let skipUnchanged = Flag.presence("--skip-unchanged", help: "copy nothing the destination already holds (same size and ETag)")
+    static let include = Flag.repeated("--include", value: "GLOB", help: "prefix copy: only keys (below the prefix) matching GLOB (repeatable)")
+    static let exclude = Flag.repeated("--exclude", value: "GLOB", help: "prefix copy: skip keys matching GLOB (repeatable)")
+    static let endpoint = Flag.string("--endpoint", value: "URL",
+                                      help: "S3 endpoint of both sides (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)")
+    static let region = Flag.string("--region", value: "REGION", help: "region (default: AWS_REGION, the profile, or us-east-1)")
+    static let profile = Flag.string("--profile", value: "NAME", help: "credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)")
+    static let sourceEndpoint = Flag.string("--source-endpoint", value: "URL",
+                                            help: "the source object's endpoint when it is another: the copy is streamed")
+    static let sourceRegion = Flag.string("--source-region", value: "REGION", help: "the source object's region (default: --region's)")
+    static let sourceProfile = Flag.string("--source-profile", value: "NAME", help: "the source object's credentials profile (default: --profile's)")
+    static let quiet = Flag.presence("-q", "--quiet", help: "print errors only")
+    /// `--max-redirects` of the transfer flags, bounded lower for a streamed source.
+    static let maxRedirects = Flag.integer(TransferFlags.maxRedirects.spec, range: 0...50)
+
     static let specs: [OptionSpec] = [
-        OptionSpec("--part-size", value: "SIZE", help: "part size of a copy in parts that are not the source's own (default 64M; streamed: 8M)"),
-        OptionSpec("--parts", value: "N", help: "parts copied at once (default: 10; streamed: 4, memory is part size x parts)"),
-        OptionSpec("-j", "--jobs", value: "N", help: "prefix copy: objects copied at once (default: 8)"),
-        OptionSpec("--skip-unchanged", help: "copy nothing the destination already holds (same size and ETag)"),
-        OptionSpec("--include", value: "GLOB", help: "prefix copy: only keys (below the prefix) matching GLOB (repeatable)"),
-        OptionSpec("--exclude", value: "GLOB", help: "prefix copy: skip keys matching GLOB (repeatable)"),
-        OptionSpec("--endpoint", value: "URL", help: "S3 endpoint of both sides (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
-        OptionSpec("--region", value: "REGION", help: "region (default: AWS_REGION, the profile, or us-east-1)"),
-        OptionSpec("--profile", value: "NAME", help: "credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
-        OptionSpec("--source-endpoint", value: "URL", help: "the source object's endpoint when it is another: the copy is streamed"),
-        OptionSpec("--source-region", value: "REGION", help: "the source object's region (default: --region's)"),
-        OptionSpec("--source-profile", value: "NAME", help: "the source object's credentials profile (default: --profile's)"),
-        OptionSpec("-q", "--quiet", help: "print errors only"),
-        OptionSpec("-h", "--help", help: "show this help"),
-    ] + SyncFlags.specs + TransferFlags.specs.filter { !["--limit-rate", "--speed-limit", "--speed-time"].contains($0.key) }
+        partSize.spec, parts.spec, jobs.spec, skipUnchanged.spec, include.spec, exclude.spec, endpoint.spec, region.spec,
+        profile.spec, sourceEndpoint.spec, sourceRegion.spec, sourceProfile.spec, quiet.spec, StandardFlags.help.spec,
+    ] + SyncFlags.specs + TransferFlags.specs.filter { spec in
+        ![TransferFlags.limitRate.name, TransferFlags.speedLimit.name, TransferFlags.speedTime.name].contains(spec.key)
+    }
 
     static let usage = "transferd copy s3://BUCKET/KEY|https://HOST/PATH s3://BUCKET/KEY [options]"
 
@@ -35,17 +44,18 @@ enum CopyCommand {
         """, options: specs)
 
     static func run(_ argv: [String]) async -> ExitCode {
-        let arguments: ParsedArguments
+        let flags: CopyOptions
         let target: S3CopyTarget
         let client: S3Client
         do {
-            arguments = try ParsedArguments.parse(argv, specs: specs, command: "copy")
-            if arguments.has("--help") {
+            let arguments = try ParsedArguments.parse(argv, specs: specs, command: "copy")
+            if arguments.wantsHelp {
                 Output.out(help.text)
                 return .success
             }
-            guard arguments.positionals.count == 2 else { throw UsageError("need a source and a destination; usage: \(usage)") }
-            let (source, destination) = (arguments.positionals[0], arguments.positionals[1])
+            flags = CopyOptions(arguments)
+            guard flags.positionals.count == 2 else { throw UsageError("need a source and a destination; usage: \(usage)") }
+            let (source, destination) = (flags.positionals[0], flags.positionals[1])
             guard destination.hasPrefix("s3://") else {
                 throw UsageError("'\(destination)' is not an s3:// URL: copy writes to S3 (get downloads to this machine)")
             }
@@ -58,55 +68,55 @@ enum CopyCommand {
             var isPrefix = false
             if case .prefix = made { isPrefix = true }
             // Overlapping prefixes matter on one endpoint only.
-            let across = arguments.has("--source-endpoint") || arguments.has("--source-region") || arguments.has("--source-profile")
+            let across = flags.sourceEndpoint != nil || flags.sourceRegion != nil || flags.sourceProfile != nil
             if let problem = made.problem, !(across && isPrefix) { throw UsageError(problem) }
             if !isPrefix {
-                for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
-                    throw UsageError("\(option) is for a prefix copy; \(source) names one object (end it with / for a prefix)")
+                for spec in [include.spec, exclude.spec, jobs.spec] where flags.given(spec) {
+                    throw UsageError("\(spec.key) is for a prefix copy; \(source) names one object (end it with / for a prefix)")
                 }
-                try SyncFlags.refuseForOne(arguments, what: source)
+                try SyncFlags.refuseForOne(flags.sync, what: source)
             }
-            _ = try SyncFlags.options(arguments)
+            _ = try SyncFlags.options(flags.sync)
             if case .web = made {
-                for option in ["--source-endpoint", "--source-region", "--source-profile", "--skip-unchanged"] where arguments.has(option) {
-                    throw UsageError("\(option) is for an s3:// source")
+                for spec in [sourceEndpoint.spec, sourceRegion.spec, sourceProfile.spec, skipUnchanged.spec] where flags.given(spec) {
+                    throw UsageError("\(spec.key) is for an s3:// source")
                 }
             }
             target = made
-            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
-                                                            region: arguments.value("--region"),
-                                                            profile: arguments.value("--profile"))
-            client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
-                              retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+            let configuration = try S3Configuration.resolve(endpoint: flags.endpoint,
+                                                            region: flags.region,
+                                                            profile: flags.profile)
+            client = S3Client(configuration: configuration, transport: try TransferFlags.transport(flags.transfer),
+                              retry: try TransferFlags.retry(flags.transfer), tls: try TransferFlags.tls(flags.transfer))
         } catch {
             Output.err("transferd copy: \(error)\n")
             return .usage
         }
-        let quiet = arguments.has("--quiet")
-        let source = arguments.positionals[0]
+        let quiet = flags.quiet
+        let source = flags.positionals[0]
         do {
-            let streamedAcross = arguments.has("--source-endpoint") || arguments.has("--source-region") || arguments.has("--source-profile")
+            let streamedAcross = flags.sourceEndpoint != nil || flags.sourceRegion != nil || flags.sourceProfile != nil
             var streamedTo: (source: StreamSource, bucket: String, key: String)?
             switch target {
             case .web(let url, let bucket, let key):
-                var from = StreamSource(url: url, headers: try TransferFlags.headers(arguments), tls: try TransferFlags.tls(arguments))
-                from.connectTimeout = try arguments.seconds("--connect-timeout") ?? 15
-                from.idleTimeout = try arguments.seconds("--idle-timeout") ?? 30
-                from.maxRedirects = try arguments.integer("--max-redirects", range: 0...50) ?? 10
+                var from = StreamSource(url: url, headers: try TransferFlags.headers(flags.transfer), tls: try TransferFlags.tls(flags.transfer))
+                from.connectTimeout = try flags.transfer.connectTimeout ?? 15
+                from.idleTimeout = try flags.transfer.idleTimeout ?? 30
+                from.maxRedirects = try flags.maxRedirects ?? 10
                 streamedTo = (from, bucket, key)
             case .object(let from, let bucket, let key) where streamedAcross:
                 let configuration = try S3Configuration.resolve(
-                    endpoint: arguments.value("--source-endpoint") ?? arguments.value("--endpoint"),
-                    region: arguments.value("--source-region") ?? arguments.value("--region"),
-                    profile: arguments.value("--source-profile") ?? arguments.value("--profile"))
+                    endpoint: flags.sourceEndpoint ?? flags.endpoint,
+                    region: flags.sourceRegion ?? flags.region,
+                    profile: flags.sourceProfile ?? flags.profile)
                 let sourceClient = S3Client(configuration: configuration, transport: client.transport, retry: client.retry, tls: client.tls)
                 streamedTo = (try StreamSource(s3: sourceClient, bucket: from.bucket, key: from.key), bucket, key)
             default:
                 break
             }
-            let partSize = try arguments.byteSize("--part-size") ?? (streamedTo == nil ? 64 << 20 : 8 << 20)
+            let partSize = try flags.partSize ?? (streamedTo == nil ? 64 << 20 : 8 << 20)
             guard partSize >= 5 << 20 else { throw UsageError("--part-size must be at least 5M (S3's smallest part)") }
-            let parts = try arguments.integer("--parts", range: 1...64) ?? (streamedTo == nil ? 10 : 4)
+            let parts = try flags.parts ?? (streamedTo == nil ? 10 : 4)
             // The record of a copy names its destination's endpoint too: the same names on two servers are two copies.
             let recordName = client.configuration.endpoint.absoluteString + " " + source
             let started = Date()
@@ -114,7 +124,7 @@ enum CopyCommand {
             if let (from, bucket, key) = streamedTo {
                 var streamOptions = StreamedCopyOptions(source: from, bucket: bucket, key: key, partSize: partSize, partsInFlight: parts)
                 // A source without ranges is read once through a transport of its own (its thread may wait).
-                let sequential = try TransferFlags.transport(arguments)
+                let sequential = try TransferFlags.transport(flags.transfer)
                 streamOptions.sequentialTransport = { sequential }
                 let copy = StreamedCopy(client: client, transport: client.transport, retry: client.retry,
                                         options: streamOptions,
@@ -133,7 +143,7 @@ enum CopyCommand {
                 return .success
             case .object(let from, let bucket, let key):
                 var options = S3CopyOptions(source: from, bucket: bucket, key: key, partSize: partSize, partsInFlight: parts)
-                options.skipUnchanged = arguments.has("--skip-unchanged")
+                options.skipUnchanged = flags.skipUnchanged
                 let copy = S3ObjectCopy(client: client, options: options,
                                         state: FileUploadStateStore(source: recordName, bucket: bucket, key: key)) { line.handle($0) }
                 let result = try await SignalHandler.cancelling { try await copy.run() }
@@ -152,15 +162,15 @@ enum CopyCommand {
                 // Another endpoint or other credentials: each object streamed through memory.
                 let sourceClient = streamedAcross ? S3Client(
                     configuration: try S3Configuration.resolve(
-                        endpoint: arguments.value("--source-endpoint") ?? arguments.value("--endpoint"),
-                        region: arguments.value("--source-region") ?? arguments.value("--region"),
-                        profile: arguments.value("--source-profile") ?? arguments.value("--profile")),
+                        endpoint: flags.sourceEndpoint ?? flags.endpoint,
+                        region: flags.sourceRegion ?? flags.region,
+                        profile: flags.sourceProfile ?? flags.profile),
                     transport: client.transport, retry: client.retry, tls: client.tls) : nil
                 let copy = S3PrefixCopy(
                     client: client, from: sourceClient, source: from, bucket: bucket, prefix: prefix, partSize: partSize, partsInFlight: parts,
-                    objectsInFlight: try arguments.integer("--jobs", range: 1...256) ?? 8,
-                    filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
-                    skipUnchanged: arguments.has("--skip-unchanged"), sync: try SyncFlags.options(arguments),
+                    objectsInFlight: try flags.jobs ?? 8,
+                    filter: S3PrefixPlan.Filter(include: flags.include, exclude: flags.exclude),
+                    skipUnchanged: flags.skipUnchanged, sync: try SyncFlags.options(flags.sync),
                     // One record per source and destination, whatever the filters: objects they no longer
                     // take have their unfinished copies aborted at the end, never left stored.
                     store: FileUploadStateStore(source: recordName, bucket: bucket, key: prefix)) { line.handle($0) }
@@ -206,4 +216,30 @@ enum CopyCommand {
         case .differs(let why): return "differs: \(why)"
         }
     }
+}
+
+/// `copy`'s options, typed: each read through its `Flag` in `CopyCommand`, a checked one where
+/// the command uses it.
+struct CopyOptions: TypedOptions {
+    let arguments: ParsedArguments
+
+    init(_ arguments: ParsedArguments) { self.arguments = arguments }
+
+    var partSize: Int64? { get throws { try arguments.read(CopyCommand.partSize) } }
+    var parts: Int? { get throws { try arguments.read(CopyCommand.parts) } }
+    var jobs: Int? { get throws { try arguments.read(CopyCommand.jobs) } }
+    var skipUnchanged: Bool { arguments[CopyCommand.skipUnchanged] }
+    var include: [String] { arguments[CopyCommand.include] }
+    var exclude: [String] { arguments[CopyCommand.exclude] }
+    var endpoint: String? { arguments[CopyCommand.endpoint] }
+    var region: String? { arguments[CopyCommand.region] }
+    var profile: String? { arguments[CopyCommand.profile] }
+    var sourceEndpoint: String? { arguments[CopyCommand.sourceEndpoint] }
+    var sourceRegion: String? { arguments[CopyCommand.sourceRegion] }
+    var sourceProfile: String? { arguments[CopyCommand.sourceProfile] }
+    var quiet: Bool { arguments[CopyCommand.quiet] }
+    /// Redirects a streamed http(s) source may take (0 to 50).
+    var maxRedirects: Int? { get throws { try arguments.read(CopyCommand.maxRedirects) } }
+    var transfer: TransferOptions { TransferOptions(arguments) }
+    var sync: SyncFlagOptions { SyncFlagOptions(arguments) }
 }

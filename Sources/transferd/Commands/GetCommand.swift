@@ -3,26 +3,34 @@ import TransferCore
 
 /// `transferd get URL`: one resumable download with a progress line.
 enum GetCommand {
+    static let output = Flag.string("-o", "--output", value: "PATH", help: "where to save (a file, or an existing directory)")
+    static let connections = Flag.integer("-c", "--connections", value: "N", range: 1...64,
+                                          help: "parallel range connections for this file (default: 1)")
+    static let mirror = Flag.repeated("--mirror", value: "URL",
+                                      help: "another URL of the same file: ranges are spread over all by measured speed (repeatable)")
+    static let metalink = Flag.string("--metalink", value: "FILE",
+                                      help: "a Metalink file (.meta4, .metalink) of one file: its URLs as mirrors, its size, SHA-256 and piece hashes checked")
+    static let connectionsPerMirror = Flag.integer("--connections-per-mirror", value: "N", range: 1...16,
+                                                   help: "with --mirror: connections one mirror takes at once (default: 2)")
+    static let sha256 = Flag.string("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches")
+    static let checksums = Flag.string("--checksums", value: "URL", help: "a SHA256SUMS list whose line for the file gives its expected SHA-256")
+    static let checksumsName = Flag.string("--checksums-name", value: "NAME", help: "the name the file has in --checksums (default: the URL's file name)")
+    static let overwrite = Flag.presence("--overwrite", help: "replace an existing destination once the new file is verified")
+    static let skipExisting = Flag.presence("--skip-existing", help: "keep an existing destination that matches the remote")
+    static let skipUnchanged = Flag.presence("--skip-unchanged",
+                                             help: "the same as --skip-existing; for a prefix: keep files whose size and ETag match the listing")
+    static let include = Flag.repeated("--include", value: "GLOB", help: "s3:// prefixes: only keys (below the prefix) matching GLOB (repeatable)")
+    static let exclude = Flag.repeated("--exclude", value: "GLOB", help: "s3:// prefixes: skip keys (below the prefix) matching GLOB (repeatable)")
+    static let jobs = Flag.integer("-j", "--jobs", value: "N", range: 1...256, help: "s3:// prefixes: objects downloading at once (default: 8)")
+    static let endpoint = Flag.string("--endpoint", value: "URL", help: "s3:// sources: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)")
+    static let region = Flag.string("--region", value: "REGION", help: "s3:// sources: region (default: AWS_REGION, the profile, or us-east-1)")
+    static let profile = Flag.string("--profile", value: "NAME", help: "s3:// sources: credentials profile (default: AWS_PROFILE or default)")
+    static let quiet = Flag.presence("-q", "--quiet", help: "print errors only")
+
     static let specs: [OptionSpec] = [
-        OptionSpec("-o", "--output", value: "PATH", help: "where to save (a file, or an existing directory)"),
-        OptionSpec("-c", "--connections", value: "N", help: "parallel range connections for this file (default: 1)"),
-        OptionSpec("--mirror", value: "URL", help: "another URL of the same file: ranges are spread over all by measured speed (repeatable)"),
-        OptionSpec("--metalink", value: "FILE", help: "a Metalink file (.meta4, .metalink) of one file: its URLs as mirrors, its size, SHA-256 and piece hashes checked"),
-        OptionSpec("--connections-per-mirror", value: "N", help: "with --mirror: connections one mirror takes at once (default: 2)"),
-        OptionSpec("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches"),
-        OptionSpec("--checksums", value: "URL", help: "a SHA256SUMS list whose line for the file gives its expected SHA-256"),
-        OptionSpec("--checksums-name", value: "NAME", help: "the name the file has in --checksums (default: the URL's file name)"),
-        OptionSpec("--overwrite", help: "replace an existing destination once the new file is verified"),
-        OptionSpec("--skip-existing", help: "keep an existing destination that matches the remote"),
-        OptionSpec("--skip-unchanged", help: "the same as --skip-existing; for a prefix: keep files whose size and ETag match the listing"),
-        OptionSpec("--include", value: "GLOB", help: "s3:// prefixes: only keys (below the prefix) matching GLOB (repeatable)"),
-        OptionSpec("--exclude", value: "GLOB", help: "s3:// prefixes: skip keys (below the prefix) matching GLOB (repeatable)"),
-        OptionSpec("-j", "--jobs", value: "N", help: "s3:// prefixes: objects downloading at once (default: 8)"),
-        OptionSpec("--endpoint", value: "URL", help: "s3:// sources: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
-        OptionSpec("--region", value: "REGION", help: "s3:// sources: region (default: AWS_REGION, the profile, or us-east-1)"),
-        OptionSpec("--profile", value: "NAME", help: "s3:// sources: credentials profile (default: AWS_PROFILE or default)"),
-        OptionSpec("-q", "--quiet", help: "print errors only"),
-        OptionSpec("-h", "--help", help: "show this help"),
+        output.spec, connections.spec, mirror.spec, metalink.spec, connectionsPerMirror.spec, sha256.spec, checksums.spec,
+        checksumsName.spec, overwrite.spec, skipExisting.spec, skipUnchanged.spec, include.spec, exclude.spec, jobs.spec,
+        endpoint.spec, region.spec, profile.spec, quiet.spec, StandardFlags.help.spec,
     ] + SyncFlags.specs + TransferFlags.specs
 
     static let usage = "transferd get URL [-o PATH] [--transport curl|urlsession] [--connections N] [--sha256 HEX] [options]\n"
@@ -33,27 +41,28 @@ enum GetCommand {
                                   options: specs)
 
     static func run(_ argv: [String]) async -> ExitCode {
-        let arguments: ParsedArguments
+        let flags: GetOptions
         let options: DownloadOptions
         let transport: Transport
         do {
-            arguments = try ParsedArguments.parse(argv, specs: specs, command: "get")
-            if arguments.has("--help") {
+            let arguments = try ParsedArguments.parse(argv, specs: specs, command: "get")
+            if arguments.wantsHelp {
                 Output.out(help.text)
                 return .success
             }
-            if arguments.positionals.count == 1, let prefix = S3Prefix(arguments.positionals[0]) {
-                return await GetPrefix.run(arguments, prefix: prefix)
+            flags = GetOptions(arguments)
+            if flags.positionals.count == 1, let prefix = S3Prefix(flags.positionals[0]) {
+                return await GetPrefix.run(flags, prefix: prefix)
             }
-            options = try downloadOptions(arguments)
-            transport = try TransferFlags.transport(arguments)
+            options = try downloadOptions(flags)
+            transport = try TransferFlags.transport(flags.transfer)
         } catch {
             Output.err("transferd get: \(error)\n")
             return .usage
         }
 
         let reporter = ProgressLine(name: (options.destination as NSString).lastPathComponent,
-                                    quiet: arguments.has("--quiet"))
+                                    quiet: flags.quiet)
         let engine = DownloadEngine(transport: transport, options: options) { reporter.handle($0) }
         do {
             let result = try await SignalHandler.cancelling { try await engine.run() }
@@ -66,23 +75,23 @@ enum GetCommand {
     }
 
     /// - Parameter name: the file's name when the URL's is not it (a metalink's).
-    static func downloadOptions(_ arguments: ParsedArguments, name: String? = nil) throws -> DownloadOptions {
-        if name == nil, let path = arguments.value("--metalink") { return try metalinkOptions(arguments, path: path) }
-        guard arguments.positionals.count == 1 else {
-            throw UsageError(arguments.positionals.isEmpty ? "missing URL; usage: \(usage)"
-                             : "one URL at a time (got \(arguments.positionals.count)); use a queue for many")
+    static func downloadOptions(_ flags: GetOptions, name: String? = nil) throws -> DownloadOptions {
+        if name == nil, let path = flags.metalink { return try metalinkOptions(flags, path: path) }
+        guard flags.positionals.count == 1 else {
+            throw UsageError(flags.positionals.isEmpty ? "missing URL; usage: \(usage)"
+                             : "one URL at a time (got \(flags.positionals.count)); use a queue for many")
         }
-        let text = arguments.positionals[0]
+        let text = flags.positionals[0]
         var source: S3DownloadSource?
         var url: URL
         if text.hasPrefix("s3://"), let problem = S3Location.downloadProblem(text) {
             throw UsageError(problem)
         }
         if let location = S3Location(text) {
-            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
-                                                            region: arguments.value("--region"),
-                                                            profile: arguments.value("--profile"))
-            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments))
+            let configuration = try S3Configuration.resolve(endpoint: flags.endpoint,
+                                                            region: flags.region,
+                                                            profile: flags.profile)
+            let client = S3Client(configuration: configuration, transport: try TransferFlags.transport(flags.transfer))
             let object = try client.downloadSource(bucket: location.bucket, key: location.key)
             (source, url) = (object, object.url)
         } else {
@@ -92,55 +101,55 @@ enum GetCommand {
             }
             url = parsed
         }
-        if arguments.has("--overwrite") && arguments.has("--skip-existing") {
+        if flags.overwrite && flags.skipExisting {
             throw UsageError("--overwrite and --skip-existing exclude each other")
         }
-        if let digest = arguments.value("--sha256") {
+        if let digest = flags.sha256 {
             guard digest.count == 64, digest.allSatisfy(\.isHexDigit) else {
                 throw UsageError("--sha256 needs 64 hex digits")
             }
         }
-        let checksums = try arguments.value("--checksums").map { text -> URL in
-            guard arguments.value("--sha256") == nil else { throw UsageError("give --sha256 or --checksums, not both") }
+        let checksums = try flags.checksums.map { text -> URL in
+            guard flags.sha256 == nil else { throw UsageError("give --sha256 or --checksums, not both") }
             guard let list = URL(string: text), ["http", "https"].contains(list.scheme?.lowercased() ?? ""), list.host != nil else {
                 throw UsageError("--checksums needs an http:// or https:// URL of a SHA256SUMS list, not '\(Redaction.url(string: text))'")
             }
             return list
         }
-        if arguments.has("--checksums-name") && checksums == nil { throw UsageError("--checksums-name goes with --checksums") }
-        for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
-            throw UsageError("\(option) is for an s3:// prefix (a URL ending with /)")
+        if flags.checksumsName != nil && checksums == nil { throw UsageError("--checksums-name goes with --checksums") }
+        for spec in [include.spec, exclude.spec, jobs.spec] where flags.given(spec) {
+            throw UsageError("\(spec.key) is for an s3:// prefix (a URL ending with /)")
         }
-        try SyncFlags.refuseForOne(arguments, what: Redaction.url(string: arguments.positionals.first ?? "URL"))
-        if arguments.has("--overwrite") && arguments.has("--skip-unchanged") {
+        try SyncFlags.refuseForOne(flags.sync, what: Redaction.url(string: flags.positionals.first ?? "URL"))
+        if flags.overwrite && flags.skipUnchanged {
             throw UsageError("--overwrite and --skip-unchanged exclude each other")
         }
-        let overwrite: OverwritePolicy = arguments.has("--overwrite") ? .overwrite
-            : arguments.has("--skip-existing") || arguments.has("--skip-unchanged") ? .skipIfIdentical : .refuse
+        let overwrite: OverwritePolicy = flags.overwrite ? .overwrite
+            : flags.skipExisting || flags.skipUnchanged ? .skipIfIdentical : .refuse
         var options = DownloadOptions(
             url: url,
-            destination: try destination(for: url, output: arguments.value("--output"), name: name),
-            headers: try TransferFlags.headers(arguments),
-            connections: try arguments.integer("--connections", range: 1...64) ?? 1,
-            sha256: arguments.value("--sha256"),
+            destination: try destination(for: url, output: flags.output, name: name),
+            headers: try TransferFlags.headers(flags.transfer),
+            connections: try flags.connections ?? 1,
+            sha256: flags.sha256,
             overwrite: overwrite,
-            retry: try TransferFlags.retry(arguments),
-            tls: try TransferFlags.tls(arguments),
-            connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
-            idleTimeout: try arguments.seconds("--idle-timeout") ?? 30,
-            maxRedirects: try arguments.integer("--max-redirects", range: 0...100) ?? 10,
-            maxRate: try arguments.byteSize("--limit-rate"))
-        options.lowSpeed = try TransferFlags.lowSpeed(arguments)
+            retry: try TransferFlags.retry(flags.transfer),
+            tls: try TransferFlags.tls(flags.transfer),
+            connectTimeout: try flags.transfer.connectTimeout ?? 15,
+            idleTimeout: try flags.transfer.idleTimeout ?? 30,
+            maxRedirects: try flags.transfer.maxRedirects ?? 10,
+            maxRate: try flags.transfer.limitRate)
+        options.lowSpeed = try TransferFlags.lowSpeed(flags.transfer)
         options.checksumsURL = checksums
-        options.checksumsName = arguments.value("--checksums-name")
-        options.mirrors = try arguments.all("--mirror").map { text in
+        options.checksumsName = flags.checksumsName
+        options.mirrors = try flags.mirror.map { text in
             guard source == nil else { throw UsageError("--mirror is for http:// and https:// URLs, not s3://") }
             guard let mirror = URL(string: text), ["http", "https"].contains(mirror.scheme?.lowercased() ?? ""), mirror.host != nil else {
                 throw UsageError("--mirror needs an http:// or https:// URL, not '\(Redaction.url(string: text))'")
             }
             return mirror
         }
-        if let perMirror = try arguments.integer("--connections-per-mirror", range: 1...16) {
+        if let perMirror = try flags.connectionsPerMirror {
             // A metalink's URLs are its mirrors (`metalinkOptions`).
             guard !options.mirrors.isEmpty || name != nil else { throw UsageError("--connections-per-mirror goes with --mirror") }
             options.connectionsPerMirror = perMirror
@@ -151,13 +160,13 @@ enum GetCommand {
 
     /// `get --metalink FILE`: the one file it describes, from its URLs (the first as the URL, the
     /// rest as mirrors), saved under its name, with its size, SHA-256 and piece hashes checked.
-    static func metalinkOptions(_ arguments: ParsedArguments, path: String) throws -> DownloadOptions {
-        guard arguments.positionals.isEmpty else { throw UsageError("give a URL or --metalink, not both") }
-        for option in ["--mirror", "--checksums", "--include", "--exclude", "--jobs"] where arguments.has(option) {
-            throw UsageError("\(option) does not go with --metalink: the metalink lists the file's URLs and checksums")
+    static func metalinkOptions(_ flags: GetOptions, path: String) throws -> DownloadOptions {
+        guard flags.positionals.isEmpty else { throw UsageError("give a URL or --metalink, not both") }
+        for spec in [mirror.spec, checksums.spec, include.spec, exclude.spec, jobs.spec] where flags.given(spec) {
+            throw UsageError("\(spec.key) does not go with --metalink: the metalink lists the file's URLs and checksums")
         }
         let file = try readMetalink(path)
-        var rebuilt = arguments
+        var rebuilt = flags
         rebuilt.positionals = [file.urls[0].absoluteString]
         var options = try downloadOptions(rebuilt, name: (file.name as NSString).lastPathComponent)
         if let given = options.sha256, let listed = file.sha256, given != listed {
@@ -167,7 +176,7 @@ enum GetCommand {
         options.expectedSize = file.size
         options.pieces = file.pieces
         options.mirrors = Array(file.urls.dropFirst())
-        if let perMirror = try arguments.integer("--connections-per-mirror", range: 1...16) { options.connectionsPerMirror = perMirror }
+        if let perMirror = try flags.connectionsPerMirror { options.connectionsPerMirror = perMirror }
         return options
     }
 
@@ -219,4 +228,38 @@ enum GetCommand {
             return ExitCode.of(error, otherwise: .transferFailed)
         }
     }
+}
+
+/// `get`'s options, typed: each read through its `Flag` in `GetCommand`, a checked one where
+/// the command uses it.
+struct GetOptions: TypedOptions {
+    private(set) var arguments: ParsedArguments
+
+    init(_ arguments: ParsedArguments) { self.arguments = arguments }
+
+    /// The URL (a metalink's first URL once `metalinkOptions` has set it).
+    var positionals: [String] {
+        get { arguments.positionals }
+        set { arguments.positionals = newValue }
+    }
+    var output: String? { arguments[GetCommand.output] }
+    var connections: Int? { get throws { try arguments.read(GetCommand.connections) } }
+    var mirror: [String] { arguments[GetCommand.mirror] }
+    var metalink: String? { arguments[GetCommand.metalink] }
+    var connectionsPerMirror: Int? { get throws { try arguments.read(GetCommand.connectionsPerMirror) } }
+    var sha256: String? { arguments[GetCommand.sha256] }
+    var checksums: String? { arguments[GetCommand.checksums] }
+    var checksumsName: String? { arguments[GetCommand.checksumsName] }
+    var overwrite: Bool { arguments[GetCommand.overwrite] }
+    var skipExisting: Bool { arguments[GetCommand.skipExisting] }
+    var skipUnchanged: Bool { arguments[GetCommand.skipUnchanged] }
+    var include: [String] { arguments[GetCommand.include] }
+    var exclude: [String] { arguments[GetCommand.exclude] }
+    var jobs: Int? { get throws { try arguments.read(GetCommand.jobs) } }
+    var endpoint: String? { arguments[GetCommand.endpoint] }
+    var region: String? { arguments[GetCommand.region] }
+    var profile: String? { arguments[GetCommand.profile] }
+    var quiet: Bool { arguments[GetCommand.quiet] }
+    var transfer: TransferOptions { TransferOptions(arguments) }
+    var sync: SyncFlagOptions { SyncFlagOptions(arguments) }
 }

@@ -4,40 +4,40 @@ import TransferCore
 /// `transferd get s3://bucket/prefix/ -o DIR`: every object under the prefix
 /// into DIR, keeping the key paths below the prefix.
 enum GetPrefix {
-    static func run(_ arguments: ParsedArguments, prefix: S3Prefix) async -> ExitCode {
+    static func run(_ flags: GetOptions, prefix: S3Prefix) async -> ExitCode {
         let download: S3PrefixDownload
         // The files the download saved, by identity: --delete never removes one of them.
         let savedFiles = SavedFiles()
-        let quiet = arguments.has("--quiet")
+        let quiet = flags.quiet
         let line: PrefixLine
         do {
-            guard let output = arguments.value("--output") else {
+            guard let output = flags.output else {
                 throw UsageError("s3://\(prefix.bucket)/\(prefix.prefix) is a prefix: name the folder its objects go into with -o DIR")
             }
-            if arguments.has("--sha256") { throw UsageError("--sha256 checks one file; a prefix holds many objects") }
-            if arguments.has("--overwrite") && (arguments.has("--skip-existing") || arguments.has("--skip-unchanged")) {
+            if flags.sha256 != nil { throw UsageError("--sha256 checks one file; a prefix holds many objects") }
+            if flags.overwrite && (flags.skipExisting || flags.skipUnchanged) {
                 throw UsageError("--overwrite and --skip-unchanged exclude each other")
             }
-            let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
-                                                            region: arguments.value("--region"),
-                                                            profile: arguments.value("--profile"))
-            let transport = try TransferFlags.transport(arguments)
-            let retry = try TransferFlags.retry(arguments)
-            let tls = try TransferFlags.tls(arguments)
+            let configuration = try S3Configuration.resolve(endpoint: flags.endpoint,
+                                                            region: flags.region,
+                                                            profile: flags.profile)
+            let transport = try TransferFlags.transport(flags.transfer)
+            let retry = try TransferFlags.retry(flags.transfer)
+            let tls = try TransferFlags.tls(flags.transfer)
             let client = S3Client(configuration: configuration, transport: transport, retry: retry, tls: tls)
             let folder = URL(fileURLWithPath: output).standardized.path
             var options = S3PrefixDownloadOptions(bucket: prefix.bucket, prefix: prefix.prefix, destination: folder)
-            options.filter = S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude"))
-            options.connections = try arguments.integer("--connections", range: 1...64) ?? 1
-            options.filesInFlight = try arguments.integer("--jobs", range: 1...256) ?? 8
-            options.overwrite = arguments.has("--overwrite") ? .overwrite
-                : arguments.has("--skip-existing") || arguments.has("--skip-unchanged") ? .skipIfIdentical : .refuse
+            options.filter = S3PrefixPlan.Filter(include: flags.include, exclude: flags.exclude)
+            options.connections = try flags.connections ?? 1
+            options.filesInFlight = try flags.jobs ?? 8
+            options.overwrite = flags.overwrite ? .overwrite
+                : flags.skipExisting || flags.skipUnchanged ? .skipIfIdentical : .refuse
             options.retry = retry
             options.tls = tls
-            options.connectTimeout = try arguments.seconds("--connect-timeout") ?? 15
-            options.idleTimeout = try arguments.seconds("--idle-timeout") ?? 30
-            options.maxRate = try arguments.byteSize("--limit-rate")
-            options.lowSpeed = try TransferFlags.lowSpeed(arguments)
+            options.connectTimeout = try flags.transfer.connectTimeout ?? 15
+            options.idleTimeout = try flags.transfer.idleTimeout ?? 30
+            options.maxRate = try flags.transfer.limitRate
+            options.lowSpeed = try TransferFlags.lowSpeed(flags.transfer)
             line = PrefixLine(name: "s3://\(prefix.bucket)/\(prefix.prefix)", quiet: quiet)
             download = S3PrefixDownload(client: client, transport: transport, options: options,
                                         store: FileUploadStateStore.prefixDownload(
@@ -55,7 +55,7 @@ enum GetPrefix {
         }
         do {
             // --dry-run and --delete plan from one listing and one walk of the folder, before any byte moves.
-            let sync = try SyncFlags.options(arguments)
+            let sync = try SyncFlags.options(flags.sync)
             var plan: FolderSync?
             if sync.dryRun || sync.delete {
                 let made = try await FolderSync.plan(client: download.client, options: download.options, sync: sync)

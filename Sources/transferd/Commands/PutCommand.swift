@@ -4,26 +4,32 @@ import TransferCore
 /// `transferd put PATH URL`: one upload — a streamed PUT (or POST), or a
 /// multipart/form-data POST with `--form`.
 enum PutCommand {
+    static let method = Flag.string("-X", "--method", value: "PUT|POST", help: "request method for a plain upload (default: PUT; a form is always POST)")
+    static let contentType = Flag.string("--content-type", value: "TYPE", help: "Content-Type of the file (default: from its extension)")
+    static let checksum = Flag.string("--checksum", value: "md5|sha256", help: "send Content-MD5 or Content-Digest computed from the file")
+    static let form = Flag.repeated("-F", "--form", value: "NAME=VALUE|NAME=@FILE",
+                                    help: "send a multipart/form-data form: a text field, or another file (repeatable)")
+    static let fileField = Flag.string("--file-field", value: "NAME", help: "form field name for PATH (default: file)")
+    static let tus = Flag.presence("--tus", help: "resumable upload to a tus 1.0 server: URL is its creation URL; run again to continue")
+    static let chunkSize = Flag.byteSize("--chunk-size", value: "SIZE", help: "tus: bytes per PATCH (default 8M; 64K to 1G)")
+    static let resumable = Flag.presence("--resumable", help: "resumable upload by the IETF draft (interop version 8) to URL; run again to continue")
+    static let partSize = Flag.byteSize("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)")
+    static let parts = Flag.integer("--parts", value: "N", range: 1...64, help: "S3: parts in flight at once (default: 10)")
+    static let jobs = Flag.integer("-j", "--jobs", value: "N", range: 1...256, help: "S3 folder upload: files uploading at once (default: 16)")
+    static let skipUnchanged = Flag.presence("--skip-unchanged", help: "S3: send nothing when the object already holds the file (size and ETag)")
+    static let include = Flag.repeated("--include", value: "GLOB",
+                                       help: "S3 folder upload: only files (paths below the folder) matching GLOB (repeatable)")
+    static let exclude = Flag.repeated("--exclude", value: "GLOB", help: "S3 folder upload: skip files matching GLOB (repeatable)")
+    static let endpoint = Flag.string("--endpoint", value: "URL", help: "S3: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)")
+    static let region = Flag.string("--region", value: "REGION", help: "S3: region (default: AWS_REGION, the profile, or us-east-1)")
+    static let profile = Flag.string("--profile", value: "NAME",
+                                     help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)")
+    static let quiet = Flag.presence("-q", "--quiet", help: "print errors only")
+
     static let specs: [OptionSpec] = [
-        OptionSpec("-X", "--method", value: "PUT|POST", help: "request method for a plain upload (default: PUT; a form is always POST)"),
-        OptionSpec("--content-type", value: "TYPE", help: "Content-Type of the file (default: from its extension)"),
-        OptionSpec("--checksum", value: "md5|sha256", help: "send Content-MD5 or Content-Digest computed from the file"),
-        OptionSpec("-F", "--form", value: "NAME=VALUE|NAME=@FILE", help: "send a multipart/form-data form: a text field, or another file (repeatable)"),
-        OptionSpec("--file-field", value: "NAME", help: "form field name for PATH (default: file)"),
-        OptionSpec("--tus", help: "resumable upload to a tus 1.0 server: URL is its creation URL; run again to continue"),
-        OptionSpec("--chunk-size", value: "SIZE", help: "tus: bytes per PATCH (default 8M; 64K to 1G)"),
-        OptionSpec("--resumable", help: "resumable upload by the IETF draft (interop version 8) to URL; run again to continue"),
-        OptionSpec("--part-size", value: "SIZE", help: "S3: part size (default 8M; at least 5M; grown to fit 10,000 parts)"),
-        OptionSpec("--parts", value: "N", help: "S3: parts in flight at once (default: 10)"),
-        OptionSpec("-j", "--jobs", value: "N", help: "S3 folder upload: files uploading at once (default: 16)"),
-        OptionSpec("--skip-unchanged", help: "S3: send nothing when the object already holds the file (size and ETag)"),
-        OptionSpec("--include", value: "GLOB", help: "S3 folder upload: only files (paths below the folder) matching GLOB (repeatable)"),
-        OptionSpec("--exclude", value: "GLOB", help: "S3 folder upload: skip files matching GLOB (repeatable)"),
-        OptionSpec("--endpoint", value: "URL", help: "S3: endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS)"),
-        OptionSpec("--region", value: "REGION", help: "S3: region (default: AWS_REGION, the profile, or us-east-1)"),
-        OptionSpec("--profile", value: "NAME", help: "S3: credentials profile in ~/.aws/credentials (default: AWS_PROFILE or default)"),
-        OptionSpec("-q", "--quiet", help: "print errors only"),
-        OptionSpec("-h", "--help", help: "show this help"),
+        method.spec, contentType.spec, checksum.spec, form.spec, fileField.spec, tus.spec, chunkSize.spec, resumable.spec,
+        partSize.spec, parts.spec, jobs.spec, skipUnchanged.spec, include.spec, exclude.spec, endpoint.spec, region.spec,
+        profile.spec, quiet.spec, StandardFlags.help.spec,
     ] + SyncFlags.specs + TransferFlags.specs
 
     static let usage = "transferd put PATH URL [--tus | --resumable | --form NAME=VALUE ...] [--checksum md5|sha256] [options]"
@@ -36,30 +42,31 @@ enum PutCommand {
         """, options: specs)
 
     static func run(_ argv: [String]) async -> ExitCode {
-        let arguments: ParsedArguments
+        let flags: PutOptions
         let options: UploadOptions
         let transport: Transport
         do {
-            arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
-            if arguments.has("--resumable"), !arguments.has("--help") { return await runResumable(arguments) }
-            if arguments.has("--tus"), !arguments.has("--help") { return await runTus(arguments) }
-            if arguments.positionals.count == 2, let location = S3Location(arguments.positionals[1]), !arguments.has("--help") {
-                return await runS3(arguments, location: location)
+            let arguments = try ParsedArguments.parse(argv, specs: specs, command: "put")
+            flags = PutOptions(arguments)
+            if flags.resumable, !arguments.wantsHelp { return await runResumable(flags) }
+            if flags.tus, !arguments.wantsHelp { return await runTus(flags) }
+            if flags.positionals.count == 2, let location = S3Location(flags.positionals[1]), !arguments.wantsHelp {
+                return await runS3(flags, location: location)
             }
-            if arguments.has("--help") {
+            if arguments.wantsHelp {
                 Output.out(help.text)
                 return .success
             }
-            try SyncFlags.refuseForOne(arguments, what: arguments.positionals.first ?? "PATH")
-            if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus)") }
-            options = try uploadOptions(arguments)
-            transport = try TransferFlags.transport(arguments)
+            try SyncFlags.refuseForOne(flags.sync, what: flags.positionals.first ?? "PATH")
+            if flags.given(chunkSize) { throw UsageError("--chunk-size is for a tus upload (--tus)") }
+            options = try uploadOptions(flags)
+            transport = try TransferFlags.transport(flags.transfer)
         } catch {
             Output.err("transferd put: \(error)\n")
             return .usage
         }
-        let quiet = arguments.has("--quiet")
-        let line = UploadLine(name: (arguments.positionals[0] as NSString).lastPathComponent, quiet: quiet)
+        let quiet = flags.quiet
+        let line = UploadLine(name: (flags.positionals[0] as NSString).lastPathComponent, quiet: quiet)
         let engine = UploadEngine(transport: transport, options: options) { line.handle($0) }
         do {
             let result = try await SignalHandler.cancelling { try await engine.run() }
@@ -79,16 +86,16 @@ enum PutCommand {
     /// `put --tus PATH URL`: a resumable tus 1.0 upload. The upload's URL and the offset the
     /// server confirmed are recorded under `$XDG_STATE_HOME/transferd/uploads/`, so running
     /// the same command again (after Ctrl-C or kill -9) continues from the server's offset.
-    static func runTus(_ arguments: ParsedArguments) async -> ExitCode {
+    static func runTus(_ flags: PutOptions) async -> ExitCode {
         do {
-            guard arguments.positionals.count == 2 else { throw UsageError("need PATH and URL; usage: \(usage)") }
-            for option in ["--form", "--file-field", "--method", "--checksum", "--part-size", "--parts", "--jobs",
-                           "--skip-unchanged", "--include", "--exclude", "--endpoint", "--region", "--profile"] where arguments.has(option) {
-                throw UsageError("\(option) does not apply to a tus upload (--tus)")
+            guard flags.positionals.count == 2 else { throw UsageError("need PATH and URL; usage: \(usage)") }
+            for spec in [form.spec, fileField.spec, method.spec, checksum.spec, partSize.spec, parts.spec, jobs.spec,
+                         skipUnchanged.spec, include.spec, exclude.spec, endpoint.spec, region.spec, profile.spec] where flags.given(spec) {
+                throw UsageError("\(spec.key) does not apply to a tus upload (--tus)")
             }
-            try SyncFlags.refuseForOne(arguments, what: arguments.positionals[0])
-            let path = arguments.positionals[0]
-            let text = arguments.positionals[1]
+            try SyncFlags.refuseForOne(flags.sync, what: flags.positionals[0])
+            let path = flags.positionals[0]
+            let text = flags.positionals[1]
             guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
                   url.host?.isEmpty == false else {
                 throw UsageError("'\(Redaction.url(string: text))' is not an http:// or https:// URL (a tus creation URL)")
@@ -97,18 +104,18 @@ enum PutCommand {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
                 throw UsageError("\(path): no such file")
             }
-            let chunkSize = try arguments.byteSize("--chunk-size") ?? TusOptions.defaultChunkSize
+            let chunkSize = try flags.chunkSize ?? TusOptions.defaultChunkSize
             guard TusOptions.chunkSizes.contains(chunkSize) else { throw UsageError("--chunk-size must be from 64K to 1G") }
             let absolute = absolutePath(path)
             var options = TusOptions(endpoint: url, source: absolute, chunkSize: chunkSize,
-                                     headers: try TransferFlags.headers(arguments), contentType: arguments.value("--content-type"),
-                                     retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
-                                     connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
-                                     idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
-            options.rate = try sendRate(arguments)
-            let quiet = arguments.has("--quiet")
+                                     headers: try TransferFlags.headers(flags.transfer), contentType: flags.contentType,
+                                     retry: try TransferFlags.retry(flags.transfer), tls: try TransferFlags.tls(flags.transfer),
+                                     connectTimeout: try flags.transfer.connectTimeout ?? 15,
+                                     idleTimeout: try flags.transfer.idleTimeout ?? 30)
+            options.rate = try sendRate(flags)
+            let quiet = flags.quiet
             let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: quiet)
-            let upload = TusUpload(transport: try TransferFlags.transport(arguments), options: options,
+            let upload = TusUpload(transport: try TransferFlags.transport(flags.transfer), options: options,
                                    state: FileUploadStateStore(source: absolute, bucket: "tus", key: url.absoluteString)) {
                 line.handle($0)
             }
@@ -142,17 +149,17 @@ enum PutCommand {
     /// `put --resumable PATH URL`: a resumable upload by the IETF draft (`ResumableHeaders.draft`).
     /// The upload resource's URL and the offset the server confirmed are recorded under
     /// `$XDG_STATE_HOME/transferd/uploads/`, so the same command again continues it.
-    static func runResumable(_ arguments: ParsedArguments) async -> ExitCode {
+    static func runResumable(_ flags: PutOptions) async -> ExitCode {
         do {
-            if arguments.has("--tus") { throw UsageError("--resumable and --tus are two protocols: give one") }
-            guard arguments.positionals.count == 2 else { throw UsageError("need PATH and URL; usage: \(usage)") }
-            for option in ["--form", "--file-field", "--method", "--checksum", "--chunk-size", "--part-size", "--parts", "--jobs",
-                           "--skip-unchanged", "--include", "--exclude", "--endpoint", "--region", "--profile"] where arguments.has(option) {
-                throw UsageError("\(option) does not apply to a resumable upload (--resumable)")
+            if flags.tus { throw UsageError("--resumable and --tus are two protocols: give one") }
+            guard flags.positionals.count == 2 else { throw UsageError("need PATH and URL; usage: \(usage)") }
+            for spec in [form.spec, fileField.spec, method.spec, checksum.spec, chunkSize.spec, partSize.spec, parts.spec, jobs.spec,
+                         skipUnchanged.spec, include.spec, exclude.spec, endpoint.spec, region.spec, profile.spec] where flags.given(spec) {
+                throw UsageError("\(spec.key) does not apply to a resumable upload (--resumable)")
             }
-            try SyncFlags.refuseForOne(arguments, what: arguments.positionals[0])
-            let path = arguments.positionals[0]
-            let text = arguments.positionals[1]
+            try SyncFlags.refuseForOne(flags.sync, what: flags.positionals[0])
+            let path = flags.positionals[0]
+            let text = flags.positionals[1]
             guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
                   url.host?.isEmpty == false else {
                 throw UsageError("'\(Redaction.url(string: text))' is not an http:// or https:// URL (the resource that takes the upload)")
@@ -162,15 +169,15 @@ enum PutCommand {
                 throw UsageError("\(path): no such file")
             }
             let absolute = absolutePath(path)
-            var options = ResumableOptions(endpoint: url, source: absolute, headers: try TransferFlags.headers(arguments),
-                                           contentType: arguments.value("--content-type"), retry: try TransferFlags.retry(arguments),
-                                           tls: try TransferFlags.tls(arguments),
-                                           connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
-                                           idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
-            options.rate = try sendRate(arguments)
-            let quiet = arguments.has("--quiet")
+            var options = ResumableOptions(endpoint: url, source: absolute, headers: try TransferFlags.headers(flags.transfer),
+                                           contentType: flags.contentType, retry: try TransferFlags.retry(flags.transfer),
+                                           tls: try TransferFlags.tls(flags.transfer),
+                                           connectTimeout: try flags.transfer.connectTimeout ?? 15,
+                                           idleTimeout: try flags.transfer.idleTimeout ?? 30)
+            options.rate = try sendRate(flags)
+            let quiet = flags.quiet
             let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: quiet)
-            let transport = try TransferFlags.transport(arguments)
+            let transport = try TransferFlags.transport(flags.transfer)
             let upload = ResumableUpload(transport: transport, options: options,
                                          state: FileUploadStateStore(source: absolute, bucket: "resumable", key: url.absoluteString)) {
                 line.handle($0)
@@ -212,29 +219,29 @@ enum PutCommand {
     }
 
     /// `put PATH s3://bucket/key`: a resumable multipart upload (one PUT for small files).
-    static func runS3(_ arguments: ParsedArguments, location: S3Location) async -> ExitCode {
-        let path = arguments.positionals[0]
+    static func runS3(_ flags: PutOptions, location: S3Location) async -> ExitCode {
+        let path = flags.positionals[0]
         let upload: S3MultipartUpload
         do {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
                 throw UsageError("\(path): no such file or folder")
             }
-            if isDirectory.boolValue { return await runS3Folder(arguments, location: location) }
-            for option in ["--include", "--exclude", "--jobs"] where arguments.has(option) {
-                throw UsageError("\(option) is for a folder upload; \(path) is a file")
+            if isDirectory.boolValue { return await runS3Folder(flags, location: location) }
+            for spec in [include.spec, exclude.spec, jobs.spec] where flags.given(spec) {
+                throw UsageError("\(spec.key) is for a folder upload; \(path) is a file")
             }
-            try SyncFlags.refuseForOne(arguments, what: path)
-            if arguments.has("--chunk-size") { throw UsageError("--chunk-size is for a tus upload (--tus); S3 takes --part-size") }
-            let client = try s3Client(arguments)
+            try SyncFlags.refuseForOne(flags.sync, what: path)
+            if flags.given(chunkSize) { throw UsageError("--chunk-size is for a tus upload (--tus); S3 takes --part-size") }
+            let client = try s3Client(flags)
             let absolute = absolutePath(path)
             var options = S3UploadOptions(source: absolute, bucket: location.bucket, key: location.key,
-                                          partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
-                                          partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
-                                          contentType: arguments.value("--content-type"))
-            options.rate = try sendRate(arguments)
-            options.skipUnchanged = arguments.has("--skip-unchanged")
-            let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: arguments.has("--quiet"))
+                                          partSize: try flags.partSize ?? 8 << 20,
+                                          partsInFlight: try flags.parts ?? 10,
+                                          contentType: flags.contentType)
+            options.rate = try sendRate(flags)
+            options.skipUnchanged = flags.skipUnchanged
+            let line = UploadLine(name: (path as NSString).lastPathComponent, quiet: flags.quiet)
             upload = S3MultipartUpload(client: client, options: options,
                                        state: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key)) {
                 line.handle($0)
@@ -243,10 +250,10 @@ enum PutCommand {
                 let result = try await SignalHandler.cancelling { try await upload.run() }
                 line.clear()
                 if result.unchanged {
-                    if !arguments.has("--quiet") {
+                    if !flags.quiet {
                         Output.err("\(path): s3://\(location.bucket)/\(location.key) already holds it (\(Format.bytes(result.size)), ETag \(result.etag)); nothing sent\n")
                     }
-                } else if !arguments.has("--quiet") {
+                } else if !flags.quiet {
                     let resumed = result.resumed ? ", resumed: \(result.partsSent) of \(result.parts) parts sent now" : ""
                     Output.err("\(path): s3://\(location.bucket)/\(location.key) \(Format.bytes(result.size)) in \(result.parts) part\(result.parts == 1 ? "" : "s")"
                                + " (\(String(format: "%.2f", result.elapsed)) s\(resumed)), ETag \(result.etag) verified\n")
@@ -269,19 +276,19 @@ enum PutCommand {
     /// `put FOLDER s3://bucket/prefix/`: one object per regular file below the
     /// folder (links are not followed), each resumable; `--skip-unchanged`
     /// lists the prefix once and sends only files it does not hold.
-    static func runS3Folder(_ arguments: ParsedArguments, location: S3Location) async -> ExitCode {
-        let path = arguments.positionals[0]
-        let quiet = arguments.has("--quiet")
+    static func runS3Folder(_ flags: PutOptions, location: S3Location) async -> ExitCode {
+        let path = flags.positionals[0]
+        let quiet = flags.quiet
         do {
-            let client = try s3Client(arguments)
+            let client = try s3Client(flags)
             let absolute = absolutePath(path)
             let upload = S3DirectoryUpload(
                 client: client, directory: absolute, bucket: location.bucket, prefix: location.key,
-                partSize: try arguments.byteSize("--part-size") ?? 8 << 20,
-                partsInFlight: try arguments.integer("--parts", range: 1...64) ?? 10,
-                filesInFlight: try arguments.integer("--jobs", range: 1...256) ?? 16, rate: try sendRate(arguments),
-                filter: S3PrefixPlan.Filter(include: arguments.all("--include"), exclude: arguments.all("--exclude")),
-                skipUnchanged: arguments.has("--skip-unchanged"), sync: try SyncFlags.options(arguments),
+                partSize: try flags.partSize ?? 8 << 20,
+                partsInFlight: try flags.parts ?? 10,
+                filesInFlight: try flags.jobs ?? 16, rate: try sendRate(flags),
+                filter: S3PrefixPlan.Filter(include: flags.include, exclude: flags.exclude),
+                skipUnchanged: flags.skipUnchanged, sync: try SyncFlags.options(flags.sync),
                 store: FileUploadStateStore(source: absolute, bucket: location.bucket, key: location.key))
             let started = Date()
             do {
@@ -336,20 +343,20 @@ enum PutCommand {
 
     /// The S3 client of `put … s3://`: endpoint, region and profile from the
     /// options, then the environment; the transfer flags' backend, retries and TLS.
-    static func s3Client(_ arguments: ParsedArguments) throws -> S3Client {
-        let configuration = try S3Configuration.resolve(endpoint: arguments.value("--endpoint"),
-                                                        region: arguments.value("--region"),
-                                                        profile: arguments.value("--profile"))
-        return S3Client(configuration: configuration, transport: try TransferFlags.transport(arguments),
-                        retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments))
+    static func s3Client(_ flags: PutOptions) throws -> S3Client {
+        let configuration = try S3Configuration.resolve(endpoint: flags.endpoint,
+                                                        region: flags.region,
+                                                        profile: flags.profile)
+        return S3Client(configuration: configuration, transport: try TransferFlags.transport(flags.transfer),
+                        retry: try TransferFlags.retry(flags.transfer), tls: try TransferFlags.tls(flags.transfer))
     }
 
-    static func uploadOptions(_ arguments: ParsedArguments) throws -> UploadOptions {
-        guard arguments.positionals.count == 2 else {
+    static func uploadOptions(_ flags: PutOptions) throws -> UploadOptions {
+        guard flags.positionals.count == 2 else {
             throw UsageError("need PATH and URL; usage: \(usage)")
         }
-        let path = arguments.positionals[0]
-        let text = arguments.positionals[1]
+        let path = flags.positionals[0]
+        let text = flags.positionals[1]
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), url.host != nil else {
             throw UsageError("'\(text)' is not a URL")
         }
@@ -361,18 +368,18 @@ enum PutCommand {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
             throw UsageError("\(path): no such file")
         }
-        let checksum = try arguments.value("--checksum").map { name -> UploadChecksum in
+        let checksum = try flags.checksum.map { name -> UploadChecksum in
             guard let value = UploadChecksum(rawValue: name) else { throw UsageError("--checksum must be md5 or sha256") }
             return value
         }
         let body: UploadBody
-        var method = (arguments.value("--method") ?? "PUT").uppercased()
+        var method = (flags.method ?? "PUT").uppercased()
         guard ["PUT", "POST"].contains(method) else { throw UsageError("--method must be PUT or POST") }
-        if arguments.has("--form") {
+        if !flags.form.isEmpty {
             var fields: [(name: String, value: String)] = []
-            var files = [MultipartForm.File(field: arguments.value("--file-field") ?? "file", path: path,
-                                            contentType: arguments.value("--content-type"))]
-            for item in arguments.all("--form") {
+            var files = [MultipartForm.File(field: flags.fileField ?? "file", path: path,
+                                            contentType: flags.contentType)]
+            for item in flags.form {
                 guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
                     throw UsageError("--form needs NAME=VALUE or NAME=@FILE, not '\(item)'")
                 }
@@ -389,24 +396,53 @@ enum PutCommand {
         } else {
             body = .file(path: path)
         }
-        var options = UploadOptions(url: url, method: method, body: body, headers: try TransferFlags.headers(arguments),
-                                    contentType: arguments.value("--content-type"), checksum: checksum,
-                                    retry: try TransferFlags.retry(arguments), tls: try TransferFlags.tls(arguments),
-                                    connectTimeout: try arguments.seconds("--connect-timeout") ?? 15,
-                                    idleTimeout: try arguments.seconds("--idle-timeout") ?? 30)
-        options.rate = try sendRate(arguments)
+        var options = UploadOptions(url: url, method: method, body: body, headers: try TransferFlags.headers(flags.transfer),
+                                    contentType: flags.contentType, checksum: checksum,
+                                    retry: try TransferFlags.retry(flags.transfer), tls: try TransferFlags.tls(flags.transfer),
+                                    connectTimeout: try flags.transfer.connectTimeout ?? 15,
+                                    idleTimeout: try flags.transfer.idleTimeout ?? 30)
+        options.rate = try sendRate(flags)
         return options
     }
 
     /// `--limit-rate` for an upload; refused up front on a backend that cannot cap what it sends.
-    static func sendRate(_ arguments: ParsedArguments) throws -> SendRate {
-        guard let rate = try arguments.byteSize("--limit-rate") else { return SendRate() }
-        let transport = try TransferFlags.transport(arguments)
+    static func sendRate(_ flags: PutOptions) throws -> SendRate {
+        guard let rate = try flags.transfer.limitRate else { return SendRate() }
+        let transport = try TransferFlags.transport(flags.transfer)
         guard transport.capabilities.contains(.sendRateLimit) else {
             throw UsageError("--limit-rate: the \(transport.name) backend cannot cap an upload's speed; use --transport curl")
         }
         return SendRate(bytesPerSecond: rate)
     }
+}
+
+/// `put`'s options, typed: each read through its `Flag` in `PutCommand`, a checked one where
+/// the command uses it.
+struct PutOptions: TypedOptions {
+    let arguments: ParsedArguments
+
+    init(_ arguments: ParsedArguments) { self.arguments = arguments }
+
+    var method: String? { arguments[PutCommand.method] }
+    var contentType: String? { arguments[PutCommand.contentType] }
+    var checksum: String? { arguments[PutCommand.checksum] }
+    var form: [String] { arguments[PutCommand.form] }
+    var fileField: String? { arguments[PutCommand.fileField] }
+    var tus: Bool { arguments[PutCommand.tus] }
+    var chunkSize: Int64? { get throws { try arguments.read(PutCommand.chunkSize) } }
+    var resumable: Bool { arguments[PutCommand.resumable] }
+    var partSize: Int64? { get throws { try arguments.read(PutCommand.partSize) } }
+    var parts: Int? { get throws { try arguments.read(PutCommand.parts) } }
+    var jobs: Int? { get throws { try arguments.read(PutCommand.jobs) } }
+    var skipUnchanged: Bool { arguments[PutCommand.skipUnchanged] }
+    var include: [String] { arguments[PutCommand.include] }
+    var exclude: [String] { arguments[PutCommand.exclude] }
+    var endpoint: String? { arguments[PutCommand.endpoint] }
+    var region: String? { arguments[PutCommand.region] }
+    var profile: String? { arguments[PutCommand.profile] }
+    var quiet: Bool { arguments[PutCommand.quiet] }
+    var transfer: TransferOptions { TransferOptions(arguments) }
+    var sync: SyncFlagOptions { SyncFlagOptions(arguments) }
 }
 
 /// Start, retry and finish lines for an upload (stderr).

@@ -3,18 +3,18 @@ import TransferCore
 
 /// `--queue`, `--root` and `--store`, shared by the queue commands.
 enum QueueFlags {
-    static let rootSpec = OptionSpec("--root", value: "DIR",
-                                     help: "folder that job paths are relative to and must stay in (default: the queue's parent)")
+    static let root = Flag.string("--root", value: "DIR",
+                                  help: "folder that job paths are relative to and must stay in (default: the queue's parent)")
 
     /// How every command names the queue folder.
-    static let queueSpec = OptionSpec("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)")
+    static let queue = Flag.string("--queue", value: "QUEUE_DIR", help: "the queue folder (default: ./queue.d)")
 
     /// The queue folder: `--queue DIR`, the one way every command takes it. `run`, `status`
     /// and `ingest` (`allowsPositional`) still take it as their argument, the old way, with a
     /// warning that names the new one.
-    static func layout(_ arguments: ParsedArguments, command: String, allowsPositional: Bool = false) throws -> QueueLayout {
-        var directory = arguments.value("--queue")
-        if allowsPositional, let given = arguments.positionals.first {
+    static func layout(_ options: QueueOptions, command: String, allowsPositional: Bool = false) throws -> QueueLayout {
+        var directory = options.queue
+        if allowsPositional, let given = options.positionals.first {
             if let directory, directory != given {
                 throw UsageError("the queue is named twice (--queue \(directory) and \(given)); give --queue QUEUE_DIR only")
             }
@@ -24,16 +24,19 @@ enum QueueFlags {
             }
             directory = given
         }
-        return QueueLayout(directory: directory ?? "queue.d", root: arguments.value("--root"))
+        return QueueLayout(directory: directory ?? "queue.d", root: options.root)
     }
 
-    static let storeSpec = OptionSpec("--store", value: "URL",
-                                      help: "a shared queue in PostgreSQL (postgres://USER@HOST/DB) instead of the queue folder's own; "
-                                          + "also TRANSFERD_STORE")
+    static let store = Flag.string("--store", value: "URL",
+                                   help: "a shared queue in PostgreSQL (postgres://USER@HOST/DB) instead of the queue folder's own; "
+                                       + "also TRANSFERD_STORE")
+
+    /// `run`'s only; read here, where the shared store is opened.
+    static let worker = Flag.string("--worker", value: "NAME", help: "this worker's name in a shared store (default: HOST:PID)")
 
     /// The shared store's URL, from `--store` or `TRANSFERD_STORE`.
-    static func storeURL(_ arguments: ParsedArguments) throws -> String? {
-        guard let url = arguments.value("--store") ?? ProcessInfo.processInfo.environment["TRANSFERD_STORE"],
+    static func storeURL(_ options: QueueOptions) throws -> String? {
+        guard let url = options.store ?? ProcessInfo.processInfo.environment["TRANSFERD_STORE"],
               !url.isEmpty else { return nil }
         guard PostgresQueueStore.isStoreURL(url) else {
             throw UsageError("--store (or TRANSFERD_STORE) must be a postgres:// or postgresql:// URL, not '\(Redaction.url(string: url))'")
@@ -46,10 +49,10 @@ enum QueueFlags {
     ///   store that exists is opened as it is, so a read-only queue folder can still be looked
     ///   at; a queue folder no run has worked reads as empty; a PostgreSQL store without
     ///   transferd's schema, or with an older one, is refused with what to run.
-    static func openStore(_ layout: QueueLayout, _ arguments: ParsedArguments, forReading: Bool = false,
+    static func openStore(_ layout: QueueLayout, _ options: QueueOptions, forReading: Bool = false,
                           leaseSeconds: Double = 30, outageSeconds: Double = 300) throws -> QueueStore {
-        if let url = try storeURL(arguments) {
-            return try PostgresQueueStore(url: url, worker: arguments.value("--worker"), leaseSeconds: leaseSeconds,
+        if let url = try storeURL(options) {
+            return try PostgresQueueStore(url: url, worker: options.worker, leaseSeconds: leaseSeconds,
                                           readOnly: forReading, outageSeconds: outageSeconds)
         }
         if forReading { return try layout.openStateStoreForReading() }
@@ -72,4 +75,16 @@ enum QueueFlags {
         var isDirectory: ObjCBool = false
         return FileManager.default.fileExists(atPath: layout.directory, isDirectory: &isDirectory) && isDirectory.boolValue
     }
+}
+
+/// The queue flags of one command line, typed (a command that does not take one reads nil).
+struct QueueOptions: TypedOptions {
+    let arguments: ParsedArguments
+
+    init(_ arguments: ParsedArguments) { self.arguments = arguments }
+
+    var queue: String? { arguments[QueueFlags.queue] }
+    var root: String? { arguments[QueueFlags.root] }
+    var store: String? { arguments[QueueFlags.store] }
+    var worker: String? { arguments[QueueFlags.worker] }
 }

@@ -4,27 +4,28 @@ import TransferCore
 /// `--dry-run`, `--delete`, `--max-delete` and `--force`: the options of the bulk verbs
 /// (a folder to a prefix, a prefix to a prefix) that make them a sync.
 enum SyncFlags {
-    static let specs: [OptionSpec] = [
-        OptionSpec("--dry-run", help: "bulk copy: say what would be copied, skipped and deleted; change nothing"),
-        OptionSpec("--delete", help: "bulk copy: then delete what the destination holds and the source does not (the filters apply)"),
-        OptionSpec("--max-delete", value: "PERCENT", help: "most of what the destination holds that --delete may remove (default: 50); past it, or all of it, needs --force"),
-        OptionSpec("--force", help: "let --delete remove past --max-delete, or everything"),
-    ]
+    static let dryRun = Flag.presence("--dry-run", help: "bulk copy: say what would be copied, skipped and deleted; change nothing")
+    static let delete = Flag.presence("--delete", help: "bulk copy: then delete what the destination holds and the source does not (the filters apply)")
+    static let maxDelete = Flag.integer("--max-delete", value: "PERCENT", range: 0...100,
+                                        help: "most of what the destination holds that --delete may remove (default: 50); past it, or all of it, needs --force")
+    static let force = Flag.presence("--force", help: "let --delete remove past --max-delete, or everything")
+
+    static let specs: [OptionSpec] = [dryRun.spec, delete.spec, maxDelete.spec, force.spec]
 
     /// The options given, or a usage error (`--max-delete` out of 0–100, flags without `--delete`).
-    static func options(_ arguments: ParsedArguments) throws -> SyncOptions {
-        var options = SyncOptions(dryRun: arguments.has("--dry-run"), delete: arguments.has("--delete"), force: arguments.has("--force"))
-        if let percent = try arguments.integer("--max-delete", range: 0...100) { options.maxDeleteShare = Double(percent) / 100 }
-        for flag in ["--max-delete", "--force"] where arguments.has(flag) && !options.delete {
-            throw UsageError("\(flag) goes with --delete")
+    static func options(_ given: SyncFlagOptions) throws -> SyncOptions {
+        var options = SyncOptions(dryRun: given.dryRun, delete: given.delete, force: given.force)
+        if let percent = try given.maxDelete { options.maxDeleteShare = Double(percent) / 100 }
+        for spec in [maxDelete.spec, force.spec] where given.given(spec) && !options.delete {
+            throw UsageError("\(spec.key) goes with --delete")
         }
         return options
     }
 
     /// Refuses the sync options on a command that moves one file.
-    static func refuseForOne(_ arguments: ParsedArguments, what: String) throws {
-        for flag in ["--dry-run", "--delete", "--max-delete", "--force"] where arguments.has(flag) {
-            throw UsageError("\(flag) is for a bulk copy (a folder or a prefix); \(what) is one object")
+    static func refuseForOne(_ given: SyncFlagOptions, what: String) throws {
+        for spec in specs where given.given(spec) {
+            throw UsageError("\(spec.key) is for a bulk copy (a folder or a prefix); \(what) is one object")
         }
     }
 
@@ -40,4 +41,16 @@ enum SyncFlags {
         if let refusal = preview.refusal { text += "and without --dry-run: \(refusal)\n" }
         Output.out(text)
     }
+}
+
+/// The sync flags of one command line, typed.
+struct SyncFlagOptions: TypedOptions {
+    let arguments: ParsedArguments
+
+    init(_ arguments: ParsedArguments) { self.arguments = arguments }
+
+    var dryRun: Bool { arguments[SyncFlags.dryRun] }
+    var delete: Bool { arguments[SyncFlags.delete] }
+    var maxDelete: Int? { get throws { try arguments.read(SyncFlags.maxDelete) } }
+    var force: Bool { arguments[SyncFlags.force] }
 }
