@@ -9,11 +9,11 @@ public final class DownloadEngine: Sendable {
     let options: DownloadOptions
     let store: CheckpointStore
     let onEvent: @Sendable (DownloadEvent) -> Void
-    private let currentState = Locked<DownloadState?>(nil)
+    let currentState = Locked<DownloadState?>(nil)
     /// `options.maxRate` as one bucket shared by every request of this download.
-    private let rateLimiter: BandwidthLimiter?
+    let rateLimiter: BandwidthLimiter?
     /// With `options.mirrors`: the transport that spreads the requests over them (also `transport`).
-    private let mirrors: MirrorTransport?
+    let mirrors: MirrorTransport?
 
     /// Bytes on disk and the total size, for callers that poll instead of
     /// taking `.progress` events (`DownloadOptions.ownTicker` off).
@@ -64,7 +64,7 @@ public final class DownloadEngine: Sendable {
     }
 
     /// The download's own rate limit now (`setRate` may have changed it since it started).
-    private var currentRate: Int64? {
+    var currentRate: Int64? {
         rateLimiter.map { $0.bytesPerSecond.map { Int64($0) } } ?? options.maxRate
     }
 
@@ -76,16 +76,16 @@ public final class DownloadEngine: Sendable {
 
     /// The SHA-256 the file must have: the options' own, else the one the checksum list gives
     /// (read at the start of `run`), else none.
-    private var expectedSHA256: String? { options.sha256 ?? listedSHA256.withLock { $0 } }
-    private let listedSHA256 = Locked<String?>(nil)
+    var expectedSHA256: String? { options.sha256 ?? listedSHA256.withLock { $0 } }
+    let listedSHA256 = Locked<String?>(nil)
     /// Mirrors whose bytes failed the file's checksum, being fetched again from another.
-    private let suspects = Locked<[URL]>([])
+    let suspects = Locked<[URL]>([])
     /// Times failing pieces were fetched again (`checkPieces`).
-    private let pieceRounds = Locked(0)
+    let pieceRounds = Locked(0)
     static let maxPieceRounds = 3
 
     /// What each mirror served in this run (empty without mirrors).
-    private var mirrorShares: [MirrorShare] {
+    var mirrorShares: [MirrorShare] {
         guard let mirrors else { return [] }
         let set = mirrors.current
         return set.mirrors.indices.map {
@@ -219,7 +219,7 @@ public final class DownloadEngine: Sendable {
 
     /// Opens and locks the partial file (or takes the one `run` locked), resuming from the checkpoint
     /// when it describes this URL and this file.
-    private func openPartialFile(_ saved: DownloadCheckpoint?, recordFound: Bool, held: PartFile?) throws -> (DownloadState, PartFile) {
+    func openPartialFile(_ saved: DownloadCheckpoint?, recordFound: Bool, held: PartFile?) throws -> (DownloadState, PartFile) {
         let part = options.partPath
         var file = try held ?? PartFile.create(part, takingOver: options.takesOverBusyPart)
         // A file at the partial file's name that transferd cannot prove it wrote (put there by
@@ -315,7 +315,7 @@ public final class DownloadEngine: Sendable {
     /// A previous run finished this download but stopped between renaming the
     /// file into place and forgetting its checkpoint: the checkpoint says
     /// complete, the partial file is gone and the destination has the size.
-    private func finishedEarlier(_ saved: DownloadCheckpoint?) throws -> Int64? {
+    func finishedEarlier(_ saved: DownloadCheckpoint?) throws -> Int64? {
         guard let checkpoint = saved, checkpoint.url == options.url.absoluteString,
               checkpoint.plan.isComplete, let total = checkpoint.plan.totalSize,
               !Self.exists(options.partPath) else { return nil }
@@ -336,7 +336,7 @@ public final class DownloadEngine: Sendable {
     }
 
     /// For `.skipIfIdentical`: the existing file's size when it matches the remote.
-    private func existingMatches() async throws -> Int64? {
+    func existingMatches() async throws -> Int64? {
         let attributes = try? FileManager.default.attributesOfItem(atPath: options.destination)
         guard let size = (attributes?[.size] as? NSNumber)?.int64Value else { return nil }
         if let expected = expectedSHA256 {
@@ -364,7 +364,7 @@ public final class DownloadEngine: Sendable {
 
     /// This file's line in the SHA256SUMS list at `list` (`ChecksumList`), read whole (at most
     /// `ChecksumList.maxBytes`) with the download's TLS settings, retried as the download is.
-    private func sha256(from list: URL) async throws -> String {
+    func sha256(from list: URL) async throws -> String {
         let name = options.checksumsName ?? (options.url.path as NSString).lastPathComponent
         var attempt = options.priorFailures
         while true {
@@ -427,449 +427,5 @@ public final class DownloadEngine: Sendable {
         request.receiveLimiter = rateLimiter
         if transport.capabilities.contains(.receiveRateLimit) { request.runReceiveLimiter = options.sharedLimiter }
         return request
-    }
-
-    // MARK: Fetch
-
-    /// Fetches every incomplete segment, checkpointing as it goes.
-    ///
-    /// A fresh segmented download first asks for one segment's worth of bytes
-    /// from 0: its 206 tells the size, the version and that ranges work, then
-    /// the rest is split over the connections. No separate probe request.
-    private func fetchAll(_ state: DownloadState, fresh: Bool) async throws {
-        currentState.withLock { $0 = state }
-        guard options.ownTicker else {
-            // The caller polls `progress()`; checkpoints come from written bytes.
-            try await fetchSegments(state, fresh: fresh)
-            return
-        }
-        let ticker = Task { [self] in await tick(state) }
-        do {
-            try await fetchSegments(state, fresh: fresh)
-        } catch {
-            ticker.cancel()
-            await ticker.value
-            throw error
-        }
-        // The ticker must be gone before finalising: its checkpoint would race the final one.
-        ticker.cancel()
-        await ticker.value
-    }
-
-    private func fetchSegments(_ state: DownloadState, fresh: Bool) async throws {
-        // What an earlier run left, before this run's opening request adds to it.
-        let resumedFrom = state.plan.bytesWritten
-        if fresh && options.connections > 1 {
-            try await fetchSegment(0, state: state, firstExchangeOnly: true)
-            if !state.plan.isComplete && state.rangesSupported {
-                state.update { $0.splitRemainder(connections: options.connections, minSegmentSize: options.minSegmentSize) }
-            }
-        }
-        let pending = state.plan.segments.indices.filter { !state.segment($0).isComplete }
-        // The download starts (and says "resuming") once the server has agreed to a range: one
-        // that sends the whole file instead starts from zero, and says so.
-        let announced = Locked(false)
-        let announce: @Sendable (Int64) -> Void = { [onEvent] from in
-            guard announced.withLock({ done in defer { done = true }; return !done }) else { return }
-            onEvent(.started(totalSize: state.plan.totalSize, resumedFrom: from,
-                             segments: max(1, state.plan.segments.filter { !$0.isComplete }.count)))
-        }
-        // Nothing to ask for (every segment was complete) is agreed as it is.
-        if resumedFrom == 0 || pending.isEmpty { announce(resumedFrom) }
-        // From what is on disk once a server agreed (after an in-place start-over, nothing).
-        let accepted: @Sendable () -> Void = { announce(state.plan.bytesWritten) }
-        if pending.count == 1 && !state.plan.isSegmented {
-            // One stream: no child task needed.
-            try await fetchSegment(pending[0], state: state, onAccepted: accepted)
-            return
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in pending {
-                group.addTask {
-                    // A connection that finishes early takes half of another's remainder.
-                    var current: Int? = index
-                    while let segment = current {
-                        try await self.fetchSegment(segment, state: state, onAccepted: accepted)
-                        current = try await self.work(forIdleConnectionOf: state)
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
-    }
-
-    /// Work for a connection whose segment is done: part of another's remainder
-    /// (`SegmentPlan.splitLargestRemainder`), or nil when none is worth taking.
-    /// While a remainder could still be split once its connection shows itself
-    /// slow, the connection looks again every 20 ms (a few polls at the end of
-    /// a fast download; a stalled connection is relieved within a second).
-    private func work(forIdleConnectionOf state: DownloadState) async throws -> Int? {
-        guard state.plan.isSegmented else { return nil }
-        while true {
-            if let index = state.stealWork(minSegmentSize: options.minSegmentSize) { return index }
-            guard state.plan.hasSplittableRemainder(minSegmentSize: options.minSegmentSize) else { return nil }
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
-    }
-
-    /// The most one exchange may ask for, for a transport without backpressure
-    /// (its unconsumed backlog is then bounded by this window).
-    /// The connections share `windowBudgetWithoutBackpressure` (4 MiB: all of
-    /// it for one connection, 512 KiB each for eight), never under 512 KiB.
-    var requestWindow: Int64? {
-        guard !transport.capabilities.contains(.backpressure) else { return nil }
-        let share = options.windowBudgetWithoutBackpressure / Int64(options.connections)
-        return max(512 << 10, min(8 << 20, share))
-    }
-
-    /// One segment's attempts, retried by policy; bytes written survive each failure.
-    /// - Parameter firstExchangeOnly: ask for at most `minSegmentSize` bytes and
-    ///   return after the first successful exchange (the start of a segmented download).
-    /// Starts over after a remote change, at most this many times for one download.
-    static let maxRestarts = 3
-
-    private func fetchSegment(_ index: Int, state: DownloadState, firstExchangeOnly: Bool = false,
-                              onAccepted: (@Sendable () -> Void)? = nil) async throws {
-        var failures = options.priorFailures
-        // What this connection's exchanges showed, for the size of its next request
-        // (`SegmentPlan.requestWindow`): the last one's rate, the shortest wait for a head.
-        var rate: Double?
-        var shortestWait = Double.infinity
-        var exchanges = 0
-        while !state.segment(index).isComplete {
-            // A single stream that took a changed file in place counted the change in the sink.
-            guard state.restarts <= Self.maxRestarts else {
-                throw DownloadError.unstableSource(url: Redaction.url(options.url), restarts: state.restarts,
-                                                   lastChange: "the server sent another version in place of the one being fetched")
-            }
-            defer { state.endExchange(index) }
-            let furthestBefore = state.furthest
-            var headers = options.headers
-            let window = SegmentPlan.requestWindow(rate: rate, roundTrip: exchanges >= 2 ? shortestWait : nil,
-                                                   floor: options.requestFloor)
-            let ((segment, sendRange, requestEnd), sent) = state.beginExchange(index) { segment, segmented, rangesSupported in
-                // A request is bounded for a transport without backpressure (its backlog), for the
-                // opening request of a segmented download, and in a segmented download (a split for
-                // an idle connection then falls between two requests, never inside one).
-                let span = [requestWindow, firstExchangeOnly ? options.minSegmentSize : nil, segmented ? window : nil]
-                    .compactMap { $0 }.min()
-                let sendRange = rangesSupported && (segment.offset > 0 || segmented || span != nil)
-                var requestEnd = segment.end
-                if let span, sendRange {
-                    requestEnd = min(segment.end ?? Int64.max, segment.offset + span)
-                }
-                return ((segment, sendRange, requestEnd), sendRange ? requestEnd : nil)
-            }
-            if segment.offset > 0 && !state.rangesSupported {
-                // The server cannot resume: start the single stream over.
-                try state.reset(plan: .single(totalSize: nil), validators: ResponseValidators(), rangesSupported: false)
-                continue
-            }
-            if sendRange {
-                let last = requestEnd.map { String($0 - 1) } ?? ""
-                headers.set("Range", "bytes=\(segment.offset)-\(last)")
-                if let ifRange = state.validators.ifRangeValue { headers.set("If-Range", ifRange) }
-            }
-            let sink = DownloadSink(state: state, segment: index, requestedOffset: segment.offset,
-                                    requestedEnd: sendRange ? requestEnd : nil, sentRange: sendRange)
-            sink.onAccepted = onAccepted
-            // The job's own cap pauses the transfer below the floor's reach (`LowSpeedLimit.under`).
-            sink.lowSpeed = options.lowSpeed.map {
-                LowSpeedWatch(limit: $0.under(maxRate: currentRate, connections: options.connections), now: DownloadSink.seconds())
-            }
-            sink.onRestartInPlace = { [onEvent] reason in onEvent(.restarted(reason: reason)) }
-            if let mirrors { sink.onWritten = { mirror, range in mirrors.wrote(range, by: mirror) } }
-            do {
-                do {
-                    _ = try await transport.execute(makeRequest(headers: headers), sink: sink)
-                } catch DownloadSignal.segmentSatisfied {
-                }
-                try sink.finish()
-                let now = state.segment(index)
-                if let head = sink.headArrivedAt, head >= sent {
-                    let ended = DispatchTime.now().uptimeNanoseconds
-                    let wait = Double(head - sent) / 1e9
-                    shortestWait = min(shortestWait, wait)
-                    exchanges += 1
-                    if ended > head { rate = Double(now.offset - segment.offset) / (Double(ended - head) / 1e9) }
-                }
-                if now.end == nil {
-                    state.finishOpenSegment(index)
-                } else if !now.isComplete, now.offset < min(now.end!, requestEnd ?? Int64.max),
-                          mirrors == nil || now.offset < (sink.answeredEnd ?? Int64.max) {
-                    // Short of the range asked: cut off. (From a mirror, asked for a short range on
-                    // purpose, an answer of that range delivered whole is not: the next request asks
-                    // for the rest.)
-                    throw TransportError(.truncated, url: options.url,
-                                         message: "the response ended at byte \(now.offset) of \(now.end!)")
-                }
-                checkPieces(of: segment.offset..<now.offset, from: sink.servingMirror, state: state)
-                if firstExchangeOnly { return }
-            } catch {
-                try? sink.flush()
-                // One mirror too slow: it rests (`MirrorTransport`), and the next request goes to another.
-                if error is TooSlow, let mirrors, mirrors.current.inUse.count > 1 { continue }
-                if case DownloadSignal.restart = error { throw error }
-                if case DownloadSignal.withoutRange = error { throw error }
-                // Progress is new ground: bytes fetched again after a restart from 0 do not count,
-                // nor do other segments' bytes (a segment only moves forward).
-                let madeProgress = error is TooSlow ? false
-                    : state.plan.isSegmented ? state.segment(index).offset > segment.offset
-                    : state.furthest > furthestBefore
-                failures = madeProgress ? 1 : failures + 1
-                let (failure, described) = classify(error, sink: sink)
-                switch options.retry.decide(failure, attempt: failures, madeProgress: madeProgress) {
-                // After progress the pause is short: the job keeps its slot and resumes in place.
-                case .retry(let delay) where delay > 0 && !madeProgress && !options.retryInPlace:
-                    var throttled = false
-                    if case .http(let status, _) = failure { throttled = status == 429 || status == 503 }
-                    throw DownloadDeferred(delay: delay, reason: described, failures: failures, throttled: throttled)
-                case .retry(let delay):
-                    onEvent(.retrying(attempt: failures, delay: delay, reason: described,
-                                      resumeAt: madeProgress ? state.segment(index).offset : nil))
-                    if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
-                case .giveUp(let reason):
-                    throw finalError(error, reason: reason)
-                }
-            }
-        }
-    }
-
-    private func classify(_ error: Error, sink: DownloadSink) -> (RetryPolicy.Failure, String) {
-        switch error {
-        case let exhausted as MirrorsExhausted:
-            // Each mirror was tried and dropped already: another try later only when every one went
-            // after failures that may pass (errors, timeouts, 5xx), not when they refused the file.
-            return (exhausted.transient ? .transport(.other) : .local, exhausted.description)
-        case let failure as HTTPStatusFailure:
-            return (.http(status: failure.status, retryAfter: failure.retryAfter), "HTTP \(failure.status)")
-        case let slow as TooSlow:
-            return (.transport(.timeout), slow.description)
-        case let transportError as TransportError:
-            if let status = sink.errorStatus {
-                return (.http(status: status.status, retryAfter: status.retryAfter), "HTTP \(status.status)")
-            }
-            return (.transport(transportError.kind), "\(transportError.kind.phrase): \(transportError.message)")
-        case is POSIXFailure:
-            return (.local, String(describing: error))
-        case is CancellationError:
-            return (.transport(.cancelled), "cancelled")
-        default:
-            return (.transport(.other), String(describing: error))
-        }
-    }
-
-    private func finalError(_ error: Error, reason: String) -> Error {
-        switch error {
-        case let failure as HTTPStatusFailure:
-            let retryable = RetryPolicy.Failure.http(status: failure.status, retryAfter: failure.retryAfter).isRetryable
-            return DownloadError.httpStatus(status: failure.status, url: Redaction.url(options.url),
-                                            message: failure.message, reason: retryable ? reason : nil)
-        case let transportError as TransportError:
-            if transportError.kind == .cancelled { return CancellationError() }
-            return DownloadError.transport(transportError, reason: reason)
-        case let slow as TooSlow:
-            return DownloadError.transport(slow.transportError, reason: reason)
-        case let failure as POSIXFailure:
-            return DownloadError.local(failure)
-        default:
-            return error
-        }
-    }
-
-    // MARK: Checkpoints and progress
-
-    /// Reports progress four times a second and checkpoints every `checkpointInterval`.
-    private func tick(_ state: DownloadState) async {
-        var lastCheckpoint = Date()
-        while !Task.isCancelled {
-            try? await Task.sleep(nanoseconds: UInt64(min(0.25, options.checkpointInterval) * 1e9))
-            let plan = state.plan
-            onEvent(.progress(written: plan.bytesWritten, totalSize: plan.totalSize, received: state.bytesReceived))
-            if Date().timeIntervalSince(lastCheckpoint) >= options.checkpointInterval {
-                try? saveCheckpoint(state)
-                lastCheckpoint = Date()
-            }
-        }
-    }
-
-    /// Records the written bytes. With `sync` the file is synced first (data
-    /// before the claim) and the checkpoint claims only durable bytes; without,
-    /// it also claims bytes still in the page cache, trusted only in this boot
-    /// (see `DownloadCheckpoint.trusted(inBoot:)`). `sync` defaults to
-    /// `syncEachFile`; with it off the caller makes finished files durable in
-    /// batches (the queue calls `syncfs` before committing finished jobs).
-    func saveCheckpoint(_ state: DownloadState, sync: Bool? = nil) throws {
-        // One at a time (the ticker, the transport threads and the error paths may meet), and
-        // never across a reset: a snapshot taken before the file was started over must not be
-        // saved, or marked synced, after it.
-        state.persistLock.lock()
-        defer { state.persistLock.unlock() }
-        if let failure = state.syncFailure { throw failure }
-        var checkpoint = state.checkpoint()
-        state.checkpointTaken()
-        if sync ?? options.syncEachFile {
-            guard fdatasync(state.fd) == 0 else { throw syncFailed(state, checkpoint) }
-            state.markDurable(checkpoint.plan)
-            checkpoint.durable = nil
-            checkpoint.bootID = nil
-        }
-        try store.save(checkpoint)
-    }
-
-    /// After a failed sync: the failure sticks to the download (see `DownloadState.syncFailure`)
-    /// and the checkpoint keeps only the bytes synced before, so the retry fetches the rest again
-    /// instead of trusting pages the kernel may have dropped. Returns the failure to throw.
-    private func syncFailed(_ state: DownloadState, _ checkpoint: DownloadCheckpoint) -> POSIXFailure {
-        let failure = POSIXFailure(operation: "sync", path: state.partPath)
-        state.noteSyncFailed(failure)
-        try? store.save(checkpoint.durableOnly)
-        return failure
-    }
-
-    // MARK: Finish
-
-    /// Checks length and checksum, syncs, and renames the partial file into place.
-    /// Checks the pieces a finished exchange wrote whole, as soon as they are on disk: a mirror
-    /// that alone served a failing one is dropped at once, before it serves more (the bytes are
-    /// fetched again when the file is complete, `checkPieces(_:state:size:)`).
-    private func checkPieces(of written: Range<Int64>, from mirror: Int?, state: DownloadState) {
-        guard let pieces = options.pieces, let mirrors, let mirror, let size = state.plan.totalSize, !written.isEmpty else { return }
-        let touched = pieces.pieces(overlapping: written)
-        let whole = touched.filter { pieces.range(of: $0, size: size).clamped(to: written) == pieces.range(of: $0, size: size) }
-        guard let first = whole.first, let last = whole.last,
-              let failing = try? PieceCheck.failing(fd: state.fd, size: size, pieces: pieces, path: state.partPath,
-                                                     only: first..<(last + 1)),
-              let bad = failing.first, mirrors.sole(pieces.range(of: bad, size: size)) == mirrors.url(of: mirror) else { return }
-        mirrors.drop(mirrors.url(of: mirror), reason: "piece \(bad) as it served it fails its \(pieces.algorithm.rawValue) hash")
-    }
-
-    /// Checks the complete file against the piece hashes: failing pieces are fetched again
-    /// (`DownloadSignal.refetch`), and a mirror that alone served a failing piece is dropped first.
-    private func checkPieces(_ pieces: PieceHashes, state: DownloadState, size: Int64) throws {
-        onEvent(.verifying)
-        let failing = try PieceCheck.failing(fd: state.fd, size: size, pieces: pieces, path: state.partPath)
-        guard let first = failing.first else { return }
-        let ranges = failing.map { pieces.range(of: $0, size: size) }
-        var culprits: [URL] = []
-        var suspects: [URL] = []
-        if let mirrors {
-            for (index, range) in zip(failing, ranges) {
-                suspects += mirrors.suspects(in: range).filter { !suspects.contains($0) }
-                if let sole = mirrors.sole(range), !culprits.contains(sole) {
-                    culprits.append(sole)
-                    mirrors.drop(sole, reason: "piece \(index) as it served it fails its \(pieces.algorithm.rawValue) hash")
-                }
-            }
-        }
-        let named = suspects.map { Redaction.url($0) }
-        let rounds = pieceRounds.withLock { rounds -> Int in
-            rounds += 1
-            return rounds
-        }
-        guard rounds <= Self.maxPieceRounds else {
-            unlink(state.partPath)
-            try? store.remove()
-            throw DownloadError.piecesMismatch(path: options.destination, failing: failing.count, of: pieces.hashes.count,
-                                               first: first, suspects: named)
-        }
-        throw DownloadSignal.refetch(ranges, reason: "\(failing.count) of \(pieces.hashes.count) pieces fail their "
-            + "\(pieces.algorithm.rawValue) hashes (first: piece \(first))" + (named.isEmpty ? "" : "; served by \(named.joined(separator: ", "))"))
-    }
-
-    private func finalize(_ state: DownloadState, _ file: PartFile) throws -> (Int64, String?) {
-        let plan = state.plan
-        var info = stat()
-        guard fstat(state.fd, &info) == 0 else {
-            throw DownloadError.local(POSIXFailure(operation: "stat", path: state.partPath))
-        }
-        // Checked, removed and renamed by its name below: a name that no longer names this file (a
-        // worker that took the job over made a new one there, `PartFile.replaced`) is not ours to touch.
-        guard PartFile.names(state.fd, state.partPath) else { throw DownloadError.partInUse(path: state.partPath) }
-        let size = plan.totalSize ?? plan.bytesWritten
-        if let expected = options.expectedSize, expected != size {
-            unlink(state.partPath)
-            try? store.remove()
-            throw DownloadError.sizeMismatch(path: options.destination, expected: expected, actual: size)
-        }
-        if Int64(info.st_size) > size {
-            ftruncate(state.fd, off_t(size))
-        } else if Int64(info.st_size) < size {
-            throw DownloadError.sizeMismatch(path: options.destination, expected: size, actual: Int64(info.st_size))
-        }
-        if let failure = state.syncFailure { throw DownloadError.local(failure) }
-        if options.syncEachFile {
-            guard fsync(state.fd) == 0 else {
-                state.persistLock.lock()
-                defer { state.persistLock.unlock() }
-                throw DownloadError.local(syncFailed(state, state.checkpoint()))
-            }
-        } else {
-            // The caller syncs in batches; start this file's writeback now so
-            // the disk works while other transfers run, and the batch's sync
-            // finds little left to wait for (from a thread of its own: see
-            // `Writeback.startDetached`).
-            Writeback.startDetached(state.fd)
-        }
-        if let pieces = options.pieces { try checkPieces(pieces, state: state, size: size) }
-        var digest: String?
-        if let expected = expectedSHA256 {
-            onEvent(.verifying)
-            let actual = try SHA256Hasher.hex(ofFileAt: state.partPath)
-            if actual != expected, let mirrors, let narrowed = mirrors.narrowToOne() {
-                // Several mirrors served it: one of them lied, or more. The bytes the others served
-                // are fetched again from the one that served the most; the ones that then differ name it.
-                // A later round proved one mirror wrong (dropped as it was narrowed): the suspects of
-                // the round before are not named on its account.
-                suspects.withLock { $0 = narrowed.proven ? [] : narrowed.suspects }
-                let named = narrowed.suspects.map { Redaction.url($0) }.joined(separator: ", ")
-                throw DownloadSignal.refetch(narrowed.refetch, reason: "the file's SHA-256 is \(actual), not \(expected); "
-                    + "fetching from \(Redaction.url(narrowed.mirror)) what other mirrors served (suspects: \(named.isEmpty ? "none" : named))")
-            }
-            guard actual == expected else {
-                unlink(state.partPath)
-                try? store.remove()
-                throw DownloadError.checksumMismatch(path: options.destination, expected: expected, actual: actual)
-            }
-            digest = actual
-            // It matches now: the mirrors whose bytes were replaced served wrong ones.
-            for suspect in suspects.withLock({ $0 }) {
-                mirrors?.drop(suspect, reason: "suspect, not proven: the file failed its SHA-256 with bytes it served among "
-                              + "others', and passed with them fetched from another mirror")
-            }
-        } else if let published = state.published {
-            // No checksum from the job: the one the server published, if it did.
-            onEvent(.verifying)
-            let actual = try published.digest(ofFileAt: state.partPath)
-            guard actual == published.value else {
-                unlink(state.partPath)
-                try? store.remove()
-                throw DownloadError.publishedChecksumMismatch(
-                    path: options.destination, algorithm: published.algorithm.rawValue, header: published.header,
-                    expected: PublishedChecksum.shown(published.value, published.algorithm),
-                    actual: PublishedChecksum.shown(actual, published.algorithm))
-            }
-            if published.algorithm == .sha256 { digest = PublishedChecksum.shown(actual, .sha256) }
-        }
-        if let modified = state.validators.lastModified.flatMap(HTTPDate.parse) {
-            var times = [timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0),
-                         timespec(tv_sec: Int(modified.timeIntervalSince1970), tv_nsec: 0)]
-            futimens(state.fd, &times)
-        }
-        // Complete: how far it was written says nothing more.
-        state.removeWrittenRecord()
-        // What this file is, for a later --skip-unchanged to ask the server about.
-        RecordedValidators.write(state.validators, url: options.url, fd: state.fd)
-        // The queue renames it later, and takes the tag off then (`PartFile.untag`).
-        if options.deferRename { return (size, digest) }
-        // Record completion first: a crash right after the rename is then recognised as done.
-        try saveCheckpoint(state)
-        guard rename(state.partPath, options.destination) == 0 else {
-            throw DownloadError.local(POSIXFailure(operation: "rename", path: options.destination))
-        }
-        file.untag()
-        if options.syncEachFile { AtomicFile.syncDirectory(of: options.destination) }
-        try? store.remove()
-        return (size, digest)
     }
 }
