@@ -274,8 +274,10 @@ final class SharedStoreTests: XCTestCase {
         let quiet = calls.current
         try other.saveProgress([:])
         _ = try other.counts()
+        try other.saveHostLimits(["a.example": 5], maximum: 16)
+        try other.saveHostLimits([:], maximum: 16)
         usleep(300_000)
-        XCTAssertEqual(calls.current, quiet, "reading and saving progress notify nobody")
+        XCTAssertEqual(calls.current, quiet, "reading, saving progress and host limits rising or cleared notify nobody")
     }
 
     func testTheFeedHearsAgainAfterItsConnectionWasCutAndSaysSo() throws {

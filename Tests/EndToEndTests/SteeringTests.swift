@@ -200,11 +200,16 @@ final class SteeringTests: XCTestCase {
         XCTAssertEqual(try fixture.store().job(target)?.state, .cancelled)
         let retried = try TransferdProcess.run(["retry", short, "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(retried.status, 0, retried.stderr)
+        XCTAssertEqual(retried.stdout, "1 job queued again (\(target))\n", "a job named by a prefix is named whole")
         XCTAssertEqual(try fixture.store().job(target)?.state, .queued)
         let ambiguous = try TransferdProcess.run(["cancel", "photos-", "--queue", fixture.queue], directory: fixture.root)
         XCTAssertEqual(ambiguous.status, 2)
         XCTAssertTrue(ambiguous.stderr.contains("\"photos-\" starts more than 5 job ids"), ambiguous.stderr)
-        // `--json` and the API keep whole ids, for scripts.
+        let empty = try TransferdProcess.run(["cancel", "", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertEqual(empty.status, 2, "an empty name names no job: \(empty.stdout)")
+        // `--all` and `--json` keep whole ids, for scripts.
+        let all = try TransferdProcess.run(["status", "--all", "--queue", fixture.queue], directory: fixture.root)
+        XCTAssertTrue(all.stdout.contains(target + " "), all.stdout)
         let json = try TransferdProcess.run(["status", "--queue", fixture.queue, "--json"], directory: fixture.root)
         XCTAssertTrue(json.stdout.contains("\"id\":\"\(target)\""), json.stdout)
     }

@@ -115,6 +115,8 @@ final class HostLimitsTests: XCTestCase {
         var limits = HostLimits(maximum: 16)
         XCTAssertTrue(limits.adopt("a", limit: 4, now: 10))
         XCTAssertEqual(limits.limit(for: "a"), 4)
+        XCTAssertEqual(limits.ownCuts, [:], "a cut taken from another is not told again (no echo)")
+        XCTAssertEqual(limits.reduced, ["a": 4])
         XCTAssertEqual(limits.limit(for: "b"), 16, "other hosts untouched")
         XCTAssertFalse(limits.adopt("a", limit: 6, now: 11), "a higher limit is no cut for this worker")
         XCTAssertEqual(limits.limit(for: "a"), 4)
@@ -125,6 +127,8 @@ final class HostLimitsTests: XCTestCase {
         XCTAssertFalse(limits.recover(now: 22), "the interval starts at the cut taken")
         XCTAssertTrue(limits.recover(now: 23))
         XCTAssertEqual(limits.limit(for: "a"), 2)
+        limits.throttled("a", retryAfter: nil, sent: 24, now: 25, serving: 1)
+        XCTAssertEqual(limits.ownCuts, ["a": 1], "refused itself, the cut is its own to tell")
     }
 
     func testRetryAfterHoldsRecoveryByTimeToo() {

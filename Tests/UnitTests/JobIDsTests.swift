@@ -50,10 +50,21 @@ final class JobIDsTests: XCTestCase {
     }
 
     func testATypedPrefixNamesOneJobOrSaysWhy() {
-        XCTAssertEqual(try JobIDs.choose("ph", among: ["photos-1"]), "photos-1")
+        XCTAssertEqual(try JobIDs.choose("pho", among: ["photos-1"]), "photos-1")
         XCTAssertThrowsError(try JobIDs.choose("zz", among: [])) { error in
             XCTAssertEqual(String(describing: error), "no job with id \"zz\"; `transferd status` lists them")
         }
+        XCTAssertEqual(try JobIDs.choose("bet", among: ["beta"]), "beta")
+        XCTAssertEqual(try JobIDs.choose("photos-3f", among: ["photos-3f9a2c71b0d4e8a2"]), "photos-3f9a2c71b0d4e8a2")
+        XCTAssertEqual(try JobIDs.choose("photos-3f9", among: ["photos-3f9a2c71b0d4e8a2"]), "photos-3f9a2c71b0d4e8a2")
+        // Not a name: job-2 (gone, say purged) must not stand for job-20, nor "" for a queue's only job.
+        for (typed, match) in [("job-2", "job-20"), ("", "beta"), ("be", "beta"), ("alpha-1", "alpha-10")] {
+            XCTAssertThrowsError(try JobIDs.choose(typed, among: [match]), typed) { error in
+                XCTAssertTrue(String(describing: error).contains("no job with id \"\(typed)\"; \(match) starts with it"),
+                              String(describing: error))
+            }
+        }
+        XCTAssertEqual(try JobIDs.choose("job-20", among: ["job-20"]), "job-20")
         XCTAssertThrowsError(try JobIDs.choose("a", among: ["a-1", "a-2"])) { error in
             XCTAssertEqual(String(describing: error), "\"a\" starts 2 job ids (a-1, a-2); type more of the one you mean")
         }

@@ -260,4 +260,20 @@ final class QueueSchedulerTests: XCTestCase {
         nanosleep(&stopped, nil)
         XCTAssertGreaterThanOrEqual(LeaseClock.now() - before, 0.019)
     }
+
+    func testARefusalCutsTheHostToWhatTheWholeFleetWasSeenServing() {
+        var scheduler = QueueScheduler(maxJobs: 16, defaultConnections: 1, maxConnectionsPerHost: 16)
+        var round = scheduler.claimRound()
+        // Other workers hold 3 connections on the host; this one takes 2.
+        XCTAssertNotNil(round.accept(candidate("a", heldElsewhere: 3)))
+        XCTAssertNotNil(round.accept(candidate("b", heldElsewhere: 3)))
+        scheduler.claimed(found: 2, asked: 16, in: round, now: 0)
+        scheduler.started("a", download("/d/a"))
+        scheduler.started("b", download("/d/b"))
+        _ = scheduler.settle("a", outcome: .retry(delay: 0, reason: "429", failures: 1, throttled: true),
+                             attempts: 0, sent: 0, now: 1, serving: 1)
+        XCTAssertEqual(scheduler.hostLimits.limit(for: "a.example"), 4,
+                       "this worker's one connection receiving data and the fleet's other 3, not 1")
+        XCTAssertEqual(scheduler.hostLimits.ownCuts, ["a.example": 4])
+    }
 }

@@ -27,6 +27,8 @@ package struct HostLimits: Sendable, Equatable {
         var holdUntil: TimeInterval
         /// When the limit last changed (a cut or a raise), for `recover`.
         var lastChange: TimeInterval = -.infinity
+        /// Whether the limit came from another worker's cut (`adopt`) and none of this one's since.
+        var adopted = false
     }
 
     /// How long a limit stays where a refusal or a raise left it before time alone raises it by one.
@@ -51,6 +53,11 @@ package struct HostLimits: Sendable, Equatable {
     /// The hosts whose limit is below the maximum now, with their limits.
     package var reduced: [String: Int] { hosts.mapValues(\.limit) }
 
+    /// The hosts whose limit this worker's own refusals cut, with their limits: what it tells
+    /// the fleet (a cut taken from another is never told again, so none echoes from worker to
+    /// worker).
+    package var ownCuts: [String: Int] { hosts.filter { !$0.value.adopted }.mapValues(\.limit) }
+
     /// What a refusal meant.
     package enum Refusal: Sendable, Equatable {
         /// It answered the current limit, which it cut: a failure of the job's like any other.
@@ -71,6 +78,7 @@ package struct HostLimits: Sendable, Equatable {
             state.limit = max(1, serving > 0 ? min(state.limit - 1, serving) : state.limit / 2)
             state.lastCut = now
             state.lastChange = now
+            state.adopted = false
             refusal = .cut
         } else {
             refusal = .overshoot
@@ -92,6 +100,7 @@ package struct HostLimits: Sendable, Equatable {
         state.successes = 0
         state.lastCut = now
         state.lastChange = now
+        state.adopted = true
         hosts[host] = state
         return true
     }

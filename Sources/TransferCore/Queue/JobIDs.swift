@@ -60,13 +60,27 @@ package enum JobIDs {
         return try choose(typed, among: store.jobIDs(startingWith: typed, limit: 6))
     }
 
-    /// The decision, apart from the store: one match is the job; none or several is an error.
+    /// The decision, apart from the store: one match is the job, when the text typed may name it
+    /// (`mayName`); none or several is an error.
     package static func choose(_ typed: String, among matches: [String]) throws -> String {
         switch matches.count {
-        case 1: return matches[0]
+        case 1:
+            guard mayName(typed, matches[0]) else { throw QueueError.partialJob(typed, match: matches[0]) }
+            return matches[0]
         case 0: throw QueueError.unknownJob(typed)
         default: throw QueueError.ambiguousJob(typed, matches: matches)
         }
+    }
+
+    /// Whether `typed`, a prefix of `id` and not all of it, may name it: at least 3 characters,
+    /// and not stopping inside a number unless it reaches `minimumLength(of:)`. Otherwise
+    /// `retry job-2`, after job-2 was purged, would retry job-20, and an empty name from a
+    /// script would name a queue's only job.
+    static func mayName(_ typed: String, _ id: String) -> Bool {
+        guard typed.count >= 3 else { return false }
+        if typed.count >= minimumLength(of: id) { return true }
+        let next = id.dropFirst(typed.count).first
+        return !(typed.last?.isNumber == true && next?.isNumber == true)
     }
 
     /// The shortened form of each of `jobs`' ids, asking the store about ids beyond them.

@@ -100,6 +100,8 @@ public enum QueueError: Error, CustomStringConvertible {
     case unknownJob(String)
     /// A typed id prefix that several jobs' ids start with: the prefix and (some of) those ids.
     case ambiguousJob(String, matches: [String])
+    /// A typed name too short, or stopping inside a number, to stand for the one id it starts.
+    case partialJob(String, match: String)
     /// A folder the queue needs could not be made (a read-only queue folder, say).
     case notWritable(String, String)
     /// One of the queue's own folders is a symbolic link or not a folder: the folder, and what it is.
@@ -118,6 +120,9 @@ public enum QueueError: Error, CustomStringConvertible {
         case .noQueue(let path): return "\(path) is not a folder; create it (mkdir -p \(path)) or name another queue"
         case .locked(let detail): return detail
         case .unknownJob(let id): return "no job with id \"\(id)\"; `transferd status` lists them"
+        case .partialJob(let typed, let match):
+            return "no job with id \"\(typed)\"; \(match) starts with it, but a name of under 3 characters, or one that stops"
+                + " inside a number, stands for no other id: type \(match) whole if you mean it"
         case .ambiguousJob(let typed, let matches):
             let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
             return "\"\(typed)\" starts \(matches.count > 5 ? "more than 5" : "\(matches.count)") job ids (\(shown)); type more of the one you mean"

@@ -5,7 +5,8 @@ import Foundation
 extension QueueRunner {
     /// Writes the adapted host limits where `status` reads them, when they changed.
     func saveHostLimitsIfChanged() throws {
-        let reduced = scheduler.hostLimits.reduced
+        // A cut taken from another worker stays that worker's to tell (`HostLimits.ownCuts`).
+        let reduced = Self.sharesHostLimits ? scheduler.hostLimits.ownCuts : scheduler.hostLimits.reduced
         let maximum = scheduler.hostLimits.maximum
         guard reduced != savedHostLimits || (maximum != savedHostMaximum && !reduced.isEmpty) else { return }
         savedHostMaximum = maximum
@@ -18,14 +19,21 @@ extension QueueRunner {
     /// shared, a host was answered fewer 429s for the same time; docs/benchmarks.md).
     static let sharesHostLimits = ProcessInfo.processInfo.environment["TRANSFERD_SHARED_HOST_LIMITS"] != "0"
 
-    /// Takes as its own each cut another worker of the fleet made since the last look: a limit
-    /// of theirs that is new or lower than it was. Read with the steering: at once when the
-    /// store's feed tells of a save (`saveHostLimits`), and every few seconds besides.
+    /// Takes as its own each cut another live worker of the fleet made since the last look: a
+    /// limit of theirs that is new or lower than it was (a dead worker's rows, left by a kill,
+    /// are passed over). Read with the steering: at once when the store's feed tells of a cut
+    /// (`saveHostLimits`), and every few seconds besides.
     func adoptFleetHostCuts() throws {
         let now = ProcessInfo.processInfo.systemUptime
+        let entries = try store.hostLimits()
+        guard !entries.isEmpty, let lease = store.leaseSeconds else {
+            fleetHostLimitsSeen = [:]
+            return
+        }
+        let live = Set(try store.workers().filter { $0.secondsSinceHeartbeat < 3 * lease }.map(\.name))
         var seen: [String: Int] = [:]
-        for entry in try store.hostLimits() {
-            guard let worker = entry.worker, worker != (store as? PostgresQueueStore)?.worker else { continue }
+        for entry in entries {
+            guard let worker = entry.worker, live.contains(worker), worker != (store as? PostgresQueueStore)?.worker else { continue }
             let key = worker + "\u{0}" + entry.host
             seen[key] = entry.limit
             if let before = fleetHostLimitsSeen[key], before <= entry.limit { continue }

@@ -229,6 +229,8 @@ public final class QueueRunner: @unchecked Sendable {
     func runLoop() async throws -> RunSummary {
         var summary = RunSummary()
         try store.enlist()
+        // Limits an earlier process under this name left (killed before it could clear them).
+        try store.saveHostLimits([:], maximum: scheduler.hostLimits.maximum)
         settings = try store.settings()
         try applySettings(renewingShare: true)
         try completeFinishing(reportingBusy: false)

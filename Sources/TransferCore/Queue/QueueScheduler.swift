@@ -42,6 +42,9 @@ struct QueueScheduler: Sendable {
     private var shortClaim: ShortClaim?
     /// When the longest-free slot became free since the last claim (system uptime).
     private var slotFreeSince: TimeInterval?
+    /// Connections other workers of a fleet held on each host at the last claim that saw its
+    /// jobs: a refusal's cut counts them with this worker's own (a host's limit is the fleet's).
+    private var heldElsewhere: [String: Int] = [:]
 
     /// Whether free slots are gathered into groups before a claim (see `claimSize`).
     let claimsInGroups: Bool
@@ -143,6 +146,7 @@ struct QueueScheduler: Sendable {
     /// A claim asked for `asked` jobs in `round` and came back with `found`.
     mutating func claimed(found: Int, asked: Int, in round: ClaimRound, now: TimeInterval) {
         slotFreeSince = nil
+        heldElsewhere.merge(round.heldElsewhere) { $1 }
         // The room is the round's: it counts the round's own picks (they start after this call).
         if found < asked {
             var room: [String: Int] = [:]
@@ -169,6 +173,8 @@ struct QueueScheduler: Sendable {
         fileprivate let scheduler: QueueScheduler
         /// Hosts a candidate was refused for in this round.
         fileprivate var refused: Set<String> = []
+        /// Other workers' connections on each host a candidate was weighed for.
+        fileprivate var heldElsewhere: [String: Int] = [:]
 
         /// Hosts already at their limit: the store need not offer their jobs.
         var fullHosts: Set<String> { Set(hostUse.filter { $0.value >= limits.limit(for: $0.key) }.keys) }
@@ -183,6 +189,7 @@ struct QueueScheduler: Sendable {
         mutating func accept(_ candidate: ClaimCandidate) -> Int? {
             let connections = scheduler.connections(jobSetting: candidate.connections)
             let used = hostUse[candidate.host, default: 0] + candidate.heldElsewhere
+            heldElsewhere[candidate.host] = candidate.heldElsewhere
             guard used == 0 || used + connections <= limits.limit(for: candidate.host) else {
                 refused.insert(candidate.host)
                 return nil
@@ -238,7 +245,9 @@ struct QueueScheduler: Sendable {
             if throttled {
                 // The server wants fewer requests at once: the host's limit shrinks. A refusal of a
                 // request sent under a limit already cut is the run's overshoot, not the job's failure.
-                let refusal = hostLimits.throttled(slot.host, retryAfter: delay, sent: sent, now: now, serving: serving)
+                // Seen serving: this worker's connections receiving data, and the fleet's others.
+                let fleet = serving > 0 ? serving + heldElsewhere[slot.host, default: 0] : 0
+                let refusal = hostLimits.throttled(slot.host, retryAfter: delay, sent: sent, now: now, serving: fleet)
                 if refusal == .overshoot { counted = attempts }
             }
             return .retry(delay: delay, reason: reason, attempts: counted)

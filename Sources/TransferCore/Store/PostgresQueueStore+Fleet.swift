@@ -63,14 +63,19 @@ extension PostgresQueueStore {
     public func saveHostLimits(_ limits: [String: Int], maximum: Int) throws {
         try locked {
             try connection.transaction {
+                let before = try connection.query("SELECT host, connection_limit FROM transferd_host_limits WHERE worker = $1",
+                                                  [worker])
+                var earlier: [String: Int] = [:]
+                for row in before { earlier[row[0] ?? ""] = Int(row.int(1) ?? 0) }
                 try connection.execute("DELETE FROM transferd_host_limits WHERE worker = $1", [worker])
                 for (host, limit) in limits {
                     try connection.execute("""
                         INSERT INTO transferd_host_limits (worker, host, connection_limit, maximum) VALUES ($1, $2, $3, $4)
                         """, [worker, host, String(limit), String(maximum)])
                 }
-                // The other workers take each other's cuts (`QueueRunner.adoptFleetHostCuts`): told at once.
-                if !limits.isEmpty { try notifyChange() }
+                // The other workers take each other's cuts (`QueueRunner.adoptFleetHostCuts`): a cut is
+                // told at once; a limit rising back, or cleared, is news to nobody.
+                if limits.contains(where: { host, limit in limit < earlier[host] ?? Int.max }) { try notifyChange() }
             }
         }
     }

@@ -181,8 +181,8 @@ public protocol QueueStore: AnyObject, Sendable {
     func rateShare(of rate: Int64) throws -> Int64
     /// Records this run's per-host limits that 429s and 503s brought below `maximum` (for
     /// `status`, and for the other workers of a shared store, which take each other's cuts),
-    /// replacing this worker's earlier ones. A shared store tells its change feed when the
-    /// limits saved are not empty.
+    /// replacing this worker's earlier ones. A shared store tells its change feed when a
+    /// host's limit is new or lower than this worker's earlier one (a cut).
     func saveHostLimits(_ limits: [String: Int], maximum: Int) throws
     /// The recorded per-host limits below their maximum, each with its worker in a shared store.
     func hostLimits() throws -> [HostLimitInfo]

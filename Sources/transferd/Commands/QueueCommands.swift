@@ -55,14 +55,7 @@ enum QueueCommands {
             if settings.rateLimit != nil || settings.jobs != nil || settings.perHost != nil {
                 Output.out(SteerCommands.limitLines(settings))
             }
-            if counts.values.reduce(0, +) <= StatusTable.listedWhole {
-                // Few enough to hold: ids shortened to what names each among them all.
-                var jobs: [JobRecord] = []
-                try forEachPage(of: store) { jobs += $0 }
-                let shown = JobIDs.shortest(among: jobs.map(\.id))
-                let idWidth = StatusTable.idWidth(jobs, shown: shown)
-                if !jobs.isEmpty { Output.out(StatusTable.header(idWidth: idWidth) + StatusTable.rows(jobs, shown: shown, idWidth: idWidth, width: width)) }
-            } else if flags.all {
+            if flags.all {
                 // Streamed, a page at a time, with whole ids (for scripts that read them).
                 var idWidth: Int?
                 try forEachPage(of: store) { page in
@@ -72,6 +65,13 @@ enum QueueCommands {
                     }
                     Output.out(StatusTable.rows(page, idWidth: idWidth!, width: width))
                 }
+            } else if counts.values.reduce(0, +) <= StatusTable.listedWhole {
+                // Few enough to hold: ids shortened to what names each among them all.
+                var jobs: [JobRecord] = []
+                try forEachPage(of: store) { jobs += $0 }
+                let shown = JobIDs.shortest(among: jobs.map(\.id))
+                let idWidth = StatusTable.idWidth(jobs, shown: shown)
+                if !jobs.isEmpty { Output.out(StatusTable.header(idWidth: idWidth) + StatusTable.rows(jobs, shown: shown, idWidth: idWidth, width: width)) }
             } else {
                 // Running jobs are as many as the workers' slots: all of them (up to 500); of the rest, the first 20.
                 let sections = try [("running", JobState.running, 500), ("finishing", .finishing, 500), ("failed", .failed, 20),
@@ -292,7 +292,9 @@ enum QueueCommands {
             let failed = try id.map { try store.job($0).map { [$0] } ?? [] } ?? store.jobs(in: .failed)
             let touched = Set(failed.filter { $0.state == .failed }.map(\.sourceFile))
             let count = try store.requeue(id: id)
-            Output.out("\(count) job\(count == 1 ? "" : "s") queued again\n")
+            // A job named by a prefix is named whole: the person sees which one it was.
+            let named = id.flatMap { $0 == flags.positionals.first ? nil : " (\($0))" } ?? ""
+            Output.out("\(count) job\(count == 1 ? "" : "s") queued again\(named)\n")
             // The result files live in a queue folder: with --store, this one's if there is one
             // (each worker writes its own when it finishes a job).
             guard try QueueFlags.storeURL(flags.queue) == nil || QueueFlags.queueFolderExists(layout) else { return .success }

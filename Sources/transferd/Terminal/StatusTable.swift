@@ -52,7 +52,9 @@ enum StatusTable {
                 detail = job.state == .waiting && job.nextAttemptAt != nil
                     ? "retry in \(max(0, Int(job.nextAttemptAt!.timeIntervalSinceNow.rounded(.up)))) s: \(error)" : error
             }
-            let line = pad(shown[job.id] ?? job.id, idWidth) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
+            // The id is never cut: what is shown must name the job when typed back.
+            let id = shown[job.id] ?? job.id
+            let line = (id.count >= idWidth ? id : pad(id, idWidth)) + "  " + pad(job.state.rawValue, 9) + "  " + pad(progress, 22) + "  "
                 + pad(speed, 11) + "  " + detail
             // File names, URLs and server messages may hold escape sequences: escaped (`\u{1B}`).
             text += String(Text.sanitized(line).prefix(max(40, width))) + "\n"
