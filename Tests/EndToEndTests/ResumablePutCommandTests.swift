@@ -112,4 +112,40 @@ extension PutCommandTests {
         XCTAssertEqual(stats["deleted"] as? Int, 1, "the upload was cancelled on the server: \(stats)")
         XCTAssertLessThan(stats["offset"] as? Int ?? Int.max, 4 << 20, "cancelled before the end")
     }
+
+    /// A `resumable` job in the queue, its run killed with SIGKILL mid-upload: the next run
+    /// takes the same upload up from the server's offset (its resource is in the job's row),
+    /// sends nothing the server confirmed, and the job is done once, on both backends.
+    func testAResumableJobKilledMidUploadGoesOnFromTheServersOffsetInTheNextRun() throws {
+        let servers = try TestServers.current()
+        let size = 8 << 20
+        for backend in ["curl", "urlsession"] {
+            let fixture = try QueueFixture()
+            try randomFile(fixture.root + "/data.bin", megabytes: 8)
+            let key = "ietf-queue-kill-\(backend)-\(UUID().uuidString.prefix(8))"
+            try servers.setIetfFaults(key: key, ["rate": "2000000"])
+            try fixture.drop("resumable.json", jobs: [["id": "up", "type": "resumable", "url": servers.ietf(key: key).absoluteString,
+                                                       "source": "data.bin", "transport": backend]])
+            let first = try fixture.start()
+            let deadline = Date().addingTimeInterval(30)
+            while (try servers.ietfStats(key: key)["received"] as? Int ?? 0) < 3_000_000, Date() < deadline { usleep(20_000) }
+            kill(first.process.processIdentifier, SIGKILL)
+            _ = first.wait()
+            let atKill = try servers.ietfStats(key: key)["received"] as? Int ?? 0
+            XCTAssertGreaterThan(atKill, 0, backend)
+            XCTAssertLessThan(atKill, size, "\(backend): killed before the end")
+            try servers.setIetfFaults(key: key, ["rate": ""])
+
+            let second = try fixture.run()
+            XCTAssertEqual(second.status, 0, "\(backend): \(second.stderr)")
+            XCTAssertEqual(try fixture.store().counts(), [.done: 1], backend)
+            let stats = try servers.ietfStats(key: key)
+            let resent = (stats["received"] as? Int ?? 0) - size
+            print("resumable job, kill -9 of the run at \(atKill) bytes received (\(backend)): bytes resent: \(resent)")
+            XCTAssertEqual(stats["creations"] as? Int, 1, "\(backend): the same upload continued: \(stats)")
+            XCTAssertEqual(stats["complete"] as? Bool, true, backend)
+            XCTAssertEqual(stats["sha256"] as? String, try SHA256Hasher.hex(ofFileAt: fixture.root + "/data.bin"), backend)
+            XCTAssertEqual(resent, 0, "\(backend): nothing the server holds is sent again")
+        }
+    }
 }
