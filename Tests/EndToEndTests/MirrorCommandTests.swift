@@ -24,6 +24,26 @@ final class MirrorCommandTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("  \(urls[1].absoluteString): "), result.stderr)
     }
 
+    func testGetTakesAMetalinkByItsURL() throws {
+        let servers = try TestServers.current()
+        let directory = try scratchDirectory()
+        let name = "metalink-\(UUID().uuidString.prefix(8)).meta4"
+        try servers.metalink(for: "1m.bin", urls: [servers.http.appendingPathComponent("1m.bin")])
+            .write(toFile: servers.path(name), atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: servers.path(name)) }
+        let location = servers.http.appendingPathComponent(name).absoluteString
+        let result = try TransferdProcess.run(["get", "--metalink", location + "?token=hush", "-o", directory], directory: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try SHA256Hasher.hex(ofFileAt: directory + "/1m.bin"), try servers.sha256(of: "1m.bin"))
+        XCTAssertTrue(result.stderr.contains("sha256 ok"), result.stderr)
+
+        let missing = try TransferdProcess.run(["get", "--metalink", servers.http.absoluteString + "/no-such.meta4?token=hush"],
+                                               directory: directory)
+        XCTAssertEqual(missing.status, 1, missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("--metalink ") && missing.stderr.contains("HTTP 404"), missing.stderr)
+        XCTAssertFalse(missing.stderr.contains("hush"), "the URL's secret is not shown: \(missing.stderr)")
+    }
+
     func testMistakesInMirrorsAndMetalinksAreUsageErrors() throws {
         let servers = try TestServers.current()
         let directory = try scratchDirectory()

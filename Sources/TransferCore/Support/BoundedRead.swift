@@ -92,4 +92,12 @@ package enum BoundedRead {
         let status = try result.current!.get()
         return (status, sink.body)
     }
+
+    /// `fetch` for an async caller: awaits the answer instead of blocking a thread.
+    package static func read(_ request: TransferRequest, limit: Int, advice: String,
+                            transport: Transport) async throws -> (status: Int, body: Data) {
+        let sink = CapturingSink(limit: limit, url: request.url, advice: advice)
+        let outcome = try await transport.execute(request, sink: sink)
+        return (outcome.head.status, sink.body)
+    }
 }

@@ -8,8 +8,8 @@ enum GetCommand {
                                           help: "parallel range connections for this file (default: 1)")
     static let mirror = Flag.repeated("--mirror", value: "URL",
                                       help: "another URL of the same file: ranges are spread over all by measured speed (repeatable)")
-    static let metalink = Flag.string("--metalink", value: "FILE",
-                                      help: "a Metalink file (.meta4, .metalink) of one file: its URLs as mirrors, its size, SHA-256 and piece hashes checked")
+    static let metalink = Flag.string("--metalink", value: "FILE|URL",
+                                      help: "a Metalink file (.meta4, .metalink), or its http(s) URL, of one file: its URLs as mirrors, its size, SHA-256 and piece hashes checked")
     static let connectionsPerMirror = Flag.integer("--connections-per-mirror", value: "N", range: 1...16,
                                                    help: "with --mirror: connections one mirror takes at once (default: 2)")
     static let sha256 = Flag.string("--sha256", value: "HEX", help: "expected SHA-256; the file appears only if it matches")
@@ -54,8 +54,24 @@ enum GetCommand {
             if flags.positionals.count == 1, let prefix = S3Prefix(flags.positionals[0]) {
                 return await GetPrefix.run(flags, prefix: prefix)
             }
-            options = try downloadOptions(flags)
             transport = try TransferFlags.transport(flags.transfer)
+        } catch {
+            Output.err("transferd get: \(error)\n")
+            return .usage
+        }
+        // A metalink named by its URL is read first (at most `Metalink.maxSize`), with the TLS
+        // options and timeouts of the download, and none of its headers.
+        var metalinkDocument: Data?
+        if let location = flags.metalink, let url = remoteMetalink(location) {
+            do {
+                metalinkDocument = try await fetchMetalink(url, flags: flags, transport: transport)
+            } catch {
+                Output.err("transferd get: --metalink \(Redaction.url(url)): \(CommandError.text(error))\n")
+                return ExitCode.of(error, otherwise: .transferFailed)
+            }
+        }
+        do {
+            options = try downloadOptions(flags, metalinkDocument: metalinkDocument)
         } catch {
             Output.err("transferd get: \(error)\n")
             return .usage
@@ -75,8 +91,9 @@ enum GetCommand {
     }
 
     /// - Parameter name: the file's name when the URL's is not it (a metalink's).
-    static func downloadOptions(_ flags: GetOptions, name: String? = nil) throws -> DownloadOptions {
-        if name == nil, let path = flags.metalink { return try metalinkOptions(flags, path: path) }
+    /// - Parameter metalinkDocument: the metalink `--metalink URL` named, read.
+    static func downloadOptions(_ flags: GetOptions, name: String? = nil, metalinkDocument: Data? = nil) throws -> DownloadOptions {
+        if name == nil, let path = flags.metalink { return try metalinkOptions(flags, path: path, document: metalinkDocument) }
         guard flags.positionals.count == 1 else {
             throw UsageError(flags.positionals.isEmpty ? "missing URL; usage: \(usage)"
                              : "one URL at a time (got \(flags.positionals.count)); use a queue for many")
@@ -160,12 +177,12 @@ enum GetCommand {
 
     /// `get --metalink FILE`: the one file it describes, from its URLs (the first as the URL, the
     /// rest as mirrors), saved under its name, with its size, SHA-256 and piece hashes checked.
-    static func metalinkOptions(_ flags: GetOptions, path: String) throws -> DownloadOptions {
+    static func metalinkOptions(_ flags: GetOptions, path: String, document: Data? = nil) throws -> DownloadOptions {
         guard flags.positionals.isEmpty else { throw UsageError("give a URL or --metalink, not both") }
         for spec in [mirror.spec, checksums.spec, include.spec, exclude.spec, jobs.spec] where flags.given(spec) {
             throw UsageError("\(spec.key) does not go with --metalink: the metalink lists the file's URLs and checksums")
         }
-        let file = try readMetalink(path)
+        let file = try readMetalink(path, document: document)
         var rebuilt = flags
         rebuilt.positionals = [file.urls[0].absoluteString]
         var options = try downloadOptions(rebuilt, name: (file.name as NSString).lastPathComponent)
@@ -180,17 +197,44 @@ enum GetCommand {
         return options
     }
 
-    /// The one file the metalink at `path` describes.
-    static func readMetalink(_ path: String) throws -> MetalinkFile {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw UsageError("--metalink \(path): cannot be read (\(String(cString: strerror(errno))))")
+    /// `location` as the http(s) URL of a metalink (nil: a local file's path).
+    static func remoteMetalink(_ location: String) -> URL? {
+        guard let url = URL(string: location), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            return nil
         }
-        defer { try? handle.close() }
-        let data = (try? handle.read(upToCount: Metalink.maxSize + 1)) ?? Data()
-        let files = try Metalink.parse(data, origin: path)
+        return url
+    }
+
+    /// The metalink at `url`, read whole: a 2xx answer of at most `Metalink.maxSize` bytes.
+    static func fetchMetalink(_ url: URL, flags: GetOptions, transport: Transport) async throws -> Data {
+        let request = TransferRequest(method: "GET", url: url, headers: [:], connectTimeout: try flags.transfer.connectTimeout ?? 15,
+                                      idleTimeout: try flags.transfer.idleTimeout ?? 30,
+                                      maxRedirects: try flags.transfer.maxRedirects ?? 10, tls: try TransferFlags.tls(flags.transfer))
+        let answer = try await BoundedRead.read(request, limit: Metalink.maxSize,
+                                                advice: "a metalink of one file is a few KiB; check the URL", transport: transport)
+        guard (200..<300).contains(answer.status) else { throw MetalinkNotFetched(status: answer.status) }
+        return answer.body
+    }
+
+    /// The one file the metalink at `path` (or `document`, read from it) describes.
+    static func readMetalink(_ path: String, document: Data? = nil) throws -> MetalinkFile {
+        let data: Data
+        if let document {
+            data = document
+        } else {
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw UsageError("--metalink \(path): cannot be read (\(String(cString: strerror(errno))))")
+            }
+            defer { try? handle.close() }
+            data = (try? handle.read(upToCount: Metalink.maxSize + 1)) ?? Data()
+        }
+        // A URL is shown redacted (its query may hold a token).
+        let shown = document == nil ? path : Redaction.url(string: path)
+        let files = try Metalink.parse(data, origin: shown)
         guard files.count == 1, let file = files.first else {
-            throw UsageError("--metalink \(path) describes \(files.count) files; get fetches one — for all of them, put it in a "
-                             + "queue folder and run it (cp \(path) queue.d/ && transferd run)")
+            throw UsageError("--metalink \(shown) describes \(files.count) files; get fetches one — for all of them, put it in a "
+                             + "queue folder and run it (" + (document == nil ? "cp \(path) queue.d/" : "save it into queue.d/ as NAME.meta4")
+                             + " && transferd run)")
         }
         return file
     }
@@ -262,4 +306,10 @@ struct GetOptions: TypedOptions {
     var quiet: Bool { arguments[GetCommand.quiet] }
     var transfer: TransferOptions { TransferOptions(arguments) }
     var sync: SyncFlagOptions { SyncFlagOptions(arguments) }
+}
+
+/// A metalink URL answered with a status other than 2xx.
+struct MetalinkNotFetched: Error, CustomStringConvertible {
+    let status: Int
+    var description: String { "HTTP \(status); check the URL, or save the metalink and give its path" }
 }
