@@ -93,11 +93,12 @@ package enum BoundedRead {
         return (status, sink.body)
     }
 
-    /// `fetch` for an async caller: awaits the answer instead of blocking a thread.
+    /// `fetch` for an async caller: awaits the answer instead of blocking a thread, and gives
+    /// its headers too.
     package static func read(_ request: TransferRequest, limit: Int, advice: String,
-                            transport: Transport) async throws -> (status: Int, body: Data) {
+                            transport: Transport) async throws -> (status: Int, body: Data, headers: HTTPHeaders) {
         let sink = CapturingSink(limit: limit, url: request.url, advice: advice)
-        let outcome = try await transport.execute(request, sink: sink)
-        return (outcome.head.status, sink.body)
+        let head = try await transport.execute(request, sink: sink).head
+        return (head.status, sink.body, head.headers)
     }
 }

@@ -330,7 +330,7 @@ enum QueueCommands {
     }
 
     /// Parses, handles --help, runs `body`, and maps errors to exit codes.
-    private static func command(_ help: CommandHelp, _ argv: [String],
+    static func command(_ help: CommandHelp, _ argv: [String],
                                 _ body: (ParsedArguments) throws -> ExitCode) -> ExitCode {
         let name = help.name
         do {

@@ -262,23 +262,14 @@ enum SteerCommands {
     /// store, runs `body`, and maps errors to exit codes.
     private static func command(_ help: CommandHelp, _ argv: [String], select: ((ParsedArguments) throws -> JobSelection)? = nil,
                                 _ body: (ParsedArguments, QueueStore) throws -> ExitCode) -> ExitCode {
-        let name = help.name
-        do {
-            let arguments = try ParsedArguments.parse(argv, specs: help.options, command: name)
-            if arguments.wantsHelp {
-                Output.out(help.text)
-                return .success
-            }
+        QueueCommands.command(help, argv) { arguments in
             if let select { _ = try select(arguments) }
             let queue = QueueOptions(arguments)
-            let layout = try QueueFlags.layout(queue, command: name)
+            let layout = try QueueFlags.layout(queue, command: help.name)
             if try QueueFlags.storeURL(queue) == nil && !QueueFlags.queueFolderExists(layout) {
                 throw QueueError.noQueue(layout.directory)
             }
             return try body(arguments, try QueueFlags.openStore(layout, queue))
-        } catch {
-            Output.err("transferd \(name): \(CommandError.text(error))\n")
-            return ExitCode.of(error, otherwise: .localError)
         }
     }
 }

@@ -369,24 +369,24 @@ public final class DownloadEngine: Sendable {
         var attempt = options.priorFailures
         while true {
             attempt += 1
-            let sink = CapturingSink(limit: ChecksumList.maxBytes, url: list,
-                                     advice: "a SHA256SUMS list is a line per file; check the job's checksums URL")
             let request = TransferRequest(method: "GET", url: list, headers: [:], connectTimeout: options.connectTimeout,
                                           idleTimeout: options.idleTimeout, maxRedirects: options.maxRedirects, tls: options.tls)
             let failure: RetryPolicy.Failure
             let thrown: Error
             do {
-                let head = try await transport.execute(request, sink: sink).head
-                if (200..<300).contains(head.status) {
-                    let parsed = ChecksumList(String(decoding: sink.body, as: UTF8.self))
+                let (status, body, headers) = try await BoundedRead.read(
+                    request, limit: ChecksumList.maxBytes,
+                    advice: "a SHA256SUMS list is a line per file; check the job's checksums URL", transport: transport)
+                if (200..<300).contains(status) {
+                    let parsed = ChecksumList(String(decoding: body, as: UTF8.self))
                     guard let value = parsed.sha256(for: name) else {
                         throw DownloadError.notInChecksumList(list: Redaction.url(list), name: name,
                                                               ambiguous: parsed.ambiguous.contains(name))
                     }
                     return value
                 }
-                failure = .http(status: head.status, retryAfter: head.headers["Retry-After"].flatMap(RetryAfter.init(header:)))
-                thrown = DownloadError.httpStatus(status: head.status, url: Redaction.url(list),
+                failure = .http(status: status, retryAfter: headers["Retry-After"].flatMap(RetryAfter.init(header:)))
+                thrown = DownloadError.httpStatus(status: status, url: Redaction.url(list),
                                                   message: "the checksum list the job names", reason: nil)
             } catch let error as TransportError {
                 failure = .transport(error.kind)
