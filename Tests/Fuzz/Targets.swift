@@ -484,7 +484,10 @@ func fuzzRedaction(_ data: Data) {
     check(Redaction.message(message) == message, "message is not idempotent: \(message.debugDescription)")
     // Not when the input holds the secret already, also once a variant below drops its `&`s
     // (`PLANTED&s3cr3t` would become the secret in a path, where no rule looks for one).
-    guard !text.contains(fuzzPlanted), !text.replacingOccurrences(of: "&", with: "").contains(fuzzPlanted) else { return }
+    // Compared as bytes: by Characters, a combining mark after the secret's last letter hides it
+    // (`t` + U+0316 is one Character), though every byte of it is there.
+    func holdsPlanted(_ candidate: String) -> Bool { Data(candidate.utf8).range(of: Data(fuzzPlanted.utf8)) != nil }
+    guard !holdsPlanted(text), !holdsPlanted(text.replacingOccurrences(of: "&", with: "")) else { return }
     // The same secret planted where the rule must find it, with the input around it.
     let encoded = ("https://u:\(fuzzPlanted)@" + text).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
     let planted = [
